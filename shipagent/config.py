@@ -1,0 +1,313 @@
+"""The ship.json model: every key the runtime reads, validated once at load time.
+
+JSON keys are camelCase (``inMemoryMaxMessages``); Python attributes are snake_case. Unknown keys are
+rejected with the key path and the closest valid key, because a misspelt option that silently does
+nothing is the worst kind of configuration bug.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic.alias_generators import to_camel
+
+from ._env import expand_tree, merged_environment
+from .errors import ConfigError
+
+__all__ = [
+    "AgentContextConfig",
+    "AgentMetaConfig",
+    "ChatHistoryConfig",
+    "ContextConfig",
+    "ExecShellPermission",
+    "FilesConfig",
+    "HandoverConfig",
+    "InjectionConfig",
+    "LlmConfig",
+    "McpConfig",
+    "McpHttpServer",
+    "McpServerConfig",
+    "McpStdioServer",
+    "PermissionsConfig",
+    "ProfileConfig",
+    "ShipConfig",
+    "SkillsConfig",
+    "ToolsConfig",
+    "load_config",
+    "parse_config",
+]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False
+    )
+
+
+class LlmConfig(_Model):
+    """``llm``: which model to talk to and how. Every field is applied to the model."""
+
+    model: str | None = None
+    """A pydantic-ai model string (``openai:gpt-5-mini``) or a bare name used with ``provider``."""
+    provider: str | None = None
+    """``openai`` | ``openai-compatible`` | ``anthropic`` | any provider pydantic-ai knows."""
+    base_url: str | None = None
+    api_key: str | None = Field(default=None, repr=False)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, gt=0)
+    timeout_seconds: float | None = Field(default=None, gt=0)
+
+
+class ChatHistoryConfig(_Model):
+    in_memory_max_messages: int = Field(default=60, ge=4)
+    compact_keep_last_messages: int = Field(default=30, ge=1)
+    max_history_tokens: int = Field(default=32000, ge=256)
+
+
+class AgentContextConfig(_Model):
+    window_entries: int = Field(default=200, ge=2)
+
+
+class InjectionConfig(_Model):
+    max_injected_messages: int = Field(default=120, ge=0)
+
+
+class FilesConfig(_Model):
+    spill_threshold_bytes: int = Field(default=16384, ge=1024)
+
+
+class ContextConfig(_Model):
+    chat_history: ChatHistoryConfig = Field(default_factory=ChatHistoryConfig)
+    agent_context: AgentContextConfig = Field(default_factory=AgentContextConfig)
+    injection: InjectionConfig = Field(default_factory=InjectionConfig)
+    files: FilesConfig = Field(default_factory=FilesConfig)
+
+
+class SkillsConfig(_Model):
+    paths: list[str] = Field(default_factory=list)
+    allow_external_paths: bool = False
+
+
+class ExecShellPermission(_Model):
+    mode: Literal["allow", "deny", "ask"] = "ask"
+    allow: list[str] = Field(default_factory=list)
+    deny: list[str] = Field(default_factory=list)
+
+
+class PermissionsConfig(_Model):
+    exec_shell: ExecShellPermission = Field(default_factory=ExecShellPermission)
+
+
+class ToolsConfig(_Model):
+    modules: list[str] = Field(default_factory=list)
+    """Importable modules that expose a pydantic-ai ``toolset``; added beside the builtins."""
+
+
+class _McpCommon(_Model):
+    enabled: bool = True
+    timeout_seconds: float = Field(default=60, gt=0)
+    init_timeout_seconds: float = Field(default=20, gt=0)
+    allowed_tools: list[str] | None = None
+
+
+class McpStdioServer(_McpCommon):
+    type: Literal["stdio"] = "stdio"
+    command: str
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+class McpHttpServer(_McpCommon):
+    type: Literal["http", "sse"]
+    url: str
+    headers: dict[str, str] = Field(default_factory=dict)
+
+
+def _server_kind(value: Any) -> str:
+    kind = value.get("type", "stdio") if isinstance(value, dict) else getattr(value, "type", "stdio")
+    return "stdio" if kind == "stdio" else "http"
+
+
+McpServerConfig = Annotated[
+    Annotated[McpStdioServer, Tag("stdio")] | Annotated[McpHttpServer, Tag("http")],
+    Discriminator(_server_kind),
+]
+"""A stdio server (``type`` may be omitted) or a remote ``http`` / ``sse`` one."""
+
+
+class McpConfig(_Model):
+    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
+
+
+class AgentMetaConfig(_Model):
+    """``agent``: what kind of agent this is (drives provider tool scope, seed 000)."""
+
+    archetype: Literal["repo", "service", "employee"] = "repo"
+    backend_type: str = "shipagent"
+    workspace_policy: str = "persistent"
+    launch_mode: str = "direct"
+
+
+class ProfileConfig(_Model):
+    """``profiles.<name>``: another agent profile this agent may hand work to."""
+
+    instructions: str | None = None
+    agent_md: str | None = None
+    model: str | None = None
+    tools: list[str] | None = None
+    skills: list[str] | None = None
+
+
+class HandoverConfig(_Model):
+    max_depth: int = Field(default=3, ge=1)
+    max_subagents_per_run: int = Field(default=8, ge=1)
+
+
+class ShipConfig(_Model):
+    """The whole of ship.json."""
+
+    schema_: str | None = Field(default=None, alias="$schema")
+    name: str = "shipagent"
+    description: str | None = None
+    llm: LlmConfig = Field(default_factory=LlmConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    permissions: PermissionsConfig = Field(default_factory=PermissionsConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    mcp: McpConfig = Field(default_factory=McpConfig)
+    agent: AgentMetaConfig = Field(default_factory=AgentMetaConfig)
+    capabilities: dict[str, list[str]] = Field(default_factory=dict)
+    profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
+    handover: HandoverConfig = Field(default_factory=HandoverConfig)
+
+
+# ---------------------------------------------------------------------------------------------------
+# loading
+
+
+def _key_path(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("stdio", "http", "sse") and out.startswith("mcp.servers."):
+            continue  # the discriminator tag pydantic adds is not a key the user wrote
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation can hold, looking through Optional, unions and dicts."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    found: list[type[BaseModel]] = []
+    for arg in get_args(annotation):
+        found.extend(_models_in(arg))
+    return found
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The pydantic model that owns the key at ``loc`` (for 'did you mean' suggestions)."""
+    current: list[type[BaseModel]] = [ShipConfig]
+    for part in loc[:-1]:
+        tagged = [m for m in current if part in getattr(m.model_fields.get("type"), "annotation", ()).__args__]\
+            if all("type" in m.model_fields for m in current) and len(current) > 1 else []
+        if tagged:
+            current = tagged
+            continue
+        nxt: list[type[BaseModel]] = []
+        for model in current:
+            for name, field in model.model_fields.items():
+                if part in (name, field.alias):
+                    nxt.extend(_models_in(field.annotation))
+        if nxt:
+            current = nxt
+        # otherwise ``part`` is a dict key or list index: the value models stay the same
+    return current[0] if current else None
+
+
+def _format_error(err: ValidationError) -> ConfigError:
+    # An unknown key explains a "missing" one next to it (``comand`` vs ``command``): report it first.
+    errors = sorted(err.errors(), key=lambda e: e["type"] != "extra_forbidden")
+    first = errors[0]
+    loc = tuple(first["loc"])
+    path = _key_path(loc)
+    if first["type"] == "extra_forbidden":
+        owner = _model_at(loc)
+        valid = [f.alias or n for n, f in owner.model_fields.items()] if owner else []
+        close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else f" (valid keys: {', '.join(valid)})"
+        return ConfigError(f"ship.json: unknown key '{path}'{hint}", path=path)
+    if first["type"] == "missing":
+        return ConfigError(f"ship.json: '{path}' is required", path=path)
+    more = f" (and {len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""
+    return ConfigError(f"ship.json: '{path}': {first['msg']}{more}", path=path)
+
+
+def parse_config(data: Any, *, env: dict[str, str] | None = None) -> ShipConfig:
+    """Validate an already-parsed ship.json tree (after ``${VAR}`` expansion with ``env``)."""
+    if not isinstance(data, dict):
+        raise ConfigError("ship.json: the top level must be a JSON object", path="")
+    expanded = expand_tree(data, env if env is not None else {})
+    try:
+        return ShipConfig.model_validate(expanded)
+    except ValidationError as exc:
+        raise _format_error(exc) from None
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path.name}: not UTF-8 ({exc.reason})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"{path.name}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
+        ) from None
+
+
+def load_config(project_root: Path) -> ShipConfig:
+    """Load ``<root>/ship.json`` (defaults when absent), merge ``.ship/mcp/mcp.json``, expand vars.
+
+    Raises:
+        ConfigError: invalid JSON (line and column), unknown key, wrong type, missing variable, or a
+            server name defined in both ship.json and ``.ship/mcp/mcp.json``.
+    """
+    env = merged_environment(project_root)
+    path = project_root / "ship.json"
+    data: Any = _read_json(path) if path.is_file() else {}
+    if not isinstance(data, dict):
+        raise ConfigError("ship.json: the top level must be a JSON object", path="")
+    legacy = project_root / ".ship" / "mcp" / "mcp.json"
+    if legacy.is_file():
+        extra = _read_json(legacy)
+        servers = extra.get("servers", {}) if isinstance(extra, dict) else None
+        if not isinstance(servers, dict):
+            raise ConfigError(".ship/mcp/mcp.json: expected {\"servers\": {...}}", path="servers")
+        mcp = data.setdefault("mcp", {})
+        own = mcp.setdefault("servers", {}) if isinstance(mcp, dict) else {}
+        for name, server in servers.items():
+            if name in own:
+                raise ConfigError(
+                    f"mcp.servers.{name}: defined in both ship.json and .ship/mcp/mcp.json",
+                    path=f"mcp.servers.{name}",
+                )
+            own[name] = server
+    config = parse_config(data, env=env)
+    import re
+
+    for name in config.mcp.servers:
+        if not re.fullmatch(r"[A-Za-z0-9_-]+", name):
+            raise ConfigError(
+                f"mcp.servers.{name}: server names may use only letters, digits, '_' and '-'",
+                path=f"mcp.servers.{name}",
+            )
+    return config

@@ -1,0 +1,171 @@
+"""The tool execution context: what a tool can reach of the run it is called from.
+
+A run sets one :class:`ToolExecutionContext` in a :mod:`contextvars` variable; any tool — builtin,
+user-written, provider — calls :func:`current_tool_context` to read the chat key, the project and
+to inject messages the model sees on every later request of the same run (seed 002 §3).
+
+Injected messages never enter the chat's persisted history: they live on this object for the
+run's lifetime, and the history placement capability (``shipagent.history.placement``) lays them
+into each request as it is sent.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import hashlib
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from .errors import ToolContextError
+
+if TYPE_CHECKING:
+    from .chatkeys import ShipPaths
+    from .config import ShipConfig
+
+__all__ = [
+    "ApprovalRequest",
+    "InjectionReason",
+    "InjectionResult",
+    "ToolExecutionContext",
+    "current_tool_context",
+    "fingerprint_of",
+    "use_tool_context",
+]
+
+InjectionReason = Literal["missing_fingerprint", "empty_content", "duplicate", "limit_reached"]
+
+
+@dataclass(frozen=True, slots=True)
+class InjectionResult:
+    """What an ``inject_*_once`` call did: ``inserted`` or the ``reason`` it did not."""
+
+    inserted: bool
+    reason: InjectionReason | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedMessage:
+    role: Literal["system", "assistant"]
+    content: str
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True)
+class ApprovalRequest:
+    """Passed to the ``on_approval`` callback when a tool needs the user's permission."""
+
+    tool: str
+    command: str
+    chat_key: str
+    request_id: str
+
+
+ApprovalCallback = Callable[[ApprovalRequest], "bool | Awaitable[bool]"]
+
+
+def fingerprint_of(*parts: object) -> str:
+    """A short stable hash of ``parts`` (for fingerprints built from content)."""
+    digest = hashlib.sha1("\x1f".join(map(str, parts)).encode("utf-8")).hexdigest()
+    return digest[:16]
+
+
+@dataclass(eq=False)
+class ToolExecutionContext:
+    """Everything a tool may know about the run it executes in.
+
+    Attributes:
+        chat_key: the conversation this run belongs to.
+        request_id: unique per run; also the transcript's and agent-context log's ``requestId``.
+        project_root: the project directory (ship.json lives here).
+        config: the validated ship.json.
+        max_injected_messages: per-run cap on injected messages (ship.json
+            ``context.injection.maxInjectedMessages``).
+        paths: where this project's ``.ship/`` files are.
+        session_token: the session token of the context injector, when one is issued.
+        channel: the chat's outbound channel (``async send_text(chat_key, text)``), if any.
+        on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
+        extras: a place for subsystems to hang per-run state (keyed by subsystem name).
+    """
+
+    chat_key: str
+    request_id: str
+    project_root: Path
+    config: ShipConfig
+    paths: ShipPaths
+    max_injected_messages: int = 120
+    session_token: str | None = None
+    channel: Any = None
+    on_approval: ApprovalCallback | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+    sent_texts: list[str] = field(default_factory=list)
+    _injected: list[InjectedMessage] = field(default_factory=list, repr=False)
+    _fingerprints: set[str] = field(default_factory=set, repr=False)
+
+    # -- injection -------------------------------------------------------------------------------
+
+    def _inject(self, role: Literal["system", "assistant"], content: str, fingerprint: str) -> InjectionResult:
+        if not fingerprint or not fingerprint.strip():
+            return InjectionResult(False, "missing_fingerprint")
+        if not content or not content.strip():
+            return InjectionResult(False, "empty_content")
+        if fingerprint in self._fingerprints:
+            return InjectionResult(False, "duplicate")
+        if len(self._injected) >= self.max_injected_messages:
+            return InjectionResult(False, "limit_reached")
+        self._fingerprints.add(fingerprint)
+        self._injected.append(InjectedMessage(role, content, fingerprint))
+        return InjectionResult(True)
+
+    def inject_system_message_once(self, content: str, *, fingerprint: str) -> InjectionResult:
+        """Add a system message at the top of every later model request of this run.
+
+        Use it for rules, constraints and engineering summaries. Deduplicated by ``fingerprint``
+        within the run; at most ``max_injected_messages`` injections per run.
+        """
+        return self._inject("system", content, fingerprint)
+
+    def inject_assistant_message_once(self, content: str, *, fingerprint: str) -> InjectionResult:
+        """Add an assistant message right before the current user message of later requests.
+
+        Use it for conversational material (an earlier transcript). The user's own text is never
+        rewritten.
+        """
+        return self._inject("assistant", content, fingerprint)
+
+    @property
+    def injected(self) -> tuple[InjectedMessage, ...]:
+        """The messages injected so far in this run, in injection order."""
+        return tuple(self._injected)
+
+
+_current: contextvars.ContextVar[ToolExecutionContext | None] = contextvars.ContextVar(
+    "shipagent_tool_context", default=None
+)
+
+
+def current_tool_context() -> ToolExecutionContext:
+    """The :class:`ToolExecutionContext` of the run this code executes in.
+
+    Raises:
+        ToolContextError: when called outside a run (a tool invoked directly, a script).
+    """
+    ctx = _current.get()
+    if ctx is None:
+        raise ToolContextError(
+            "current_tool_context() was called outside a shipagent run; tools get a context only "
+            "while ShipAgent.run() executes them"
+        )
+    return ctx
+
+
+@contextmanager
+def use_tool_context(ctx: ToolExecutionContext) -> Iterator[ToolExecutionContext]:
+    """Make ``ctx`` the current tool context for the duration of the block."""
+    token = _current.set(ctx)
+    try:
+        yield ctx
+    finally:
+        _current.reset(token)

@@ -1,0 +1,144 @@
+"""Append-only JSONL files: whole-line appends, torn-line tolerant reads, backward reads.
+
+Every store under ``.ship/`` is built on these few functions so the crash rules hold everywhere:
+an append is one ``write`` of a whole line on an ``O_APPEND`` descriptor; a reader skips a last line
+that has no newline or does not parse (a crash mid-write) with a warning; a rewrite goes to a temp
+file that is renamed over the original.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "append_line",
+    "append_lines",
+    "iter_lines_backward",
+    "read_all",
+    "read_last",
+    "rewrite",
+]
+
+log = logging.getLogger("shipagent.jsonl")
+_BLOCK = 64 * 1024
+
+
+def _dumps(obj: Any) -> bytes:
+    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+
+
+def append_lines(path: Path, objs: Iterable[Any]) -> None:
+    """Append objects as lines with a single ``write`` (so a crash tears at most the last line)."""
+    data = b"".join(_dumps(o) for o in objs)
+    if not data:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        # A previous crash may have left a torn last line without "\n": start on a fresh line so
+        # the torn fragment stays one bad line instead of corrupting this record too.
+        size = os.fstat(fd).st_size
+        if size:
+            with open(path, "rb") as fh:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+    finally:
+        os.close(fd)
+
+
+def append_line(path: Path, obj: Any) -> None:
+    append_lines(path, [obj])
+
+
+def _parse(raw: bytes, path: Path, *, last: bool) -> Any | None:
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        where = "torn last line" if last else "unreadable line"
+        log.warning("%s: skipping %s (%d bytes)", path, where, len(raw))
+        return None
+
+
+def read_all(path: Path) -> list[Any]:
+    """Every parseable line, oldest first. A missing file is empty."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return []
+    lines = data.split(b"\n")
+    out = []
+    for index, raw in enumerate(lines):
+        if not raw.strip():
+            continue
+        obj = _parse(raw, path, last=index == len(lines) - 1)
+        if obj is not None:
+            out.append(obj)
+    return out
+
+
+def iter_lines_backward(path: Path, *, block_size: int = _BLOCK) -> Iterator[bytes]:
+    """Yield raw lines newest first, reading the file backwards in blocks.
+
+    Cost is proportional to what the caller consumes, not to the file size, so asking for the
+    last 20 entries of a 1 GB transcript reads a few blocks.
+    """
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with fh:
+        pos = fh.seek(0, os.SEEK_END)
+        tail = b""
+        while pos > 0:
+            step = min(block_size, pos)
+            pos -= step
+            fh.seek(pos)
+            chunk = fh.read(step) + tail
+            parts = chunk.split(b"\n")
+            tail = parts[0]
+            for raw in reversed(parts[1:]):
+                if raw.strip():
+                    yield raw
+        if tail.strip():
+            yield tail
+
+
+def read_last(path: Path, count: int, *, skip: int = 0) -> list[Any]:
+    """The last ``count`` parseable lines after skipping the newest ``skip`` ones, oldest first."""
+    out: list[Any] = []
+    first = True
+    for raw in iter_lines_backward(path):
+        obj = _parse(raw, path, last=first)
+        first = False
+        if obj is None:
+            continue
+        if skip:
+            skip -= 1
+            continue
+        out.append(obj)
+        if len(out) >= count:
+            break
+    out.reverse()
+    return out
+
+
+def rewrite(path: Path, objs: Iterable[Any]) -> None:
+    """Replace the file's content atomically: write a temp file, fsync, rename over."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as fh:
+        for obj in objs:
+            fh.write(_dumps(obj))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)

@@ -1,0 +1,13 @@
+"""Test-wide settings: no test may reach a real model provider."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_ai import models
+
+models.ALLOW_MODEL_REQUESTS = False
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
