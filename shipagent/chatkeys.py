@@ -28,9 +28,7 @@ def validate_chat_key(chat_key: object) -> str:
     if not chat_key:
         raise ChatKeyError("chat key must not be empty")
     if len(chat_key) > MAX_CHAT_KEY_LENGTH:
-        raise ChatKeyError(
-            f"chat key is {len(chat_key)} characters long; the limit is {MAX_CHAT_KEY_LENGTH}"
-        )
+        raise ChatKeyError(f"chat key is {len(chat_key)} characters long; the limit is {MAX_CHAT_KEY_LENGTH}")
     for index, char in enumerate(chat_key):
         if unicodedata.category(char) in ("Cc", "Cs") or char == "\x00":
             raise ChatKeyError(

@@ -43,9 +43,7 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False
-    )
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False)
 
 
 class LlmConfig(_Model):
@@ -216,8 +214,11 @@ def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     """The pydantic model that owns the key at ``loc`` (for 'did you mean' suggestions)."""
     current: list[type[BaseModel]] = [ShipConfig]
     for part in loc[:-1]:
-        tagged = [m for m in current if part in getattr(m.model_fields.get("type"), "annotation", ()).__args__]\
-            if all("type" in m.model_fields for m in current) and len(current) > 1 else []
+        tagged = (
+            [m for m in current if part in getattr(m.model_fields.get("type"), "annotation", ()).__args__]
+            if all("type" in m.model_fields for m in current) and len(current) > 1
+            else []
+        )
         if tagged:
             current = tagged
             continue
@@ -291,7 +292,7 @@ def load_config(project_root: Path) -> ShipConfig:
         extra = _read_json(legacy)
         servers = extra.get("servers", {}) if isinstance(extra, dict) else None
         if not isinstance(servers, dict):
-            raise ConfigError(".ship/mcp/mcp.json: expected {\"servers\": {...}}", path="servers")
+            raise ConfigError('.ship/mcp/mcp.json: expected {"servers": {...}}', path="servers")
         mcp = data.setdefault("mcp", {})
         own = mcp.setdefault("servers", {}) if isinstance(mcp, dict) else {}
         for name, server in servers.items():

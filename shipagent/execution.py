@@ -106,7 +106,9 @@ class ToolExecutionContext:
 
     # -- injection -------------------------------------------------------------------------------
 
-    def _inject(self, role: Literal["system", "assistant"], content: str, fingerprint: str) -> InjectionResult:
+    def _inject(
+        self, role: Literal["system", "assistant"], content: str, fingerprint: str
+    ) -> InjectionResult:
         if not fingerprint or not fingerprint.strip():
             return InjectionResult(False, "missing_fingerprint")
         if not content or not content.strip():

@@ -1,0 +1,188 @@
+"""Compaction of a chat's in-memory history: pure functions, no I/O.
+
+When a chat's history grows past ``inMemoryMaxMessages`` the older messages are folded into one
+summary message and the newest ``compactKeepLastMessages`` are kept (seed 002 §2.2). Two rules the
+seed system does not keep and we do:
+
+* a tool call and its result are never separated — a cut that would orphan a tool return moves
+  earlier, so the kept tail always starts where the model can make sense of it;
+* the summary is rebuilt from the previous summary plus the removed messages, so repeated
+  compactions keep an (ever more condensed) trace of the whole conversation.
+
+What is removed from memory stays on disk (message log, transcript, history context files).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+
+__all__ = [
+    "CompactionResult",
+    "compact",
+    "is_injected",
+    "is_summary",
+    "message_text",
+    "safe_cut_index",
+    "summary_message",
+]
+
+MARKER = "shipagent"
+_LINE_CHARS = 300
+_SUMMARY_CHARS = 6000
+_HEADER = (
+    "[Summary of the earlier conversation: {count} older messages were compacted. Their full text "
+    "is still on disk — call chat_load_history (or search the history context files) when you "
+    "need details.]"
+)
+
+
+def _kind(message: ModelMessage) -> str | None:
+    meta = message.metadata if isinstance(message, ModelRequest | ModelResponse) else None
+    if isinstance(meta, dict) and isinstance(meta.get(MARKER), dict):
+        kind = meta[MARKER].get("kind")
+        return kind if isinstance(kind, str) else None
+    return None
+
+
+def is_summary(message: ModelMessage) -> bool:
+    """Whether ``message`` is a compaction summary made by :func:`compact`."""
+    return _kind(message) == "summary"
+
+
+def is_injected(message: ModelMessage) -> bool:
+    """Whether ``message`` was injected by a tool during a run (never persisted)."""
+    return _kind(message) == "injected"
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Sequence):
+        return " ".join(c if isinstance(c, str) else f"[{type(c).__name__}]" for c in content)
+    return str(content)
+
+
+def message_text(message: ModelMessage) -> list[tuple[str, str]]:
+    """The readable (role, text) lines of a message, one per part that carries text."""
+    lines: list[tuple[str, str]] = []
+    for part in message.parts:
+        if isinstance(part, UserPromptPart):
+            lines.append(("user", _content_text(part.content)))
+        elif isinstance(part, SystemPromptPart):
+            lines.append(("system", part.content))
+        elif isinstance(part, TextPart):
+            lines.append(("assistant", part.content))
+        elif isinstance(part, ToolCallPart):
+            args = part.args if isinstance(part.args, str) else json.dumps(part.args, ensure_ascii=False)
+            lines.append((f"tool call {part.tool_name}", args or "{}"))
+        elif isinstance(part, ToolReturnPart):
+            lines.append((f"tool result {part.tool_name}", part.model_response_str()))
+        elif isinstance(part, RetryPromptPart):
+            lines.append((f"tool retry {part.tool_name or ''}".rstrip(), part.model_response()))
+    return lines
+
+
+def _call_ids(message: ModelMessage) -> set[str]:
+    if isinstance(message, ModelResponse):
+        return {p.tool_call_id for p in message.parts if isinstance(p, ToolCallPart)}
+    return set()
+
+
+def _return_ids(message: ModelMessage) -> set[str]:
+    if isinstance(message, ModelRequest):
+        return {
+            p.tool_call_id
+            for p in message.parts
+            if isinstance(p, ToolReturnPart | RetryPromptPart) and p.tool_call_id
+        }
+    return set()
+
+
+def safe_cut_index(messages: Sequence[ModelMessage], keep: int) -> int:
+    """Index where the kept tail of ``messages`` starts when keeping about ``keep`` messages.
+
+    The cut moves earlier (the tail grows) until no message in the tail answers a tool call that
+    lies before the cut, so a call and its result always stay together.
+    """
+    cut = max(len(messages) - keep, 0)
+    while cut > 0:
+        answered_later = set().union(*(_return_ids(m) for m in messages[cut:]))
+        called_before = set().union(*(_call_ids(m) for m in messages[:cut]))
+        if not answered_later & called_before:
+            break
+        cut -= 1
+    return cut
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionResult:
+    """The outcome of :func:`compact`."""
+
+    history: list[ModelMessage]
+    """``[summary, …kept]``: the new in-memory history."""
+    removed: list[ModelMessage]
+    """The messages folded into the summary (the previous summary excluded)."""
+    summary: ModelRequest
+
+
+def _summary_body(message: ModelMessage) -> tuple[int, str]:
+    meta = message.metadata if isinstance(message, ModelRequest) else None
+    info = meta.get(MARKER, {}) if isinstance(meta, dict) else {}
+    body = info.get("body", "") if isinstance(info, dict) else ""
+    count = info.get("compactedMessages", 0) if isinstance(info, dict) else 0
+    return int(count), str(body)
+
+
+def summary_message(count: int, body: str) -> ModelRequest:
+    """The summary message itself: a leading system part, marked in metadata."""
+    text = _HEADER.format(count=count) + ("\n" + body if body else "")
+    return ModelRequest(
+        parts=[SystemPromptPart(text)],
+        metadata={MARKER: {"kind": "summary", "compactedMessages": count, "body": body}},
+    )
+
+
+def compact(messages: Sequence[ModelMessage], keep: int) -> CompactionResult | None:
+    """Fold all but about the last ``keep`` messages into one summary message.
+
+    Returns ``None`` when there is nothing to fold (the safe cut lands at the start).
+    """
+    previous_count, previous_body = 0, ""
+    start = 0
+    if messages and is_summary(messages[0]):
+        previous_count, previous_body = _summary_body(messages[0])
+        start = 1
+    body_msgs = list(messages[start:])
+    cut = safe_cut_index(body_msgs, keep)
+    if cut == 0:
+        return None
+    removed, kept = body_msgs[:cut], body_msgs[cut:]
+    lines = [previous_body] if previous_body else []
+    for message in removed:
+        lines.extend(f"{role}: {_clip(text, _LINE_CHARS)}" for role, text in message_text(message))
+    body = "\n".join(lines)
+    if len(body) > _SUMMARY_CHARS:  # keep the newest lines; the oldest are the most condensed
+        body = "…" + body[-(_SUMMARY_CHARS - 1) :]
+        body = body[:1] + body[body.find("\n") + 1 :] if "\n" in body else body
+    summary = summary_message(previous_count + len(removed), body)
+    return CompactionResult(history=[summary, *kept], removed=removed, summary=summary)

@@ -1,0 +1,92 @@
+"""The capability that decides what each model request of a run carries.
+
+Before every model request it (1) bounds the history by the token budget and (2) lays in the
+messages tools injected during this run: injected **system** messages right after any leading
+system messages (the compaction summary), injected **assistant** messages immediately before the
+current user message (seed 002 §3). The user's text is never rewritten.
+
+Why not pydantic-ai's ``ProcessHistory``: what a ``ProcessHistory`` function returns is written back
+into the run's message history, so injections and budget cuts would leak into what the turn
+persists. A ``before_model_request`` hook that only *assigns* ``request_context.messages`` changes
+the request and nothing else (see ``ModelRequestContext.messages`` in pydantic-ai), so the run's
+history — and therefore what shipagent commits — stays exactly what the model and tools produced.
+Since the input is the untouched run history every time, the hook is idempotent by construction.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.capabilities import AbstractCapability
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+)
+from pydantic_ai.models import ModelRequestContext
+
+from ..execution import ToolExecutionContext, _current
+from .budget import fit_to_budget
+from .compaction import MARKER
+
+__all__ = ["ContextWindow", "place_injections"]
+
+
+def _is_leading_system(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and all(isinstance(p, SystemPromptPart) for p in message.parts)
+
+
+def place_injections(
+    prior: list[ModelMessage], current: list[ModelMessage], ctx: ToolExecutionContext | None
+) -> list[ModelMessage]:
+    """``prior + current`` with the run's injected messages laid in (pure)."""
+    if ctx is None or not ctx.injected:
+        return [*prior, *current]
+    lead = 0
+    while lead < len(prior) and _is_leading_system(prior[lead]):
+        lead += 1
+    systems: list[ModelMessage] = []
+    assistants: list[ModelMessage] = []
+    for item in ctx.injected:
+        meta = {MARKER: {"kind": "injected", "fingerprint": item.fingerprint}}
+        if item.role == "system":
+            systems.append(ModelRequest(parts=[SystemPromptPart(item.content)], metadata=meta))
+        else:
+            assistants.append(ModelResponse(parts=[TextPart(item.content)], metadata=meta))
+    return [*prior[:lead], *systems, *prior[lead:], *assistants, *current]
+
+
+def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
+    """Index of the current user request: the first message this run created."""
+    if run_id is not None:
+        for index, message in enumerate(messages):
+            if getattr(message, "run_id", None) == run_id:
+                return index
+    for index in range(len(messages) - 1, -1, -1):  # fallback: the last request without tool parts
+        if isinstance(messages[index], ModelRequest):
+            return index
+    return 0
+
+
+@dataclass
+class ContextWindow(AbstractCapability[Any]):
+    """Budget the history and place injected messages, for what is sent only."""
+
+    max_history_tokens: int = 32000
+
+    async def before_model_request(
+        self, ctx: RunContext[Any], request_context: ModelRequestContext
+    ) -> ModelRequestContext:
+        messages = list(request_context.messages)
+        split = _split_current(messages, ctx.run_id)
+        prior, current = fit_to_budget(messages[:split], messages[split:], self.max_history_tokens)
+        request_context.messages = place_injections(prior, current, _current.get())
+        return request_context
+
+    @classmethod
+    def get_serialization_name(cls) -> str | None:
+        return None

@@ -1,0 +1,51 @@
+"""Assembling a run's instructions (the system prompt), in the seed's order.
+
+1. ``Agent.md`` from the project root — the agent's role, written by the user;
+2. the built-in default prompt (``shipagent/prompts/default.md``), with the current time evaluated
+   per run (the seed froze it at start-up);
+3. additions from context sources: the skills overview, context providers, the capability catalog.
+
+Each source is a callable so subsystems plug in without this module knowing them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+
+from .execution import ToolExecutionContext
+
+__all__ = ["InstructionSource", "default_prompt", "read_agent_md"]
+
+InstructionSource = Callable[[ToolExecutionContext], "str | None | Awaitable[str | None]"]
+
+
+def read_agent_md(project_root: Path) -> str:
+    """``Agent.md`` of the project, or an empty string when there is none."""
+    path = project_root / "Agent.md"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+
+
+def default_prompt(now: datetime | None = None) -> str:
+    """The built-in default prompt with ``{now}`` replaced by the current UTC time."""
+    try:
+        text = resources.files("shipagent").joinpath("prompts/default.md").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        text = "Current time: {now}"
+    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC (%A)")
+    return text.replace("{now}", stamp).strip()
+
+
+async def collect(sources: list[InstructionSource], ctx: ToolExecutionContext) -> list[str]:
+    """Evaluate every source for this run, keeping non-empty texts in order."""
+    out: list[str] = []
+    for source in sources:
+        value = source(ctx)
+        if inspect.isawaitable(value):
+            value = await value
+        if isinstance(value, str) and value.strip():
+            out.append(value.strip())
+    return out
