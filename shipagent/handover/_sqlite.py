@@ -1,0 +1,306 @@
+"""The embedded card/box store: one SQLite file, ``.ship/cardbox.sqlite3``.
+
+stdlib :mod:`sqlite3` runs in a worker thread (``anyio.to_thread``) so a slow disk never blocks the
+event loop that serves other chats. WAL mode lets readers (an inspector, another process) read while
+an agent writes. One connection is shared behind a lock: SQLite serialises writers anyway, and a
+single connection keeps every transaction's view consistent.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio.to_thread
+
+from ..errors import BadRequestError, NotFoundError
+from ._cards import Box, Card, CardContent, NewCard, content_from_json, content_to_json, to_content
+from ._ids import new_id
+from ._store import BoxId
+
+__all__ = ["SqliteCardBoxStore"]
+
+_T = TypeVar("_T")
+_SCHEMA_VERSION = 1
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS cards (
+    card_id    TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    type       TEXT NOT NULL,
+    content    TEXT NOT NULL,
+    author_id  TEXT NOT NULL,
+    metadata   TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS boxes (
+    box_id     TEXT PRIMARY KEY,
+    project_id TEXT NOT NULL,
+    created_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS box_cards (
+    box_id   TEXT NOT NULL REFERENCES boxes(box_id),
+    position INTEGER NOT NULL,
+    card_id  TEXT NOT NULL REFERENCES cards(card_id),
+    PRIMARY KEY (box_id, position)
+);
+CREATE TABLE IF NOT EXISTS named_boxes (
+    project_id TEXT NOT NULL,
+    name       TEXT NOT NULL,
+    box_id     TEXT NOT NULL REFERENCES boxes(box_id),
+    PRIMARY KEY (project_id, name)
+);
+"""
+_CHUNK = 500  # stay far below SQLite's bound-parameter limit
+
+
+def _dumps(value: Any, what: str) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BadRequestError(f"card {what} is not JSON-serialisable: {exc}") from None
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+class SqliteCardBoxStore:
+    """:class:`~shipagent.handover.CardBoxStore` on a SQLite file.
+
+    Args:
+        path: the database file (``.ship/cardbox.sqlite3`` for an agent); its directory is created.
+        project_id: the project id for calls that pass none.
+
+    The file is opened on first use, so constructing a store (and an agent that owns one) does no
+    I/O and needs no running event loop.
+    """
+
+    def __init__(self, path: Path, *, project_id: str = "default") -> None:
+        self.path = Path(path)
+        self._project_id = project_id
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def project_id(self) -> str:
+        return self._project_id
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.executescript(_SCHEMA)
+            conn.execute(f"PRAGMA user_version={_SCHEMA_VERSION}")
+            self._conn = conn
+        return self._conn
+
+    def _read(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        with self._lock:
+            return fn(self._connect())
+
+    def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; any exception rolls all of it back."""
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                result = fn(conn)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+            return result
+
+    async def _run(self, fn: Callable[[], _T]) -> _T:
+        return await anyio.to_thread.run_sync(fn)
+
+    def _pid(self, project_id: str | None) -> str:
+        return self._project_id if project_id is None else project_id
+
+    # -- rows -------------------------------------------------------------------------------------
+
+    def _insert_card(self, conn: sqlite3.Connection, card: NewCard, project_id: str) -> str:
+        card_id = new_id()
+        conn.execute(
+            "INSERT INTO cards VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                card_id,
+                project_id,
+                card.type,
+                _dumps(content_to_json(card.content), "content"),
+                card.author_id,
+                _dumps(card.metadata, "metadata"),
+                _now(),
+            ),
+        )
+        return card_id
+
+    @staticmethod
+    def _require_cards(conn: sqlite3.Connection, card_ids: Sequence[str]) -> None:
+        wanted = list(dict.fromkeys(card_ids))
+        found: set[str] = set()
+        for start in range(0, len(wanted), _CHUNK):
+            chunk = wanted[start : start + _CHUNK]
+            marks = ",".join("?" * len(chunk))
+            found.update(
+                r[0] for r in conn.execute(f"SELECT card_id FROM cards WHERE card_id IN ({marks})", chunk)
+            )
+        missing = [c for c in wanted if c not in found]
+        if missing:
+            raise NotFoundError(
+                f"card {missing[0]!r} not found"
+                + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
+            )
+
+    @staticmethod
+    def _require_box(conn: sqlite3.Connection, box_id: str) -> None:
+        if conn.execute("SELECT 1 FROM boxes WHERE box_id = ?", (box_id,)).fetchone() is None:
+            raise NotFoundError(f"box {box_id!r} not found")
+
+    @staticmethod
+    def _insert_box(conn: sqlite3.Connection, card_ids: Sequence[str], project_id: str) -> str:
+        box_id = new_id()
+        conn.execute("INSERT INTO boxes VALUES (?, ?, ?)", (box_id, project_id, _now()))
+        conn.executemany(
+            "INSERT INTO box_cards VALUES (?, ?, ?)", [(box_id, i, c) for i, c in enumerate(card_ids)]
+        )
+        return box_id
+
+    @staticmethod
+    def _card_from_row(row: tuple[Any, ...]) -> Card:
+        card_id, project_id, type_, content, author_id, metadata, created_at = row
+        return Card(
+            card_id=card_id,
+            project_id=project_id,
+            type=type_,
+            content=content_from_json(json.loads(content)),
+            author_id=author_id,
+            metadata=json.loads(metadata),
+            created_at=datetime.fromisoformat(created_at),
+        )
+
+    # -- the CardBoxStore interface ---------------------------------------------------------------
+
+    async def add_card(
+        self,
+        *,
+        type: str,
+        content: CardContent | str | dict[str, Any] | list[Any],
+        author_id: str,
+        metadata: dict[str, Any] | None = None,
+        project_id: str | None = None,
+    ) -> str:
+        new = NewCard(
+            type=type, content=to_content(content), author_id=author_id, metadata=dict(metadata or {})
+        )
+        pid = self._pid(project_id)
+        return await self._run(lambda: self._write(lambda conn: self._insert_card(conn, new, pid)))
+
+    async def get_card(self, card_id: str) -> Card:
+        return (await self.get_cards([card_id]))[0]
+
+    async def get_cards(self, card_ids: Sequence[str]) -> list[Card]:
+        ids = [str(c) for c in card_ids]
+
+        def read(conn: sqlite3.Connection) -> list[Card]:
+            rows: dict[str, Card] = {}
+            unique = list(dict.fromkeys(ids))
+            for start in range(0, len(unique), _CHUNK):
+                chunk = unique[start : start + _CHUNK]
+                marks = ",".join("?" * len(chunk))
+                for row in conn.execute(f"SELECT * FROM cards WHERE card_id IN ({marks})", chunk):
+                    rows[row[0]] = self._card_from_row(row)
+            for card_id in ids:
+                if card_id not in rows:
+                    raise NotFoundError(f"card {card_id!r} not found")
+            return [rows[c] for c in ids]
+
+        return await self._run(lambda: self._read(read))
+
+    async def create_box(self, card_ids: Sequence[str], project_id: str | None = None) -> str:
+        box_id, _ = await self.create_box_with([str(c) for c in card_ids], project_id)
+        return box_id
+
+    async def create_box_with(
+        self, entries: Sequence[str | NewCard], project_id: str | None = None
+    ) -> tuple[str, list[str]]:
+        pid = self._pid(project_id)
+        items = list(entries)
+        for item in items:  # serialisation errors surface before the transaction starts
+            if isinstance(item, NewCard):
+                _dumps(content_to_json(item.content), "content")
+                _dumps(item.metadata, "metadata")
+
+        def write(conn: sqlite3.Connection) -> tuple[str, list[str]]:
+            self._require_cards(conn, [i for i in items if isinstance(i, str)])
+            ids = [i if isinstance(i, str) else self._insert_card(conn, i, pid) for i in items]
+            return self._insert_box(conn, ids, pid), ids
+
+        return await self._run(lambda: self._write(write))
+
+    async def get_box(self, box_id: BoxId) -> Box:
+        bid = str(box_id)
+
+        def read(conn: sqlite3.Connection) -> Box:
+            row = conn.execute("SELECT project_id, created_at FROM boxes WHERE box_id = ?", (bid,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"box {bid!r} not found")
+            cards = conn.execute(
+                "SELECT card_id FROM box_cards WHERE box_id = ? ORDER BY position", (bid,)
+            ).fetchall()
+            return Box(bid, row[0], [c[0] for c in cards], datetime.fromisoformat(row[1]))
+
+        return await self._run(lambda: self._read(read))
+
+    async def append_to_box(self, box_id: BoxId, card_ids: Sequence[str]) -> None:
+        bid, ids = str(box_id), [str(c) for c in card_ids]
+
+        def write(conn: sqlite3.Connection) -> None:
+            self._require_box(conn, bid)
+            self._require_cards(conn, ids)
+            (end,) = conn.execute(
+                "SELECT COALESCE(MAX(position) + 1, 0) FROM box_cards WHERE box_id = ?", (bid,)
+            ).fetchone()
+            conn.executemany(
+                "INSERT INTO box_cards VALUES (?, ?, ?)", [(bid, end + i, c) for i, c in enumerate(ids)]
+            )
+
+        await self._run(lambda: self._write(write))
+
+    async def named_box(
+        self, name: str, *, initial: Sequence[NewCard] = (), project_id: str | None = None
+    ) -> str:
+        pid = self._pid(project_id)
+        cards = list(initial)
+
+        def write(conn: sqlite3.Connection) -> str:
+            row = conn.execute(
+                "SELECT box_id FROM named_boxes WHERE project_id = ? AND name = ?", (pid, name)
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+            ids = [self._insert_card(conn, c, pid) for c in cards]
+            box_id = self._insert_box(conn, ids, pid)
+            conn.execute("INSERT INTO named_boxes VALUES (?, ?, ?)", (pid, name, box_id))
+            return box_id
+
+        return await self._run(lambda: self._write(write))
+
+    async def close(self) -> None:
+        def close() -> None:
+            with self._lock:
+                if self._conn is not None:
+                    self._conn.close()
+                    self._conn = None
+
+        await self._run(close)
