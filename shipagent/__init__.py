@@ -1,5 +1,6 @@
 """shipagent: a runtime for chat agents on pydantic-ai whose context stays bounded and inspectable."""
 
+from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import (
     BadRequestError,
@@ -15,16 +16,21 @@ from .execution import (
     ToolExecutionContext,
     current_tool_context,
 )
+from .results import AgentResult, StepEvent, ToolCallRecord
 
 __all__ = [
+    "AgentResult",
     "ApprovalRequest",
     "BadRequestError",
     "ChatKeyError",
     "ConfigError",
     "InjectionResult",
     "NotFoundError",
+    "ShipAgent",
     "ShipAgentError",
     "ShipConfig",
+    "StepEvent",
+    "ToolCallRecord",
     "ToolContextError",
     "ToolExecutionContext",
     "current_tool_context",

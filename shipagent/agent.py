@@ -40,6 +40,7 @@ from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
+from .tools import SkillsCache, builtin_toolset, load_tool_modules, skills_overview_source
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -97,6 +98,12 @@ class ShipAgent:
         self.transcript = Transcript(self.paths)
         self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
         self.instruction_sources: list[_instructions.InstructionSource] = []
+        # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
+        # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
+        self.skills_cache = SkillsCache()
+        self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
+        self._module_toolsets = load_tool_modules(config, project_root=project_root)
+        self.instruction_sources.append(skills_overview_source(self.skills_cache))
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
         self._providers = list(providers)
@@ -164,7 +171,11 @@ class ShipAgent:
 
     def _toolsets(self) -> list[AbstractToolset[Any]]:
         """Every toolset a run offers the model, each guarded so a crash becomes a failure result."""
-        toolsets: list[AbstractToolset[Any]] = [*self._user_toolsets]
+        toolsets: list[AbstractToolset[Any]] = [
+            self._builtin_toolset,
+            *self._module_toolsets,
+            *self._user_toolsets,
+        ]
         return [GuardedToolset(t) for t in toolsets]
 
     def _is_mcp_tool(self, name: str) -> bool:
@@ -183,6 +194,10 @@ class ShipAgent:
     def history(self, chat_key: str) -> list[ModelMessage]:
         """The chat's current history (loaded from ``.ship/`` if this process has not seen it)."""
         return self.chats.get(validate_chat_key(chat_key))
+
+    async def clear(self, chat_key: str) -> None:
+        """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
+        await self.chats.reset(validate_chat_key(chat_key), uuid.uuid4().hex)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -271,8 +286,14 @@ class ShipAgent:
         new = [m for m in messages if getattr(m, "run_id", None) == run_id]
         records = tool_call_records(new)
         output = self._final_output(output, ctx, channel, records)
-        compaction = await self.chats.commit(chat_key, request_id, base, new, base_compaction=base_compaction)
-        await anyio.to_thread.run_sync(partial(self._write_logs, chat_key, request_id, text, output, records))
+        compaction = await self.chats.commit(
+            chat_key,
+            request_id,
+            base,
+            new,
+            base_compaction=base_compaction,
+            also=partial(self._write_logs, chat_key, request_id, text, output, records),
+        )
         for done in (base_compaction, compaction):
             if done is not None:
                 await steps.emit(

@@ -20,7 +20,7 @@ from .execution import ToolExecutionContext
 
 __all__ = ["InstructionSource", "default_prompt", "read_agent_md"]
 
-InstructionSource = Callable[[ToolExecutionContext], "str | None | Awaitable[str | None]"]
+InstructionSource = Callable[[ToolExecutionContext], "str | Awaitable[str | None] | None"]
 
 
 def read_agent_md(project_root: Path) -> str:

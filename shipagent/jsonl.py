@@ -93,7 +93,7 @@ def iter_lines_backward(path: Path, *, block_size: int = _BLOCK) -> Iterator[byt
     last 20 entries of a 1 GB transcript reads a few blocks.
     """
     try:
-        fh = open(path, "rb")
+        fh = open(path, "rb")  # noqa: SIM115 - closed by the ``with`` below; a generator can't wrap the try
     except FileNotFoundError:
         return
     with fh:

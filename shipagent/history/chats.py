@@ -7,6 +7,7 @@ history in memory stays within ``inMemoryMaxMessages`` through compaction.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,6 +20,8 @@ from .compaction import CompactionResult, compact
 from .stores import MessageLog
 
 __all__ = ["ChatHistories", "CompactionHook"]
+
+log = logging.getLogger("shipagent.history")
 
 CompactionHook = Callable[[str, CompactionResult], None]
 """Called (in a worker thread) with the chat key and what a compaction removed."""
@@ -66,8 +69,22 @@ class ChatHistories:
         """Forget the in-memory copy (the next turn rebuilds it from disk)."""
         self._chat(chat_key).messages = None
 
-    def compacted(self, messages: list[ModelMessage], keep: int) -> CompactionResult | None:
-        return compact(messages, keep)
+    async def reset(self, chat_key: str, request_id: str) -> None:
+        """Start the chat's model context afresh; everything said stays on disk.
+
+        Written as a compaction record with an empty history, so a restart agrees.
+        """
+        chat = self._chat(chat_key)
+        async with chat.lock:
+            await anyio.to_thread.run_sync(self.log.append_compaction, chat_key, request_id, [])
+            chat.messages = []
+
+    def _run_hooks(self, chat_key: str, result: CompactionResult) -> None:
+        for hook in self.compaction_hooks:
+            try:
+                hook(chat_key, result)
+            except Exception:  # a hook must never cost the user the turn
+                log.exception("compaction hook %r failed for chat %r", hook, chat_key)
 
     async def commit(
         self,
@@ -77,12 +94,15 @@ class ChatHistories:
         new: list[ModelMessage],
         *,
         base_compaction: CompactionResult | None = None,
+        also: Callable[[], None] | None = None,
     ) -> CompactionResult | None:
         """Persist a turn: ``base`` (the history the run started from) + ``new`` messages.
 
         ``base_compaction`` is set when the run only succeeded on a compacted history (context
         overflow retry); it is persisted first. Returns the compaction this commit triggered, if
-        any. Must be called while holding the chat's lock.
+        any. ``also`` runs in the same worker-thread hop (the transcript and agent-context
+        writes), so a turn pays for one thread round trip, not three. Must be called while
+        holding the chat's lock.
         """
         chat = self._chat(chat_key)
         history = [*base, *new]
@@ -91,14 +111,14 @@ class ChatHistories:
         def write() -> CompactionResult | None:
             if base_compaction is not None:
                 self.log.append_compaction(chat_key, request_id, base)
-                for hook in self.compaction_hooks:
-                    hook(chat_key, base_compaction)
+                self._run_hooks(chat_key, base_compaction)
             self.log.append_turn(chat_key, request_id, new)
+            if also is not None:
+                also()
             if len(history) > self.config.in_memory_max_messages:
                 done = compact(history, self.config.compact_keep_last_messages)
                 if done is not None:
-                    for hook in self.compaction_hooks:
-                        hook(chat_key, done)
+                    self._run_hooks(chat_key, done)
                     self.log.append_compaction(chat_key, request_id, done.history)
                     return done
             return None
