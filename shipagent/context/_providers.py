@@ -1,0 +1,117 @@
+"""The built-in context providers: identity, skills overview, capability catalog.
+
+Each is an ordinary :class:`~shipagent.context.ContextProvider` — the same interface user code
+implements — so the runtime's own prompt sections get no privileges a plugin would not have.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ._agent_context import build_agent_context, context_to_system_prompt
+from ._pool import ResourcePool
+from ._templates import load_template, render_template
+from ._types import AgentInstanceMeta
+
+if TYPE_CHECKING:
+    from ..config import ShipConfig
+
+__all__ = [
+    "ARCHETYPE_DESCRIPTIONS",
+    "AgentContextProvider",
+    "CoreContextProvider",
+    "SkillsContextProvider",
+]
+
+ARCHETYPE_DESCRIPTIONS: dict[str, str] = {
+    "repo": "you work on one project directory at a time, at the request of the people you talk to.",
+    "service": "you run as a long-lived service that answers requests from many chats and other systems.",
+    "employee": "you take on whole jobs on your own, plan them, and hand parts to other agents when that is faster.",
+}
+
+
+class CoreContextProvider:
+    """``core-identity``: who the agent is and what the platform gives it (``core-identity.md``)."""
+
+    name = "core-identity"
+
+    def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str:
+        """The rendered identity template for this agent."""
+        return render_template(
+            load_template("core-identity"),
+            {
+                "agentName": agent_name,
+                "archetype": meta.archetype,
+                "archetypeDescription": ARCHETYPE_DESCRIPTIONS[meta.archetype],
+                "backendType": meta.backend_type,
+                "workspacePolicy": meta.workspace_policy,
+            },
+        ).strip()
+
+
+class SkillsContextProvider:
+    """``skills``: the one-line-per-skill overview, so the model knows which skills to load.
+
+    Give it a project (``SkillsContextProvider(root, config)``, using :mod:`shipagent.skills`) or
+    any ``overview`` callable. Skills change on disk while the agent runs, so :meth:`revision`
+    is the overview itself: a chat's cached session context is re-prepared when it changes.
+    """
+
+    name = "skills"
+
+    def __init__(
+        self,
+        project_root: Path | None = None,
+        config: ShipConfig | None = None,
+        *,
+        overview: Callable[[], str | None] | None = None,
+    ) -> None:
+        if overview is None:
+            if project_root is None or config is None:
+                raise ValueError("SkillsContextProvider needs project_root and config, or overview=")
+            root, cfg = project_root, config
+
+            def overview() -> str | None:
+                from ..skills import discover_skills, render_skills_overview
+
+                return render_skills_overview(discover_skills(root, cfg))
+
+        self._overview = overview
+
+    def revision(self) -> object:
+        """The current overview text (equal text → the cached session context is still right)."""
+        return self._overview()
+
+    def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str | None:
+        """The skills overview, or ``None`` when the project has no skills."""
+        text = self._overview()
+        return text.strip() if text and text.strip() else None
+
+
+class AgentContextProvider:
+    """``agent-context``: the resource pool and capability catalog, freshly rendered every run (seed 004).
+
+    The catalog is live state — a resource turns busy, a tool is granted — so :meth:`revision`
+    never repeats: every run re-prepares the session context and the model always sees the pool
+    as it is now, with a new timestamp.
+    """
+
+    name = "agent-context"
+
+    def __init__(self, pool: ResourcePool, *, orchestrator_note: str | None = None) -> None:
+        self.pool = pool
+        self.orchestrator_note = orchestrator_note
+        self._counter = itertools.count()
+
+    def revision(self) -> object:
+        """A new value on every call: the rendering carries the time and must never be reused."""
+        return (self.pool.revision, next(self._counter))
+
+    def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str:
+        """The rendered pool status and capability catalog."""
+        return context_to_system_prompt(
+            build_agent_context(self.pool, orchestrator_note=self.orchestrator_note)
+        )
