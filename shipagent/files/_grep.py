@@ -1,0 +1,248 @@
+"""Regex search in one context file: ripgrep when there is one, pure Python otherwise.
+
+Both engines answer the same question the same way — 1-based line numbers, a line's text without
+its ``\\n``, ``before``/``after`` as the N lines around each returned match (whatever those lines
+are), ``total_matches`` as the number of matching lines in the whole file — so a model never sees
+different results depending on the machine. The tests run both on one corpus and compare.
+
+ripgrep is run as ``rg --json -m N`` (it stops reading after the N-th match), plus ``rg -c`` for
+the total only when the first pass hit N; the Python engine skips whole 4 MB blocks in which the
+pattern does not occur before it looks at single lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+__all__ = ["GrepEngine", "GrepMatch", "GrepResult", "InvalidPatternError", "find_ripgrep", "grep_file"]
+
+GrepEngine = Literal["ripgrep", "python"]
+_CHUNK = 4 * 1024 * 1024
+# Python's ``re`` and ripgrep's regex agree on a line and on the same line inside a block, except
+# for these (string-edge and look-around assertions): with them the Python engine goes line by line.
+_NO_BLOCK_SKIP = ("\\A", "\\Z", "\\z", "(?=", "(?!", "(?<=", "(?<!")
+
+
+class InvalidPatternError(ValueError):
+    """The pattern is not a valid regular expression (for either engine)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GrepMatch:
+    """One matching line and the lines around it (empty lists when no context was asked for)."""
+
+    line: int
+    content: str
+    before: list[str] = field(default_factory=list)
+    after: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class GrepResult:
+    """The first ``max_results`` matches, the number of matching lines, and who found them."""
+
+    total_matches: int
+    matches: list[GrepMatch]
+    engine: GrepEngine
+
+
+def find_ripgrep() -> str | None:
+    """The ``rg`` binary to use: on ``PATH``, else next to this Python (``pip install ripgrep``)."""
+    found = shutil.which("rg")
+    if found:
+        return found
+    for folder in {sysconfig.get_path("scripts"), os.path.dirname(sys.executable)}:
+        candidate = shutil.which("rg", path=folder)
+        if candidate:
+            return candidate
+    return None
+
+
+def grep_file(
+    path: Path,
+    pattern: str,
+    *,
+    max_results: int,
+    context_lines: int,
+    case_sensitive: bool,
+    rg: str | None = None,
+    engine: GrepEngine | None = None,
+) -> GrepResult:
+    """Search ``path`` line by line for ``pattern``.
+
+    Args:
+        path: the file.
+        pattern: a regular expression (the common subset of Python ``re`` and Rust regex).
+        max_results: how many matches to return (``total_matches`` counts them all).
+        context_lines: lines of context before and after each returned match.
+        case_sensitive: ``False`` folds case (Unicode-aware in both engines).
+        rg: the ripgrep binary; ``None`` looks it up with :func:`find_ripgrep`.
+        engine: force ``"python"`` or ``"ripgrep"``; ``None`` prefers ripgrep when present.
+
+    Raises:
+        InvalidPatternError: the pattern compiles in neither engine available.
+    """
+    compiled: re.Pattern[str] | None
+    try:
+        compiled = re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
+        python_error = None
+    except re.error as exc:
+        compiled, python_error = None, str(exc)
+    binary = None if engine == "python" else (rg or find_ripgrep())
+    if engine == "ripgrep" and binary is None:
+        raise FileNotFoundError("ripgrep (rg) is not installed")
+    if binary is not None:
+        result = _grep_ripgrep(binary, path, pattern, max_results, context_lines, case_sensitive)
+        if result is not None:
+            return result
+        if engine == "ripgrep":
+            raise InvalidPatternError(f"ripgrep rejected the pattern {pattern!r}")
+    if compiled is None:
+        raise InvalidPatternError(f"invalid regular expression {pattern!r}: {python_error}")
+    return _grep_python(path, compiled, max_results, context_lines)
+
+
+# --- ripgrep ------------------------------------------------------------------------------------
+
+
+def _rg_base(binary: str, pattern: str, case_sensitive: bool) -> list[str]:
+    return [
+        binary,
+        "--no-config",
+        "--text",  # a NUL byte must not turn the file into "binary, skipped"
+        "--encoding=utf-8",  # no BOM sniffing: the bytes are UTF-8, as Python reads them
+        "--case-sensitive" if case_sensitive else "--ignore-case",
+        "--regexp",
+        pattern,
+    ]
+
+
+def _rg_text(obj: dict[str, object]) -> str:
+    lines = obj.get("lines")
+    if not isinstance(lines, dict):
+        return ""
+    if "text" in lines:
+        text = str(lines["text"])
+    else:  # not valid UTF-8: ripgrep sends base64 bytes
+        import base64
+
+        text = base64.b64decode(str(lines.get("bytes", ""))).decode("utf-8", errors="replace")
+    return text[:-1] if text.endswith("\n") else text
+
+
+def _grep_ripgrep(
+    binary: str, path: Path, pattern: str, max_results: int, context_lines: int, case_sensitive: bool
+) -> GrepResult | None:
+    """Run ripgrep; ``None`` when it rejects the pattern (the caller falls back to Python)."""
+    args = [*_rg_base(binary, pattern, case_sensitive), "--json", f"--max-count={max_results}"]
+    if context_lines:
+        args.append(f"--context={context_lines}")
+    proc = subprocess.run([*args, "--", str(path)], capture_output=True, check=False)
+    if proc.returncode == 2:
+        return None
+    seen: dict[int, str] = {}
+    match_lines: list[int] = []
+    for raw in proc.stdout.splitlines():
+        event = json.loads(raw)
+        kind = event.get("type")
+        if kind not in ("match", "context"):
+            continue
+        data = event["data"]
+        number = int(data["line_number"])
+        seen[number] = _rg_text(data)
+        if kind == "match" and len(match_lines) < max_results:
+            match_lines.append(number)
+    total = len(match_lines)
+    if total >= max_results:  # ripgrep stopped early: count the rest in a second, output-free pass
+        count = subprocess.run(
+            [*_rg_base(binary, pattern, case_sensitive), "--count", "--", str(path)],
+            capture_output=True,
+            check=False,
+        )
+        total = int(count.stdout.strip() or 0)
+    matches = [
+        GrepMatch(
+            line=n,
+            content=seen[n],
+            before=[seen[i] for i in range(max(1, n - context_lines), n) if i in seen],
+            after=[seen[i] for i in range(n + 1, n + 1 + context_lines) if i in seen],
+        )
+        for n in match_lines
+    ]
+    return GrepResult(total, matches, "ripgrep")
+
+
+# --- pure Python --------------------------------------------------------------------------------
+
+
+def _grep_python(path: Path, pattern: re.Pattern[str], max_results: int, context_lines: int) -> GrepResult:
+    block_skip = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+    can_skip = not any(token in pattern.pattern for token in _NO_BLOCK_SKIP)
+    matches: list[GrepMatch] = []
+    pending: list[tuple[int, str, list[str], list[str]]] = []  # returned matches awaiting after-lines
+    recent: deque[str] = deque(maxlen=context_lines or 1)
+    total = 0
+    line_no = 0
+    for chunk in _chunks(path):
+        lines = chunk.split("\n")
+        collecting = len(matches) + len(pending) < max_results
+        if can_skip and not pending and block_skip.search(chunk) is None:
+            line_no += len(lines)
+            if context_lines:
+                recent.extend(lines[-context_lines:])
+            continue
+        if not collecting and not pending:  # only counting now
+            total += sum(1 for text in lines if pattern.search(text))
+            line_no += len(lines)
+            continue
+        for text in lines:
+            line_no += 1
+            if pending:
+                for entry in pending:
+                    entry[3].append(text)
+                while pending and len(pending[0][3]) >= context_lines:
+                    number, content, before, after = pending.pop(0)
+                    matches.append(GrepMatch(number, content, before, after))
+            if pattern.search(text):
+                total += 1
+                if len(matches) + len(pending) < max_results:
+                    before = list(recent) if context_lines else []
+                    if context_lines:
+                        pending.append((line_no, text, before, []))
+                    else:
+                        matches.append(GrepMatch(line_no, text))
+            if context_lines:
+                recent.append(text)
+    matches.extend(GrepMatch(n, c, b, a) for n, c, b, a in pending)  # end of file cut their context
+    matches.sort(key=lambda m: m.line)
+    return GrepResult(total, matches, "python")
+
+
+def _chunks(path: Path) -> Iterator[str]:
+    """Whole lines of a file, ~4 MB at a time, joined by ``\n``, without the file's final newline."""
+    with open(path, "rb") as fh:
+        carry = b""
+        while True:
+            block = fh.read(_CHUNK)
+            if not block:
+                break
+            data = carry + block
+            cut = data.rfind(b"\n")
+            if cut == -1:
+                carry = data
+                continue
+            carry = data[cut + 1 :]
+            yield data[:cut].decode("utf-8", errors="replace")
+        if carry:
+            yield carry.decode("utf-8", errors="replace")

@@ -1,0 +1,243 @@
+"""The four ``context_*`` tools (seed 003 §2), as one pydantic-ai ``FunctionToolset``.
+
+Each tool reads the chat key and project from :func:`current_tool_context`, so a chat can only
+ever reach its own files. Limits are enforced here, not in the JSON schema: a value out of range
+is clamped and the result says so in ``notes`` (a schema violation would make the model retry
+blindly). Failures — unknown id, invalid regex, missing file — come back as
+``{"success": false, "error": ...}``; nothing is raised into the run.
+
+Results are bounded (a page ≤ 64 KB, a tail ≤ 64 KB, grep output ≤ 64 KB), which is why the
+spill wrapper leaves them alone: its ``no_spill`` metadata is set on this toolset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import anyio
+from pydantic_ai.toolsets import FunctionToolset
+
+from ..errors import ShipAgentError
+from ..execution import ToolExecutionContext, current_tool_context
+from ._grep import GrepMatch, InvalidPatternError
+from ._ref import CONTEXT_KINDS, ContextRef
+from ._store import ContextFiles
+
+__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset"]
+
+CONTEXT_TOOL_NAMES = frozenset({"context_list", "context_read", "context_tail", "context_grep"})
+NO_SPILL_METADATA: dict[str, Any] = {"shipagent_no_spill": True}
+"""Tool metadata that tells :class:`SpillToolset` to pass a tool's results through untouched."""
+
+READ_LIMIT_MAX = 65536
+TAIL_LINES_MAX = 2000
+TAIL_BYTES_MAX = 65536
+LIST_LIMIT_MAX = 1000
+GREP_RESULTS_MAX = 500
+GREP_CONTEXT_MAX = 20
+GREP_LINE_CHARS = 2000
+GREP_OUTPUT_CHARS = 65536
+
+
+def context_files_for(ctx: ToolExecutionContext) -> ContextFiles:
+    """The run's :class:`ContextFiles`: ``ctx.extras["context_files"]`` if the agent set one."""
+    files = ctx.extras.get("context_files")
+    if not isinstance(files, ContextFiles):
+        files = ContextFiles(ctx.paths)
+        ctx.extras["context_files"] = files
+    return files
+
+
+def _clamp(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
+    if value < low:
+        notes.append(f"{name}={value} is below the minimum; clamped to {low}")
+        return low
+    if value > high:
+        notes.append(f"{name}={value} is above the maximum; clamped to {high}")
+        return high
+    return value
+
+
+async def _run(work: Callable[[ContextFiles, str], dict[str, Any]]) -> dict[str, Any]:
+    """Run blocking file work in a thread; turn every expected failure into a result."""
+    try:
+        ctx = current_tool_context()
+        files = context_files_for(ctx)
+        result = await anyio.to_thread.run_sync(work, files, ctx.chat_key)
+    except (ShipAgentError, InvalidPatternError, OSError) as exc:
+        return {"success": False, "error": str(exc)}
+    return {"success": True, **result}
+
+
+def _with_notes(result: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    if notes:
+        result["notes"] = notes
+    return result
+
+
+def _ref_for_model(ref: ContextRef) -> dict[str, Any]:
+    data = ref.to_json()
+    data.pop("path", None)  # where it lives on disk is none of the model's business
+    return data
+
+
+async def context_list(kind: str | None = None, limit: int = 50) -> dict[str, Any]:
+    """List this chat's context files (spilled tool outputs, compacted history, the catalog), newest first.
+
+    Args:
+        kind: only files of this kind: "artifact", "history" or "catalog"; omit for all.
+        limit: how many to return (default 50, at most 1000).
+    """
+    if kind is not None and kind not in CONTEXT_KINDS:
+        return {"success": False, "error": f"kind must be one of {', '.join(CONTEXT_KINDS)}; got {kind!r}"}
+    notes: list[str] = []
+    limit = _clamp("limit", limit, 1, LIST_LIMIT_MAX, notes)
+
+    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+        refs = files.list(chat_key, kind=kind, limit=limit)  # type: ignore[arg-type]
+        return _with_notes({"items": [_ref_for_model(r) for r in refs]}, notes)
+
+    return await _run(work)
+
+
+async def context_read(id: str, offset: int = 0, limit: int = 8192) -> dict[str, Any]:
+    """Read a page of a context file by UTF-8 byte offset. Continue from `nextOffset` until `done`.
+
+    Args:
+        id: the context file id (from context_list or a spilled-output preview).
+        offset: byte offset to start at (default 0); moved back to a character boundary if needed.
+        limit: bytes to read (default 8192, at most 65536).
+    """
+    notes: list[str] = []
+    if offset < 0:
+        notes.append(f"offset={offset} is negative; clamped to 0 (use context_tail to read the end)")
+        offset = 0
+    limit = _clamp("limit", limit, 1, READ_LIMIT_MAX, notes)
+
+    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+        page = files.read(chat_key, id, offset, limit)
+        if offset >= page.size and offset:
+            notes.append(f"offset={offset} is at or past the end of the file ({page.size} bytes)")
+        elif page.offset != offset:
+            notes.append(
+                f"offset={offset} is inside a multi-byte character; the page starts at {page.offset}"
+            )
+        result = {
+            "id": id,
+            "offset": page.offset,
+            "limit": limit,
+            "done": page.done,
+            "content": page.content,
+            "nextOffset": page.next_offset,
+            "totalBytes": page.size,
+        }
+        return _with_notes(result, notes)
+
+    return await _run(work)
+
+
+async def context_tail(id: str, lines: int = 200) -> dict[str, Any]:
+    """Read the last lines of a context file — start here when looking for an error.
+
+    Args:
+        id: the context file id.
+        lines: how many lines from the end (default 200, at most 2000).
+    """
+    notes: list[str] = []
+    lines = _clamp("lines", lines, 1, TAIL_LINES_MAX, notes)
+
+    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+        tail = files.tail(chat_key, id, lines, max_bytes=TAIL_BYTES_MAX)
+        if tail.truncated:
+            notes.append(
+                f"the last {lines} lines exceed {TAIL_BYTES_MAX} bytes; only the last {TAIL_BYTES_MAX} "
+                f"bytes are shown (context_read from offset {tail.start_offset} backwards for more)"
+            )
+        result = {
+            "id": id,
+            "lines": tail.lines,
+            "content": tail.content,
+            "startOffset": tail.start_offset,
+            "totalBytes": tail.size,
+        }
+        return _with_notes(result, notes)
+
+    return await _run(work)
+
+
+def _cap_line(text: str) -> str:
+    if len(text) <= GREP_LINE_CHARS:
+        return text
+    return f"{text[:GREP_LINE_CHARS]}…[+{len(text) - GREP_LINE_CHARS} chars]"
+
+
+def _match_json(match: GrepMatch, with_context: bool) -> dict[str, Any]:
+    out: dict[str, Any] = {"line": match.line, "content": _cap_line(match.content)}
+    if with_context:
+        out["before"] = [_cap_line(t) for t in match.before]
+        out["after"] = [_cap_line(t) for t in match.after]
+    return out
+
+
+async def context_grep(
+    id: str, pattern: str, maxResults: int = 50, contextLines: int = 0, caseSensitive: bool = False
+) -> dict[str, Any]:
+    """Search a context file with a regular expression; returns matching lines with 1-based line numbers.
+
+    Args:
+        id: the context file id.
+        pattern: a regular expression (matched against each line; a plain word works too).
+        maxResults: how many matches to return (default 50, at most 500); totalMatches counts all.
+        contextLines: lines of context before and after each match (default 0, at most 20).
+        caseSensitive: match case exactly (default false).
+    """
+    notes: list[str] = []
+    max_results = _clamp("maxResults", maxResults, 1, GREP_RESULTS_MAX, notes)
+    context_lines = _clamp("contextLines", contextLines, 0, GREP_CONTEXT_MAX, notes)
+
+    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+        found = files.grep(
+            chat_key,
+            id,
+            pattern,
+            max_results=max_results,
+            context_lines=context_lines,
+            case_sensitive=caseSensitive,
+        )
+        matches: list[dict[str, Any]] = []
+        budget = GREP_OUTPUT_CHARS
+        for match in found.matches:
+            item = _match_json(match, context_lines > 0)
+            budget -= len(item["content"]) + sum(
+                len(t) for t in item.get("before", []) + item.get("after", [])
+            )
+            if budget < 0 and matches:
+                notes.append(
+                    f"output capped at ~{GREP_OUTPUT_CHARS} characters after {len(matches)} matches; "
+                    "narrow the pattern or lower contextLines"
+                )
+                break
+            matches.append(item)
+        return _with_notes({"id": id, "totalMatches": found.total_matches, "matches": matches}, notes)
+
+    return await _run(work)
+
+
+_TOOLS: tuple[Callable[..., Awaitable[dict[str, Any]]], ...] = (
+    context_list,
+    context_read,
+    context_tail,
+    context_grep,
+)
+
+
+def context_toolset() -> FunctionToolset[Any]:
+    """The ``context_list`` / ``context_read`` / ``context_tail`` / ``context_grep`` toolset."""
+    return FunctionToolset(
+        list(_TOOLS),
+        id="shipagent_context_files",
+        docstring_format="google",
+        require_parameter_descriptions=True,
+        metadata=dict(NO_SPILL_METADATA),
+    )
