@@ -1,0 +1,53 @@
+"""The README's promises: its Python example runs, and CI runs its test command verbatim."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from typer.testing import CliRunner
+
+from shipagent import ShipAgent, cli
+
+ROOT = Path(__file__).resolve().parents[1]
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def blocks(lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", README, flags=re.S)
+
+
+def test_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:
+    bash = blocks("bash")
+    assert len(bash) == 2
+    install, test = (b.strip() for b in bash)
+    assert "pip install -e ." in install and install.endswith("shipagent chat")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert test in ci.splitlines()
+
+
+def test_python_example_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert CliRunner().invoke(cli.app, ["init", str(tmp_path / "demo")]).exit_code == 0
+    monkeypatch.chdir(tmp_path)
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("A demo project with one skill.")])
+
+    original = ShipAgent.from_project.__func__  # type: ignore[attr-defined]
+
+    def scripted(cls: type[ShipAgent], root: Any, **kwargs: Any) -> ShipAgent:
+        kwargs.setdefault("model", FunctionModel(model))
+        return original(cls, root, **kwargs)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(ShipAgent, "from_project", classmethod(scripted))
+    example = blocks("python")[0]
+    exec(compile(example, "README.md", "exec"), {"__name__": "__main__"})
+    assert capsys.readouterr().out == "A demo project with one skill.\n"
+    transcript = tmp_path / "demo" / ".ship" / "chats" / "api%3Achat%3Aalice" / "history.jsonl"
+    assert transcript.read_text().count("\n") == 2
