@@ -175,3 +175,25 @@ async def test_many_cards_in_one_box(store: SqliteCardBoxStore) -> None:
     cards = await store.get_cards((await store.get_box(box_id)).card_ids)
     assert [c.content for c in cards] == [TextContent(str(i)) for i in range(1200)]
     assert ids == sorted(ids)  # uuid7: creation order is id order
+
+
+async def test_append_new_cards_in_one_transaction(store: SqliteCardBoxStore) -> None:
+    box_id = await store.create_box([], project_id="chat-project")
+    old = await store.add_card(type="t", content="old", author_id="x")
+    ids = await store.append_to_box(
+        box_id,
+        [
+            old,
+            NewCard(type="chat.message", content=TextContent("hi"), author_id="c", metadata={"role": "user"}),
+        ],
+    )
+    assert (await store.get_box(box_id)).card_ids == ids and ids[0] == old
+    new_card = await store.get_card(ids[1])
+    assert new_card.project_id == "chat-project"  # new cards join the box's project
+    before = _count(store.path, "cards")
+    with pytest.raises(NotFoundError, match="ghost"):
+        await store.append_to_box(
+            box_id, [NewCard(type="t", content=TextContent("x"), author_id="c"), "ghost"]
+        )
+    assert _count(store.path, "cards") == before
+    assert (await store.get_box(box_id)).card_ids == ids

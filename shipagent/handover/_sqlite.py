@@ -163,9 +163,12 @@ class SqliteCardBoxStore:
             )
 
     @staticmethod
-    def _require_box(conn: sqlite3.Connection, box_id: str) -> None:
-        if conn.execute("SELECT 1 FROM boxes WHERE box_id = ?", (box_id,)).fetchone() is None:
-            raise NotFoundError(f"box {box_id!r} not found")
+    def _check_serialisable(items: Sequence[str | NewCard]) -> None:
+        """Raise BadRequestError before a transaction starts, not halfway through it."""
+        for item in items:
+            if isinstance(item, NewCard):
+                _dumps(content_to_json(item.content), "content")
+                _dumps(item.metadata, "metadata")
 
     @staticmethod
     def _insert_box(conn: sqlite3.Connection, card_ids: Sequence[str], project_id: str) -> str:
@@ -236,10 +239,7 @@ class SqliteCardBoxStore:
     ) -> tuple[str, list[str]]:
         pid = self._pid(project_id)
         items = list(entries)
-        for item in items:  # serialisation errors surface before the transaction starts
-            if isinstance(item, NewCard):
-                _dumps(content_to_json(item.content), "content")
-                _dumps(item.metadata, "metadata")
+        self._check_serialisable(items)
 
         def write(conn: sqlite3.Connection) -> tuple[str, list[str]]:
             self._require_cards(conn, [i for i in items if isinstance(i, str)])
@@ -262,20 +262,26 @@ class SqliteCardBoxStore:
 
         return await self._run(lambda: self._read(read))
 
-    async def append_to_box(self, box_id: BoxId, card_ids: Sequence[str]) -> None:
-        bid, ids = str(box_id), [str(c) for c in card_ids]
+    async def append_to_box(self, box_id: BoxId, card_ids: Sequence[str | NewCard]) -> list[str]:
+        bid = str(box_id)
+        items = [c if isinstance(c, NewCard) else str(c) for c in card_ids]
+        self._check_serialisable(items)
 
-        def write(conn: sqlite3.Connection) -> None:
-            self._require_box(conn, bid)
-            self._require_cards(conn, ids)
+        def write(conn: sqlite3.Connection) -> list[str]:
+            row = conn.execute("SELECT project_id FROM boxes WHERE box_id = ?", (bid,)).fetchone()
+            if row is None:
+                raise NotFoundError(f"box {bid!r} not found")
+            self._require_cards(conn, [i for i in items if isinstance(i, str)])
+            ids = [i if isinstance(i, str) else self._insert_card(conn, i, row[0]) for i in items]
             (end,) = conn.execute(
                 "SELECT COALESCE(MAX(position) + 1, 0) FROM box_cards WHERE box_id = ?", (bid,)
             ).fetchone()
             conn.executemany(
                 "INSERT INTO box_cards VALUES (?, ?, ?)", [(bid, end + i, c) for i, c in enumerate(ids)]
             )
+            return ids
 
-        await self._run(lambda: self._write(write))
+        return await self._run(lambda: self._write(write))
 
     async def named_box(
         self, name: str, *, initial: Sequence[NewCard] = (), project_id: str | None = None

@@ -73,8 +73,15 @@ class CardBoxStore(Protocol):
         """The box with this id."""
         ...
 
-    async def append_to_box(self, box_id: BoxId, card_ids: Sequence[str]) -> None:
-        """Add existing cards to the end of a box."""
+    async def append_to_box(self, box_id: BoxId, card_ids: Sequence[str | NewCard]) -> list[str]:
+        """Add cards to the end of a box, in one transaction.
+
+        Each entry is an existing card id or a :class:`NewCard` written in the same transaction
+        (a turn's messages land in the chat's output box together or not at all).
+
+        Returns:
+            The ids of the appended cards, in order.
+        """
         ...
 
     async def named_box(
