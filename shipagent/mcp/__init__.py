@@ -1,0 +1,29 @@
+"""MCP servers from ship.json as agent tools (seed 002 §4.1).
+
+:class:`McpManager` starts the servers declared under ``mcp.servers`` (stdio, streamable HTTP or
+SSE) through pydantic-ai's ``MCPToolset``, exposes their tools as ``<server>__<tool>`` names every
+provider accepts, turns every failure into data the model can read, and stops every server process
+when the agent stops.
+"""
+
+from ._manager import McpManager
+from ._naming import MAX_TOOL_NAME_LENGTH, ToolName, assign_names, exposed_name
+from ._results import convert_result, render_content
+from ._status import McpServerStatus, McpToolInfo, ServerState
+from ._summary import summarize_call
+from ._toolset import McpServerToolset
+
+__all__ = [
+    "MAX_TOOL_NAME_LENGTH",
+    "McpManager",
+    "McpServerStatus",
+    "McpServerToolset",
+    "McpToolInfo",
+    "ServerState",
+    "ToolName",
+    "assign_names",
+    "convert_result",
+    "exposed_name",
+    "render_content",
+    "summarize_call",
+]

@@ -1,0 +1,66 @@
+"""A stdio MCP server with tools that misbehave on purpose.
+
+Run as ``python stdio_server.py [--crash-on-start] [--extra-tool NAME ...]``. Its tools:
+
+- ``echo(text)``: returns ``text`` (proves the process env and cwd reach the server via ``whereami``);
+- ``whereami()``: the server's cwd and the value of ``SHIP_TEST_VALUE`` in its environment;
+- ``exit_after_reply(text)``: answers, then the process exits 0.3 s later (a server that dies
+  mid-session);
+- ``sleep(seconds)``: sleeps, for per-call timeouts;
+- ``fail(message)``: a tool result with ``isError: true``;
+- one more echo tool per ``--extra-tool NAME`` (to provoke name collisions).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, TextContent
+
+server = MCPServer("ship-test-stdio")
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def whereami() -> str:
+    """Report the working directory and SHIP_TEST_VALUE from the environment."""
+    return f"cwd={os.getcwd()} value={os.environ.get('SHIP_TEST_VALUE', '<unset>')}"
+
+
+@server.tool()
+def exit_after_reply(text: str) -> str:
+    """Answer, then exit the whole process shortly after."""
+    threading.Timer(0.3, os._exit, (0,)).start()
+    return f"bye {text}"
+
+
+@server.tool()
+def sleep(seconds: float) -> str:
+    """Sleep for ``seconds`` and say so."""
+    time.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+def fail(message: str) -> CallToolResult:
+    """Return an error result carrying ``message``."""
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+if __name__ == "__main__":
+    if "--crash-on-start" in sys.argv:
+        print("boom: config file /nowhere/settings.toml not found", file=sys.stderr, flush=True)
+        sys.exit(3)
+    for i, arg in enumerate(sys.argv):
+        if arg == "--extra-tool":
+            server.add_tool(echo, name=sys.argv[i + 1], description="Echo under another name.")
+    server.run()
