@@ -1,0 +1,285 @@
+"""Skills: directories with a ``SKILL.md`` in the public Agent Skills format, found and summarised.
+
+A skill is a directory whose ``SKILL.md`` starts with YAML front matter holding ``name``,
+``description`` and optionally ``allowed-tools``; the body is instructions the model loads on demand
+with ``skills_load``. Only the one-line overview (``name — description``) is in the instructions of
+every run, so a project can carry many skills without paying for them in every request.
+
+Discovery never raises on a bad skill: a missing or broken front matter, a duplicate id or a root
+outside the project becomes a :class:`SkillProblem` that ``shipagent check`` reports, and the rest
+of the skills keep working.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml  # type: ignore[import-untyped]
+
+from .config import ShipConfig
+
+__all__ = [
+    "DEFAULT_SKILL_ROOTS",
+    "Skill",
+    "SkillProblem",
+    "SkillScan",
+    "discover_skills",
+    "find_skill",
+    "parse_skill_file",
+    "render_skills_overview",
+    "scan_skills",
+]
+
+DEFAULT_SKILL_ROOTS: tuple[str, ...] = ("skills", ".claude/skills")
+"""Project-relative directories searched before ``skills.paths`` from ship.json."""
+
+_MAX_SKILL_BYTES = 512 * 1024  # a SKILL.md bigger than this is not instructions, it is a data dump
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    """One usable skill.
+
+    Attributes:
+        id: the skill directory's name; unique within a project (the first root wins).
+        name: ``name`` from the front matter.
+        description: ``description`` from the front matter (what it does and when to use it).
+        allowed_tools: ``allowed-tools`` from the front matter, as a tuple of tool specs.
+        path: the ``SKILL.md`` file.
+    """
+
+    id: str
+    name: str
+    description: str
+    allowed_tools: tuple[str, ...]
+    path: Path
+
+    @property
+    def directory(self) -> Path:
+        """The skill's directory: files the SKILL.md mentions are relative to it."""
+        return self.path.parent
+
+    def read(self) -> str:
+        """The full text of ``SKILL.md`` (read on demand so discovery stays cheap)."""
+        return self.path.read_text(encoding="utf-8-sig")
+
+    def content_sha1(self) -> str:
+        """SHA-1 of the current ``SKILL.md`` text: changes whenever the skill is edited."""
+        return hashlib.sha1(self.read().encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class SkillProblem:
+    """Something wrong with a skill or a skills root, for ``shipagent check``.
+
+    Attributes:
+        path: the file or directory at fault.
+        message: what is wrong and how to fix it.
+        skipped: True when the skill was not loaded; False for a warning about a loaded skill.
+    """
+
+    path: Path
+    message: str
+    skipped: bool = True
+
+
+@dataclass(slots=True)
+class SkillScan:
+    """The result of a scan: the usable skills (sorted by id) and every problem found."""
+
+    skills: list[Skill] = field(default_factory=list)
+    problems: list[SkillProblem] = field(default_factory=list)
+
+
+def _split_front_matter(text: str) -> tuple[str, str] | None:
+    """``(yaml, body)`` when ``text`` starts with a ``---`` fenced block, else ``None``."""
+    lines = text.splitlines(keepends=True)
+    if not lines or lines[0].strip() != "---":
+        return None
+    for index in range(1, len(lines)):
+        if lines[index].strip() == "---":
+            return "".join(lines[1:index]), "".join(lines[index + 1 :])
+    return None
+
+
+def _allowed_tools(value: Any) -> tuple[str, ...] | str:
+    """Normalise ``allowed-tools`` (a space/comma separated string or a list) or say what is wrong."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        sep = "," if "," in value else None
+        return tuple(part.strip() for part in value.split(sep) if part.strip())
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return tuple(item.strip() for item in value if item.strip())
+    return "'allowed-tools' must be a string or a list of strings"
+
+
+def parse_skill_file(skill_md: Path) -> Skill | SkillProblem:
+    """Read one ``SKILL.md`` into a :class:`Skill`, or explain why it cannot be used."""
+    try:
+        if skill_md.stat().st_size > _MAX_SKILL_BYTES:
+            return SkillProblem(skill_md, f"SKILL.md is larger than {_MAX_SKILL_BYTES // 1024} KB")
+        text = skill_md.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError:
+        return SkillProblem(skill_md, "SKILL.md is not UTF-8")
+    except OSError as exc:
+        return SkillProblem(skill_md, f"cannot read SKILL.md: {exc.strerror or exc}")
+    split = _split_front_matter(text)
+    if split is None:
+        return SkillProblem(skill_md, "SKILL.md has no front matter: it must start with '---', YAML, '---'")
+    try:
+        meta = yaml.safe_load(split[0])
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        return SkillProblem(skill_md, f"front matter is not valid YAML{where}: {exc}")
+    if not isinstance(meta, dict):
+        return SkillProblem(skill_md, "front matter must be a YAML mapping with name and description")
+    name, description = meta.get("name"), meta.get("description")
+    if not isinstance(name, str) or not name.strip():
+        return SkillProblem(skill_md, "front matter lacks 'name' (a non-empty string)")
+    if not isinstance(description, str) or not description.strip():
+        return SkillProblem(skill_md, "front matter lacks 'description' (a non-empty string)")
+    tools = _allowed_tools(meta.get("allowed-tools"))
+    if isinstance(tools, str):
+        return SkillProblem(skill_md, tools)
+    return Skill(
+        id=skill_md.parent.name,
+        name=name.strip(),
+        description=" ".join(description.split()),
+        allowed_tools=tools,
+        path=skill_md,
+    )
+
+
+def _roots(project_root: Path, config: ShipConfig, scan: SkillScan) -> list[Path]:
+    """The skill roots to search, refusing configured ones outside the project unless allowed."""
+    roots = [project_root / rel for rel in DEFAULT_SKILL_ROOTS]
+    base = project_root.resolve()
+    for index, raw in enumerate(config.skills.paths):
+        candidate = Path(raw).expanduser()
+        candidate = candidate if candidate.is_absolute() else project_root / candidate
+        inside = candidate.resolve().is_relative_to(base)
+        if not inside and not config.skills.allow_external_paths:
+            scan.problems.append(
+                SkillProblem(
+                    candidate,
+                    f"skills.paths[{index}] ({raw}) is outside the project; "
+                    "set skills.allowExternalPaths to true to use it",
+                )
+            )
+            continue
+        if not candidate.is_dir():
+            scan.problems.append(SkillProblem(candidate, f"skills.paths[{index}] ({raw}) is not a directory"))
+            continue
+        roots.append(candidate)
+    return roots
+
+
+def _skill_dirs(root: Path) -> Iterable[Path]:
+    try:
+        entries = sorted(root.iterdir(), key=lambda p: p.name)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return [p for p in entries if not p.name.startswith(".") and p.is_dir()]
+
+
+def scan_skills(project_root: Path, config: ShipConfig) -> SkillScan:
+    """Find every skill under the project's roots, and every problem with them.
+
+    Roots are ``skills/``, ``.claude/skills/`` and ship.json ``skills.paths`` in that order; each
+    root's immediate, non-hidden subdirectories holding a ``SKILL.md`` are skills. When two roots
+    hold the same id the first wins and the other is reported. A skill directory that is a symlink
+    leaving the project is refused unless ``skills.allowExternalPaths``.
+    """
+    scan = SkillScan()
+    base = project_root.resolve()
+    seen: dict[str, Skill] = {}
+    for root in _roots(project_root, config, scan):
+        for directory in _skill_dirs(root):
+            skill_md = directory / "SKILL.md"
+            if not skill_md.is_file():
+                continue
+            leaves = not directory.resolve().is_relative_to(base) and root.resolve().is_relative_to(base)
+            if leaves and not config.skills.allow_external_paths:
+                scan.problems.append(
+                    SkillProblem(directory, "skill directory links outside the project; skipped")
+                )
+                continue
+            parsed = parse_skill_file(skill_md)
+            if isinstance(parsed, SkillProblem):
+                scan.problems.append(parsed)
+                continue
+            if parsed.id in seen:
+                scan.problems.append(
+                    SkillProblem(skill_md, f"duplicate skill id '{parsed.id}': {seen[parsed.id].path} wins")
+                )
+                continue
+            if parsed.name != parsed.id:
+                scan.problems.append(
+                    SkillProblem(
+                        skill_md,
+                        f"name '{parsed.name}' differs from its directory '{parsed.id}' "
+                        "(the Agent Skills format wants them equal)",
+                        skipped=False,
+                    )
+                )
+            seen[parsed.id] = parsed
+    scan.skills = sorted(seen.values(), key=lambda s: s.id)
+    return scan
+
+
+def discover_skills(project_root: Path, config: ShipConfig) -> list[Skill]:
+    """The usable skills of a project, sorted by id (problems are dropped; see :func:`scan_skills`)."""
+    return scan_skills(project_root, config).skills
+
+
+def find_skill(skills: Iterable[Skill], query: str) -> Skill | list[Skill] | None:
+    """Resolve what the model typed to one skill: id, then exact name, then case-insensitive substring.
+
+    Returns:
+        the skill; a list of candidates when the substring match is ambiguous; ``None`` when nothing
+        matches.
+    """
+    items = list(skills)
+    wanted = query.strip()
+    for match in (
+        lambda s: s.id == wanted,
+        lambda s: s.name == wanted,
+        lambda s: wanted.casefold() in (s.id.casefold(), s.name.casefold()),
+    ):
+        found = [s for s in items if match(s)]
+        if found:
+            return found[0]
+    needle = wanted.casefold()
+    found = [s for s in items if needle and (needle in s.id.casefold() or needle in s.name.casefold())]
+    if len(found) == 1:
+        return found[0]
+    return found or None
+
+
+def render_skills_overview(skills: Iterable[Skill], limit: int = 40) -> str:
+    """The instructions section listing skills, or ``""`` when there are none.
+
+    Only ``name — description`` per skill goes into every run; the body is loaded on demand, which
+    is the whole point of skills.
+    """
+    items = list(skills)
+    if not items:
+        return ""
+    lines = [
+        "## Skills",
+        "Skills are task-specific instructions kept on disk. When a request matches a skill below, "
+        "call `skills_load` with its id before acting, then follow it; `skills_list` lists them all.",
+        "",
+    ]
+    for skill in items[:limit]:
+        label = skill.name if skill.name == skill.id else f"{skill.name} (id: {skill.id})"
+        lines.append(f"- {label} — {skill.description}")
+    if len(items) > limit:
+        lines.append(f"- … and {len(items) - limit} more: call `skills_list` to see them")
+    return "\n".join(lines)

