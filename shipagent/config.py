@@ -210,18 +210,21 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return found
 
 
+def _tag_of(model: type[BaseModel]) -> tuple[str, ...]:
+    """The discriminator values a union member accepts (``stdio``; ``http``/``sse``)."""
+    field = model.model_fields.get("type")
+    return tuple(get_args(field.annotation)) if field is not None else ()
+
+
 def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
     """The pydantic model that owns the key at ``loc`` (for 'did you mean' suggestions)."""
     current: list[type[BaseModel]] = [ShipConfig]
     for part in loc[:-1]:
-        tagged = (
-            [m for m in current if part in getattr(m.model_fields.get("type"), "annotation", ()).__args__]
-            if all("type" in m.model_fields for m in current) and len(current) > 1
-            else []
-        )
-        if tagged:
-            current = tagged
-            continue
+        if len(current) > 1:  # a discriminated union: pydantic puts the tag into the location
+            tagged = [m for m in current if part in _tag_of(m) or (part == "http" and "sse" in _tag_of(m))]
+            if tagged:
+                current = tagged
+                continue
         nxt: list[type[BaseModel]] = []
         for model in current:
             for name, field in model.model_fields.items():

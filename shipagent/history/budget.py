@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any, cast
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -61,6 +62,22 @@ def _cuttable(part: Part) -> bool:
     )
 
 
+def _with_content(part: Part, text: str) -> Part:
+    """``part`` with its text replaced (a new part: stored messages are never edited in place)."""
+    if isinstance(part, UserPromptPart):
+        return dataclasses.replace(part, content=text)
+    if isinstance(part, SystemPromptPart):
+        return dataclasses.replace(part, content=text)
+    if isinstance(part, TextPart):
+        return dataclasses.replace(part, content=text)
+    if isinstance(part, ToolReturnPart):
+        # typed subclasses (tool search, capability loads) are small; only plain results get cut
+        return dataclasses.replace(cast("ToolReturnPart[Any]", part), content=text)
+    if isinstance(part, RetryPromptPart):
+        return dataclasses.replace(part, content=text)
+    return part
+
+
 def message_tokens(message: ModelMessage) -> int:
     """Tokens a message costs: its parts' text plus a small per-message overhead."""
     return _PER_MESSAGE_OVERHEAD + sum(count_tokens(_part_text(p)) for p in message.parts)
@@ -76,7 +93,7 @@ def _cap_message(message: ModelMessage, cap: int) -> ModelMessage:
     for part in message.parts:
         text = _part_text(part)
         if _cuttable(part) and token_upper_bound(text) > cap and count_tokens(text) > cap:
-            part = dataclasses.replace(part, content=cut_text(text, cap))  # type: ignore[call-arg]
+            part = _with_content(part, cut_text(text, cap))
             changed = True
         parts.append(part)
     if not changed:
