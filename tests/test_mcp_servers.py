@@ -34,6 +34,10 @@ def stdio_test_server(**extra: Any) -> dict[str, Any]:
     return {"command": PYTHON, "args": [STDIO_SERVER], **extra}
 
 
+def resolved(path: Path) -> Path:
+    return path.resolve()
+
+
 async def run(manager: McpManager, script: Script) -> Any:
     agent = Agent(script.model(), toolsets=[manager.toolset])
     return await agent.run("go")
@@ -315,3 +319,51 @@ async def test_allowed_tools_resolve_the_collision(tmp_path: Path) -> None:
         ("a__b__echo", "echo"),
         ("a__b__whereami", "whereami"),
     ]
+
+
+# -- process environment, cwd, lifecycle ----------------------------------------------------------
+
+
+async def test_stdio_env_and_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SHIP_SECRET_FOR_TEST", "s3cr3t-value")
+    (tmp_path / "work").mkdir()
+    config = make_project(
+        tmp_path,
+        {
+            "here": stdio_test_server(env={"SHIP_TEST_VALUE": "${SHIP_SECRET_FOR_TEST}"}),
+            "there": stdio_test_server(cwd="work"),
+        },
+    )
+    script = Script([("here__whereami", {}), ("there__whereami", {})])
+    async with McpManager(config, tmp_path) as manager:
+        await run(manager, script)
+    here, there = script.returns()
+    assert here.content == f"cwd={resolved(tmp_path)} value=s3cr3t-value"
+    assert there.content == f"cwd={resolved(tmp_path / 'work')} value=<unset>"
+
+
+async def test_disabled_server_is_not_started(tmp_path: Path) -> None:
+    before = descendants()
+    config = make_project(tmp_path, {"off": stdio_test_server(enabled=False)})
+    async with McpManager(config, tmp_path) as manager:
+        assert manager.status("off").state == "disabled"
+        assert descendants() - before == set()
+        assert manager.toolsets() == []
+
+
+async def test_no_child_processes_after_exit_even_when_the_run_crashes(tmp_path: Path) -> None:
+    before = descendants()
+    config = make_project(tmp_path, {"time": time_server(), "echo": stdio_test_server()})
+
+    async def crashing_model(messages: Any, info: Any) -> Any:
+        raise RuntimeError("model exploded")
+
+    from pydantic_ai.models.function import FunctionModel
+
+    manager = McpManager(config, tmp_path)
+    with pytest.raises(RuntimeError, match="model exploded"):
+        async with manager:
+            assert len(descendants() - before) >= 2  # both servers run as our children
+            await Agent(FunctionModel(crashing_model), toolsets=[manager.toolset]).run("go")
+    assert descendants() - before == set()
+    assert [s.state for s in manager.servers] == ["stopped", "stopped"]

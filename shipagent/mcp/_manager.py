@@ -29,6 +29,7 @@ from typing import Any, Self, TextIO
 import anyio
 import mcp_types
 from fastmcp.client.transports import ClientTransport, SSETransport, StdioTransport, StreamableHttpTransport
+from mcp import MCPError
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
@@ -255,6 +256,8 @@ class McpManager:
                 f"no answer to the MCP handshake within {cfg.init_timeout_seconds:g}s "
                 f"(mcp.servers.{name}.initTimeoutSeconds)"
             )
+        elif isinstance(cfg, McpStdioServer) and _connection_closed(exc):
+            reason = "the server process exited before completing the MCP handshake"
         else:
             reason = _describe(exc)
         if isinstance(cfg, McpStdioServer) and (tail := self._stderr_tail(name)):
@@ -412,6 +415,10 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return any(isinstance(e, kind) for e in _chain(exc))
+
+
+def _connection_closed(exc: BaseException) -> bool:
+    return any(isinstance(e, MCPError) and e.error.code == mcp_types.CONNECTION_CLOSED for e in _chain(exc))
 
 
 def _describe(exc: BaseException) -> str:
