@@ -1,0 +1,104 @@
+"""User tools: the README's example module run verbatim, ship.json ``tools.modules``, and its errors."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic_ai.messages import SystemPromptPart
+from tools_support import Call, Script, make_agent, make_project, tool_results
+
+from shipagent.config import parse_config
+from shipagent.errors import ConfigError
+from shipagent.tools import load_tool_modules
+
+pytestmark = pytest.mark.anyio
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "glossary_tool.py"
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+@pytest.fixture
+def fresh_modules() -> Iterator[None]:
+    """Forget modules a test imported from its temporary project, so tests stay independent."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+async def test_the_example_tool_injects_the_glossary_through_tools_modules(
+    tmp_path: Path, fresh_modules: None
+) -> None:
+    root = make_project(tmp_path / "p", {"tools": {"modules": ["glossary_tool"]}})
+    shutil.copy(EXAMPLE, root / "glossary_tool.py")  # the file verbatim, beside ship.json
+    (root / "GLOSSARY.md").write_text("- **SLO**: the latency target, 300 ms p99.\n", encoding="utf-8")
+    script = Script([Call("glossary_load"), Call("glossary_load"), "The SLO is 300 ms p99."])
+    result = await make_agent(root, script).run("api:chat:g", "what is our SLO?")
+
+    assert result.success and result.output == "The SLO is 300 ms p99."
+    first, second = tool_results(script.requests[2], "glossary_load")
+    assert first == {"success": True, "inserted": 1, "reason": None}
+    assert second == {"success": True, "inserted": 0, "reason": "duplicate"}
+    top = script.requests[2][0].parts[0]
+    assert isinstance(top, SystemPromptPart)
+    assert top.content == "Project glossary:\n- **SLO**: the latency target, 300 ms p99.\n"
+
+
+async def test_the_example_tool_reports_a_missing_glossary_as_data(
+    tmp_path: Path, fresh_modules: None
+) -> None:
+    root = make_project(tmp_path / "p", {"tools": {"modules": ["glossary_tool"]}})
+    shutil.copy(EXAMPLE, root / "glossary_tool.py")
+    script = Script([Call("glossary_load"), "no glossary"])
+    result = await make_agent(root, script).run("api:chat:g", "what is our SLO?")
+    assert result.success and result.had_tool_failure
+    assert tool_results(script.requests[1], "glossary_load") == [
+        {"success": False, "error": "this project has no GLOSSARY.md"}
+    ]
+
+
+def test_the_readme_shows_the_example_verbatim() -> None:
+    readme = README.read_text(encoding="utf-8")
+    if "## Write a builtin tool" not in readme:
+        pytest.skip("the README section is pasted by the lead")
+    assert EXAMPLE.read_text(encoding="utf-8").strip() in readme
+
+
+def test_missing_module_is_a_config_error_naming_the_entry(tmp_path: Path, fresh_modules: None) -> None:
+    (tmp_path / "good_tools.py").write_text(
+        "from pydantic_ai import FunctionToolset\ntoolset = FunctionToolset()\n"
+    )
+    assert (
+        len(load_tool_modules(parse_config({"tools": {"modules": ["good_tools"]}}), project_root=tmp_path))
+        == 1
+    )
+    config = parse_config({"tools": {"modules": ["good_tools", "no_such_module_xyz"]}})
+    with pytest.raises(ConfigError) as caught:
+        load_tool_modules(config, project_root=tmp_path)
+    assert caught.value.path == "tools.modules[1]"
+    assert "cannot import 'no_such_module_xyz'" in str(caught.value)
+
+
+def test_module_without_a_toolset_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_tool_modules(parse_config({"tools": {"modules": ["json"]}}))
+    assert caught.value.path == "tools.modules[0]"
+    assert "has no 'toolset'" in str(caught.value)
+
+
+def test_toolset_of_the_wrong_type_is_a_config_error(tmp_path: Path, fresh_modules: None) -> None:
+    (tmp_path / "bad_tools.py").write_text("toolset = [print]\n", encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"tools.modules\[0\]: 'bad_tools.toolset' is a list, not a pydantic-ai toolset"
+    ):
+        load_tool_modules(parse_config({"tools": {"modules": ["bad_tools"]}}), project_root=tmp_path)
+    assert str(tmp_path.resolve()) not in sys.path  # the project root is on sys.path only while importing
+
+
+def test_from_project_fails_early_on_a_bad_module(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "p", {"tools": {"modules": ["nope_not_here"]}})
+    with pytest.raises(ConfigError, match=r"tools.modules\[0\]"):
+        make_agent(root, Script([]))
