@@ -32,6 +32,7 @@ from ._guard import GuardedToolset
 from ._steps import StepCallback, StepReporter, tool_call_records
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
+from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
 from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
 from .history.chats import ChatHistories
@@ -40,7 +41,7 @@ from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
-from .tools import SkillsCache, builtin_toolset, load_tool_modules, skills_overview_source
+from .tools import SkillsCache, builtin_toolset, load_tool_modules
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -103,10 +104,17 @@ class ShipAgent:
         self.skills_cache = SkillsCache()
         self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
         self._module_toolsets = load_tool_modules(config, project_root=project_root)
-        self.instruction_sources.append(skills_overview_source(self.skills_cache))
+        # Context providers (seed 000/004): the skills overview, then ``providers``, then the
+        # capability catalog when ship.json declares ``capabilities``. Their additions follow
+        # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
+        # registers more.
+        self.context_runtime = AgentContextRuntime(
+            config, project_root, providers=providers, skills=self.skills_cache
+        )
+        self.injector = self.context_runtime.injector
+        self.instruction_sources.append(self.context_runtime.instructions)
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
-        self._providers = list(providers)
 
     @classmethod
     def from_project(
@@ -149,6 +157,8 @@ class ShipAgent:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> ShipAgent:
+        if self._entered == 0:
+            await self.context_runtime.start()
         self._entered += 1
         return self
 
@@ -159,6 +169,8 @@ class ShipAgent:
         tb: TracebackType | None,
     ) -> None:
         self._entered = max(self._entered - 1, 0)
+        if self._entered == 0:
+            await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
 
     # -- assembly --------------------------------------------------------------------------------
 
@@ -175,11 +187,13 @@ class ShipAgent:
             self._builtin_toolset,
             *self._module_toolsets,
             *self._user_toolsets,
+            *self.context_runtime.mcp_toolsets(),
+            self.context_runtime.toolset,
         ]
         return [GuardedToolset(t) for t in toolsets]
 
     def _is_mcp_tool(self, name: str) -> bool:
-        return False
+        return self.context_runtime.is_mcp_tool(name)
 
     async def _instructions(self, ctx: ToolExecutionContext) -> str:
         agent_md = (

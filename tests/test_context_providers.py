@@ -60,12 +60,17 @@ async def test_skills_provider_lists_the_projects_skills_and_follows_changes_on_
     assert (await injector.session_context("bot", meta, "chat")).system_context_additions is additions
 
 
-def test_skills_provider_takes_any_overview_callable() -> None:
+async def test_skills_provider_takes_any_overview_callable_sync_or_async() -> None:
+    meta = AgentInstanceMeta("bot")
     provider = SkillsContextProvider(overview=lambda: "## Skills\n- x — y")
-    assert provider.get_system_context("bot", AgentInstanceMeta("bot")) == "## Skills\n- x — y"
-    assert (
-        SkillsContextProvider(overview=lambda: "  ").get_system_context("bot", AgentInstanceMeta("bot"))
-        is None
+    assert await provider.get_system_context("bot", meta) == "## Skills\n- x — y"
+    assert await SkillsContextProvider(overview=lambda: "  ").get_system_context("bot", meta) is None
+
+    async def from_cache() -> str:
+        return "## Skills\n- cached — from the agent's cache"
+
+    assert await SkillsContextProvider(overview=from_cache).get_system_context("bot", meta) == (
+        "## Skills\n- cached — from the agent's cache"
     )
     with pytest.raises(ValueError, match="needs project_root and config"):
         SkillsContextProvider()

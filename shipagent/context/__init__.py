@@ -44,6 +44,7 @@ from ._providers import (
     CoreContextProvider,
     SkillsContextProvider,
 )
+from ._runtime import AgentContextRuntime, meta_from_config
 from ._templates import load_template, render_template
 from ._tokens import SessionToken, SessionTokenStore
 from ._toolset import provider_toolset
@@ -68,6 +69,7 @@ __all__ = [
     "SCOPE_MIN_LEVEL",
     "AgentContext",
     "AgentContextProvider",
+    "AgentContextRuntime",
     "AgentInstanceMeta",
     "Archetype",
     "Capability",
@@ -95,6 +97,7 @@ __all__ = [
     "context_to_system_prompt",
     "generate_dynamic_system_prompt",
     "load_template",
+    "meta_from_config",
     "provider_toolset",
     "render_template",
     "render_tool_list",

@@ -220,7 +220,7 @@ class SessionContextInjector:
         )
         return context
 
-    def _revisions(self) -> tuple[object, ...] | None:
+    async def _revisions(self) -> tuple[object, ...] | None:
         revisions: list[object] = []
         for provider in self._providers.values():
             revision = getattr(provider, "revision", None)
@@ -228,7 +228,8 @@ class SessionContextInjector:
                 revisions.append(None)
                 continue
             try:
-                revisions.append(revision())
+                value = revision()
+                revisions.append(await value if inspect.isawaitable(value) else value)
             except Exception:
                 log.warning("revision() of context provider %r failed", provider.name, exc_info=True)
                 return None  # cannot tell: never reuse
@@ -245,7 +246,7 @@ class SessionContextInjector:
         the others keep the session's token and tools stable across turns.
         """
         key = (agent_name, session_id)
-        revisions = self._revisions()
+        revisions = await self._revisions()
         cached = self._cache.get(key)
         if (
             cached is not None

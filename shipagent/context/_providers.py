@@ -6,8 +6,9 @@ implements — so the runtime's own prompt sections get no privileges a plugin w
 
 from __future__ import annotations
 
+import inspect
 import itertools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,9 +56,11 @@ class CoreContextProvider:
 class SkillsContextProvider:
     """``skills``: the one-line-per-skill overview, so the model knows which skills to load.
 
-    Give it a project (``SkillsContextProvider(root, config)``, using :mod:`shipagent.skills`) or
-    any ``overview`` callable. Skills change on disk while the agent runs, so :meth:`revision`
-    is the overview itself: a chat's cached session context is re-prepared when it changes.
+    Give it a project (``SkillsContextProvider(root, config)``, scanning with
+    :mod:`shipagent.skills` on every call) or any ``overview`` callable, sync or async (the agent
+    passes one reading its skills cache). Skills change on disk while the agent runs, so
+    :meth:`revision` is the overview itself: a chat's cached session context is re-prepared when
+    it changes.
     """
 
     name = "skills"
@@ -67,7 +70,7 @@ class SkillsContextProvider:
         project_root: Path | None = None,
         config: ShipConfig | None = None,
         *,
-        overview: Callable[[], str | None] | None = None,
+        overview: Callable[[], str | Awaitable[str | None] | None] | None = None,
     ) -> None:
         if overview is None:
             if project_root is None or config is None:
@@ -81,14 +84,18 @@ class SkillsContextProvider:
 
         self._overview = overview
 
-    def revision(self) -> object:
-        """The current overview text (equal text → the cached session context is still right)."""
-        return self._overview()
-
-    def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str | None:
-        """The skills overview, or ``None`` when the project has no skills."""
-        text = self._overview()
+    async def _text(self) -> str | None:
+        value = self._overview()
+        text = await value if inspect.isawaitable(value) else value
         return text.strip() if text and text.strip() else None
+
+    async def revision(self) -> object:
+        """The current overview text (equal text → the cached session context is still right)."""
+        return await self._text()
+
+    async def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str | None:
+        """The skills overview, or ``None`` when the project has no skills."""
+        return await self._text()
 
 
 class AgentContextProvider:
