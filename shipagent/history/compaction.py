@@ -53,6 +53,11 @@ _HEADER = (
 
 def _kind(message: ModelMessage) -> str | None:
     meta = message.metadata if isinstance(message, ModelRequest | ModelResponse) else None
+    if not (isinstance(meta, dict) and isinstance(meta.get(MARKER), dict)) and message.parts:
+        # pydantic-ai merges consecutive requests before each model request and drops the
+        # message-level metadata of the merged one; a part's metadata survives the merge.
+        first = message.parts[0]
+        meta = first.metadata if isinstance(first, SystemPromptPart) else None
     if isinstance(meta, dict) and isinstance(meta.get(MARKER), dict):
         kind = meta[MARKER].get("kind")
         return kind if isinstance(kind, str) else None
@@ -157,7 +162,8 @@ def summary_message(count: int, body: str) -> ModelRequest:
     """The summary message itself: a leading system part, marked in metadata."""
     text = _HEADER.format(count=count) + ("\n" + body if body else "")
     return ModelRequest(
-        parts=[SystemPromptPart(text)],
+        # The part is marked too, so the summary is still recognised in a merged request.
+        parts=[SystemPromptPart(text, metadata={MARKER: {"kind": "summary"}})],
         metadata={MARKER: {"kind": "summary", "compactedMessages": count, "body": body}},
     )
 

@@ -15,7 +15,7 @@ Since the input is the untouched run history every time, the hook is idempotent 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -40,24 +40,51 @@ def _is_leading_system(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and all(isinstance(p, SystemPromptPart) for p in message.parts)
 
 
-def place_injections(
-    prior: list[ModelMessage], current: list[ModelMessage], ctx: ToolExecutionContext | None
-) -> list[ModelMessage]:
-    """``prior + current`` with the run's injected messages laid in (pure)."""
-    if ctx is None or not ctx.injected:
-        return [*prior, *current]
-    lead = 0
-    while lead < len(prior) and _is_leading_system(prior[lead]):
-        lead += 1
+def _injected_messages(ctx: ToolExecutionContext | None) -> tuple[list[ModelMessage], list[ModelMessage]]:
+    """The run's injected (system, assistant) messages, in injection order."""
     systems: list[ModelMessage] = []
     assistants: list[ModelMessage] = []
-    for item in ctx.injected:
+    for item in ctx.injected if ctx is not None else ():
         meta = {MARKER: {"kind": "injected", "fingerprint": item.fingerprint}}
         if item.role == "system":
             systems.append(ModelRequest(parts=[SystemPromptPart(item.content)], metadata=meta))
         else:
             assistants.append(ModelResponse(parts=[TextPart(item.content)], metadata=meta))
+    return systems, assistants
+
+
+def _lay(
+    prior: list[ModelMessage],
+    current: list[ModelMessage],
+    systems: list[ModelMessage],
+    assistants: list[ModelMessage],
+) -> list[ModelMessage]:
+    if not systems and not assistants:
+        return [*prior, *current]
+    lead = 0
+    while lead < len(prior) and _is_leading_system(prior[lead]):
+        lead += 1
+    if lead < len(prior) and isinstance(prior[lead], ModelRequest):
+        # pydantic-ai merges consecutive requests before this hook runs, so the compaction summary
+        # arrives fused with the next user request: split its leading system parts off, so that
+        # injected system messages land after them and not above the summary.
+        fused = prior[lead]
+        parts = list(fused.parts)
+        n = 0
+        while n < len(parts) and isinstance(parts[n], SystemPromptPart):
+            n += 1
+        if n:
+            head, rest = replace(fused, parts=parts[:n]), replace(fused, parts=parts[n:])
+            prior = [*prior[:lead], head, rest, *prior[lead + 1 :]]
+            lead += 1
     return [*prior[:lead], *systems, *prior[lead:], *assistants, *current]
+
+
+def place_injections(
+    prior: list[ModelMessage], current: list[ModelMessage], ctx: ToolExecutionContext | None
+) -> list[ModelMessage]:
+    """``prior + current`` with the run's injected messages laid in (pure)."""
+    return _lay(prior, current, *_injected_messages(ctx))
 
 
 def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
@@ -83,8 +110,13 @@ class ContextWindow(AbstractCapability[Any]):
     ) -> ModelRequestContext:
         messages = list(request_context.messages)
         split = _split_current(messages, ctx.run_id)
-        prior, current = fit_to_budget(messages[:split], messages[split:], self.max_history_tokens)
-        request_context.messages = place_injections(prior, current, _current.get())
+        systems, assistants = _injected_messages(_current.get())
+        # Injected messages count against the budget like the run's own messages: never dropped,
+        # cut when too large (a tool may inject a huge transcript or file).
+        injected = [*systems, *assistants]
+        prior, rest = fit_to_budget(messages[:split], [*injected, *messages[split:]], self.max_history_tokens)
+        systems, assistants = rest[: len(systems)], rest[len(systems) : len(injected)]
+        request_context.messages = _lay(prior, rest[len(injected) :], systems, assistants)
         return request_context
 
     @classmethod
