@@ -39,6 +39,7 @@ from .history.chats import ChatHistories
 from .history.compaction import compact
 from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
+from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
 from .tools import SkillsCache, builtin_toolset, load_tool_modules
@@ -104,6 +105,9 @@ class ShipAgent:
         self.skills_cache = SkillsCache()
         self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
         self._module_toolsets = load_tool_modules(config, project_root=project_root)
+        # ship.json MCP servers (issue 4): started by ``async with agent``, their tools offered
+        # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
+        self.mcp = McpManager(config, project_root)
         # Context providers (seed 000/004): the skills overview, then ``providers``, then the
         # capability catalog when ship.json declares ``capabilities``. Their additions follow
         # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
@@ -158,6 +162,8 @@ class ShipAgent:
 
     async def __aenter__(self) -> ShipAgent:
         if self._entered == 0:
+            await self.mcp.start()  # in parallel; raises only for a tool-name collision
+        if self._entered == 0:
             await self.context_runtime.start()
         self._entered += 1
         return self
@@ -169,6 +175,8 @@ class ShipAgent:
         tb: TracebackType | None,
     ) -> None:
         self._entered = max(self._entered - 1, 0)
+        if self._entered == 0:
+            await self.mcp.stop()  # shielded: no server process outlives the agent
         if self._entered == 0:
             await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
 
@@ -187,13 +195,14 @@ class ShipAgent:
             self._builtin_toolset,
             *self._module_toolsets,
             *self._user_toolsets,
+            self.mcp.toolset,
             *self.context_runtime.mcp_toolsets(),
             self.context_runtime.toolset,
         ]
         return [GuardedToolset(t) for t in toolsets]
 
     def _is_mcp_tool(self, name: str) -> bool:
-        return self.context_runtime.is_mcp_tool(name)
+        return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
 
     async def _instructions(self, ctx: ToolExecutionContext) -> str:
         agent_md = (

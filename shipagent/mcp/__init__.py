@@ -6,6 +6,7 @@ provider accepts, turns every failure into data the model can read, and stops ev
 when the agent stops.
 """
 
+from ._cli import mcp_app
 from ._manager import McpManager
 from ._naming import MAX_TOOL_NAME_LENGTH, ToolName, assign_names, exposed_name
 from ._results import convert_result, render_content
@@ -24,6 +25,7 @@ __all__ = [
     "assign_names",
     "convert_result",
     "exposed_name",
+    "mcp_app",
     "render_content",
     "summarize_call",
 ]
