@@ -12,6 +12,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.context import AgentInstanceMeta, ProviderTool, Resource
+from shipagent.errors import ToolContextError
 from shipagent.execution import current_tool_context
 
 pytestmark = pytest.mark.anyio
@@ -182,9 +183,28 @@ async def test_no_providers_no_tokens_in_the_prompt_and_no_provider_tools(tmp_pa
     assert current_tool_context_is_unset()
 
 
+async def test_a_failing_provider_tool_is_a_failed_tool_call_not_a_failed_turn(tmp_path: Path) -> None:
+    class Flaky:
+        name = "flaky"
+
+        def get_tools(self, agent_name: str, meta: AgentInstanceMeta) -> list[ProviderTool]:
+            def deploy(service: str) -> str:
+                raise ConnectionError("tracker down")
+
+            return [ProviderTool("deploy", "Deploy a service.", DEPLOY_SCHEMA, handler=deploy)]
+
+    root = project(tmp_path, {"name": "bot"})
+    agent = ShipAgent.from_project(root, model=FunctionModel(Recorder()), providers=[Flaky()])
+    result = await agent.run("c", "ship it")
+    assert result.success and result.had_tool_failure
+    assert [(c.tool, c.success, c.error) for c in result.tool_calls] == [
+        ("deploy", False, "deploy failed: ConnectionError: tracker down")
+    ]
+
+
 def current_tool_context_is_unset() -> bool:
     try:
         current_tool_context()
-    except Exception:
+    except ToolContextError:
         return True
     return False

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pydantic_ai import Agent
+from pydantic_ai.exceptions import ToolFailed
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
@@ -117,7 +118,7 @@ async def test_sync_handlers_run_off_the_event_loop_but_see_the_tool_context(tmp
     assert parts_of(result.all_messages(), ToolReturnPart)[0].content == "opened Disk full"
 
 
-async def test_a_raising_handler_is_a_failed_result_the_model_reads_not_a_dead_run(tmp_path: Path) -> None:
+async def test_a_raising_handler_is_failure_data_the_model_reads_not_a_dead_run(tmp_path: Path) -> None:
     def broken(title: str) -> str:
         raise ConnectionError("tracker unreachable")
 
@@ -126,9 +127,23 @@ async def test_a_raising_handler_is_a_failed_result_the_model_reads_not_a_dead_r
         result = await Agent(scripted([{"title": "Disk full"}]), toolsets=[toolset]).run("go")
     assert result.output == "done"
     failed = parts_of(result.all_messages(), ToolReturnPart)
-    assert [(f.tool_name, f.outcome, f.content) for f in failed] == [
-        ("ticket_open", "failed", "ticket_open failed: ConnectionError: tracker unreachable")
+    assert [(f.tool_name, f.content) for f in failed] == [
+        (
+            "ticket_open",
+            {"success": False, "error": "ticket_open failed: ConnectionError: tracker unreachable"},
+        )
     ]
+
+
+async def test_a_handler_may_raise_tool_failed_itself(tmp_path: Path) -> None:
+    def refuse(title: str) -> str:
+        raise ToolFailed("tickets are closed for the weekend")
+
+    toolset = provider_toolset([ProviderTool("ticket_open", "Open a ticket.", TICKET_SCHEMA, handler=refuse)])
+    with use_tool_context(tool_context(tmp_path)):
+        result = await Agent(scripted([{"title": "Disk full"}]), toolsets=[toolset]).run("go")
+    [failed] = parts_of(result.all_messages(), ToolReturnPart)
+    assert (failed.outcome, failed.content) == ("failed", "tickets are closed for the weekend")
 
 
 async def test_the_model_sees_the_tool_schema_whole(tmp_path: Path) -> None:

@@ -4,8 +4,9 @@ A :class:`~shipagent.context.ProviderTool` is defined by a JSON schema, not by a
 so it becomes a ``Tool.from_schema``. pydantic-ai skips schema validation for such tools; we
 validate in the tool's ``args_validator`` with :mod:`jsonschema`, which puts bad arguments back to
 the model as a retry (exactly what happens with a typed tool) and means the handler only ever sees
-arguments that match its schema. A handler that raises becomes a failed tool result the model
-reads (``ToolFailed``): one broken provider tool never kills the run.
+arguments that match its schema. A handler that raises becomes ``{"success": false, "error"}``,
+the failure shape of every shipagent tool: one broken provider tool never kills the run. (A handler
+may raise ``ModelRetry`` or ``ToolFailed`` itself to get pydantic-ai's own behaviour.)
 """
 
 from __future__ import annotations
@@ -58,7 +59,8 @@ def _runner_for(tool: ProviderTool) -> Any:
             raise
         except Exception as exc:
             log.warning("provider tool %s failed", tool.name, exc_info=True)
-            raise ToolFailed(f"{tool.name} failed: {type(exc).__name__}: {exc}") from exc
+            # the shape every shipagent tool reports a failure in (see shipagent._guard)
+            return {"success": False, "error": f"{tool.name} failed: {type(exc).__name__}: {exc}"}
 
     return run
 
