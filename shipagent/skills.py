@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import yaml  # type: ignore[import-untyped]
 
@@ -32,6 +32,8 @@ __all__ = [
     "parse_skill_file",
     "render_skills_overview",
     "scan_skills",
+    "skills_check_hook",
+    "skills_report",
 ]
 
 DEFAULT_SKILL_ROOTS: tuple[str, ...] = ("skills", ".claude/skills")
@@ -135,8 +137,9 @@ def parse_skill_file(skill_md: Path) -> Skill | SkillProblem:
         meta = yaml.safe_load(split[0])
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 2}" if mark is not None else ""
-        return SkillProblem(skill_md, f"front matter is not valid YAML{where}: {exc}")
+        where = f" at line {mark.line + 2}" if mark is not None else ""  # +1 for '---', +1 1-based
+        what = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return SkillProblem(skill_md, f"front matter is not valid YAML{where}: {what}")
     if not isinstance(meta, dict):
         return SkillProblem(skill_md, "front matter must be a YAML mapping with name and description")
     name, description = meta.get("name"), meta.get("description")
@@ -283,3 +286,39 @@ def render_skills_overview(skills: Iterable[Skill], limit: int = 40) -> str:
     if len(items) > limit:
         lines.append(f"- … and {len(items) - limit} more: call `skills_list` to see them")
     return "\n".join(lines)
+
+
+def skills_report(project_root: Path, config: ShipConfig) -> tuple[list[str], bool]:
+    """Lines for ``shipagent check`` about the project's skills, and whether any skill was skipped.
+
+    Pure text (no console) so it can be printed by the CLI, logged, or asserted on in tests.
+    """
+    scan = scan_skills(project_root, config)
+
+    def shown(path: Path) -> str:
+        try:
+            return path.relative_to(project_root).as_posix()
+        except ValueError:
+            return str(path)
+
+    lines = [
+        f"skills: {len(scan.skills)} usable"
+        + (f" ({', '.join(s.id for s in scan.skills)})" if scan.skills else "")
+    ]
+    for problem in scan.problems:
+        kind = "skipped" if problem.skipped else "warning"
+        lines.append(f"skill {kind}: {shown(problem.path)}: {problem.message}")
+    return lines, any(p.skipped for p in scan.problems)
+
+
+class _Printer(Protocol):
+    def print(self, *objects: Any) -> None: ...
+
+
+def skills_check_hook(project_root: Path, config: ShipConfig, console: _Printer) -> None:
+    """A ``shipagent check`` hook (``cli.check_hooks``): prints :func:`skills_report`."""
+    from rich.markup import escape  # skill files are user text: "[/x]" must print, not style
+
+    lines, _ = skills_report(project_root, config)
+    for line in lines:
+        console.print(escape(line))

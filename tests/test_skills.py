@@ -193,3 +193,22 @@ async def test_skills_added_while_running_are_found_by_refresh_and_by_a_missed_l
     write_skill(project / "skills", "late-two", "name: late-two\ndescription: Added even later.\n")
     await agent.run(KEY, "load it")
     assert tool_results(script.requests[-1], "skills_load")[0]["inserted"] == 1
+
+
+def test_check_report_names_usable_skills_and_each_problem(project: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from shipagent.skills import skills_check_hook, skills_report
+
+    lines, any_skipped = skills_report(project, parse_config({}))
+    assert any_skipped
+    assert lines[0] == "skills: 3 usable (code-review, git-change-summary, pdf-forms)"
+    assert lines[1] == (
+        "skill skipped: skills/broken/SKILL.md: front matter is not valid YAML at line 3: "
+        "expected ',' or ']', but got ':'"
+    )
+    buffer = io.StringIO()
+    skills_check_hook(project, parse_config({}), Console(file=buffer, width=300))
+    assert "skills/nameless/SKILL.md: front matter lacks 'name'" in buffer.getvalue()

@@ -274,3 +274,40 @@ async def test_chat_send_reports_a_broken_channel_as_data(tmp_path: Path) -> Non
     assert result.success and result.had_tool_failure
     ret = tool_results(script.requests[1], "chat_send")[0]
     assert ret["success"] is False and "telegram is down" in ret["error"]
+
+
+async def test_fingerprints_follow_the_pinned_format(tmp_path: Path) -> None:
+    """Fingerprints are how a run deduplicates; their format is pinned by the issue."""
+    import hashlib
+
+    from pydantic_ai import Agent
+
+    from shipagent.config import parse_config
+    from shipagent.execution import ToolExecutionContext, fingerprint_of, use_tool_context
+    from shipagent.tools import builtin_toolset
+
+    root = make_project(tmp_path / "p")
+    write_transcript(root, 10)
+    skill = root / "skills" / "deploy" / "SKILL.md"
+    skill.parent.mkdir(parents=True)
+    skill.write_text("---\nname: deploy\ndescription: Ship it.\n---\nSteps.\n", encoding="utf-8")
+    ctx = ToolExecutionContext(
+        chat_key=KEY, request_id="req-1", project_root=root, config=parse_config({}), paths=ShipPaths(root)
+    )
+    script = Script(
+        [
+            [
+                Call("chat_load_history", {"count": 2, "keyword": "msg"}),
+                Call("skills_load", {"name": "deploy"}),
+            ],
+            "ok",
+        ]
+    )
+    with use_tool_context(ctx):
+        await Agent(script.model(), toolsets=[builtin_toolset()]).run("go")
+
+    history, loaded = ctx.injected
+    assert (history.role, loaded.role) == ("assistant", "system")
+    assert history.fingerprint == f"chat_history:{KEY}:msg:2:0:{fingerprint_of(history.content)}"
+    sha1 = hashlib.sha1(skill.read_text(encoding="utf-8").encode()).hexdigest()
+    assert loaded.fingerprint == f"skill:deploy:{sha1}"
