@@ -16,7 +16,7 @@ from _core_support import (
     tool_call,
     user_texts,
 )
-from pydantic_ai.exceptions import ModelHTTPError
+from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage, ToolReturnPart
 
 from shipagent import AgentResult, ShipAgent, StepEvent
@@ -231,3 +231,45 @@ async def test_a_tool_that_raises_does_not_end_the_run(tmp_path: Path) -> None:
     ]
     # The failed call is history like any other.
     assert len(agent.history("k")) == 8
+
+
+def test_context_window_exceeded_error_class_is_an_overflow() -> None:
+    assert is_context_overflow(ModelContextWindowExceededError(model_name="m", message="input too long"))
+
+
+@pytest.mark.anyio
+async def test_overflow_with_a_short_history_folds_all_of_it(tmp_path: Path) -> None:
+    # 3 turns = 6 messages, fewer than any keep window: the retry folds the whole history into the
+    # summary, and the request that fits is [summary, new user message].
+    root = make_project(tmp_path)
+    model = Switchable()
+    agent = make_agent(root, model.scripted.model)
+    for i in range(3):
+        assert (await agent.run("k", f"m{i}")).success
+    model.limit = 1
+    model.calls.clear()
+    result = await agent.run("k", "now")
+    assert result.success, result.output
+    assert [len(user_texts(c)) for c in model.calls] == [4, 1]
+    history = agent.history("k")
+    assert is_summary(history[0]) and user_texts(history) == ["now"]
+    assert "user: m0" in history[0].parts[0].content  # the folded turns live on in the summary
+    assert dump(ShipAgent.from_project(root, model=model.scripted.model).history("k")) == dump(history)
+
+
+@pytest.mark.anyio
+async def test_on_step_may_be_async_and_its_exceptions_are_swallowed(tmp_path: Path) -> None:
+    seen: list[str] = []
+
+    async def async_steps(event: StepEvent) -> None:
+        seen.append(event.type)
+
+    def broken_steps(event: StepEvent) -> None:
+        raise RuntimeError("the UI went away")
+
+    agent = make_agent(make_project(tmp_path), ScriptedModel().model)
+    assert (await agent.run("k", "one", on_step=async_steps)).success
+    assert seen == ["assistant", "done"]
+    result = await agent.run("k", "two", on_step=broken_steps)
+    assert result.success and result.output == "echo: two"
+    assert user_texts(agent.history("k")) == ["one", "two"]
