@@ -367,3 +367,41 @@ async def test_no_child_processes_after_exit_even_when_the_run_crashes(tmp_path:
             await Agent(FunctionModel(crashing_model), toolsets=[manager.toolset]).run("go")
     assert descendants() - before == set()
     assert [s.state for s in manager.servers] == ["stopped", "stopped"]
+
+
+async def test_sse_server(tmp_path: Path) -> None:
+    from mcp_servers.http_server import running_http_server
+
+    with running_http_server(sse=True) as url:
+        config = make_project(tmp_path, {"legacy": {"type": "sse", "url": url}})
+        script = Script([("legacy__weather_get_current", {"city": "Lima"})])
+        async with McpManager(config, tmp_path) as manager:
+            await run(manager, script)
+    assert script.returns()[0].content == "Lima: 21 degrees (metric)"
+
+
+async def test_http_server_that_goes_away_mid_session(tmp_path: Path) -> None:
+    from mcp_servers.http_server import running_http_server
+
+    server = running_http_server()
+    url = server.__enter__()
+    try:
+        config = make_project(tmp_path, {"remote": {"type": "http", "url": url}})
+        script = Script(
+            [
+                ("remote__weather_get_current", {"city": "Rome"}),
+                ("remote__weather_get_current", {"city": "Oslo"}),
+            ],
+            between=lambda step: server.__exit__(None, None, None) if step == 1 else None,
+        )
+        async with McpManager(config, tmp_path) as manager:
+            result = await run(manager, script)
+            status = manager.status("remote")
+    finally:
+        server.__exit__(None, None, None)
+    first, second = script.returns()
+    assert first.content == "Rome: 21 degrees (metric)"
+    assert second.content["success"] is False
+    assert "MCP server 'remote'" in second.content["error"]
+    assert status.state == "failed"
+    assert result.output == "done"

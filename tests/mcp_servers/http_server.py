@@ -133,9 +133,12 @@ def free_port() -> int:
 
 
 @contextmanager
-def running_http_server(*, token: str | None = None, port: int | None = None) -> Iterator[str]:
-    """Serve :func:`build_server` on 127.0.0.1 in a thread; yield its ``/mcp`` URL."""
-    app: ASGIApp = build_server().streamable_http_app()
+def running_http_server(
+    *, token: str | None = None, port: int | None = None, sse: bool = False
+) -> Iterator[str]:
+    """Serve :func:`build_server` on 127.0.0.1 in a thread; yield its ``/mcp`` (or ``/sse``) URL."""
+    server_app = build_server()
+    app: ASGIApp = server_app.sse_app() if sse else server_app.streamable_http_app()
     if token is not None:
         app = _RequireBearer(app, token)
     port = port or free_port()
@@ -149,7 +152,7 @@ def running_http_server(*, token: str | None = None, port: int | None = None) ->
             raise RuntimeError("the test MCP HTTP server did not start")
         time.sleep(0.02)
     try:
-        yield f"http://127.0.0.1:{port}/mcp"
+        yield f"http://127.0.0.1:{port}/{'sse' if sse else 'mcp'}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
