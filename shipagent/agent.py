@@ -35,6 +35,7 @@ from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
 from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import compact
 from .history.placement import ContextWindow
@@ -119,6 +120,8 @@ class ShipAgent:
         self.instruction_sources.append(self.context_runtime.instructions)
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
+        # Cards, boxes and delegation (seed 001); the store opens on first use.
+        self.handover = Handover.for_agent(self)
 
     @classmethod
     def from_project(
@@ -179,6 +182,8 @@ class ShipAgent:
             await self.mcp.stop()  # shielded: no server process outlives the agent
         if self._entered == 0:
             await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
+        if self._entered == 0:
+            await self.handover.aclose()
 
     # -- assembly --------------------------------------------------------------------------------
 
@@ -199,7 +204,10 @@ class ShipAgent:
             *self.context_runtime.mcp_toolsets(),
             self.context_runtime.toolset,
         ]
-        return [GuardedToolset(t) for t in toolsets]
+        if self.handover.toolset is not None:
+            toolsets.append(self.handover.toolset)
+        # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
+        return self.handover.restrict([GuardedToolset(t) for t in toolsets])
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
@@ -317,6 +325,7 @@ class ShipAgent:
             base_compaction=base_compaction,
             also=partial(self._write_logs, chat_key, request_id, text, output, records),
         )
+        await self.handover.record_turn(chat_key, request_id, text, output)
         for done in (base_compaction, compaction):
             if done is not None:
                 await steps.emit(

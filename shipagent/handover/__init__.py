@@ -20,12 +20,15 @@ from ._cards import (
     NewCard,
     TextContent,
 )
+from ._delegation import DelegationLimitError, DelegationTask, TaskStatus, delegate_chat_key
 from ._ids import Uuid7Generator, uuid7
 from ._packer import HandoverPacker, PackedContext, instruction_handover, pack_context_with_instruction
 from ._render import SubAgentInput, load_sub_agent_input, render_content, render_context
 from ._resources import ResolvedProfile, ResourceStore
+from ._runtime import Handover
 from ._sqlite import SqliteCardBoxStore
 from ._store import BoxId, CardBoxStore
+from ._tools import DELEGATION_TOOL_NAMES, ForkTask
 
 __all__ = [
     "CARD_CHAT_MESSAGE",
@@ -33,12 +36,17 @@ __all__ = [
     "CARD_PROFILE",
     "CARD_TASK_INSTRUCTION",
     "CARD_TASK_RESULT_FIELDS",
+    "DELEGATION_TOOL_NAMES",
     "Box",
     "BoxId",
     "Card",
     "CardBoxStore",
     "CardContent",
+    "DelegationLimitError",
+    "DelegationTask",
     "FieldsSchemaContent",
+    "ForkTask",
+    "Handover",
     "HandoverPacker",
     "JsonContent",
     "NewCard",
@@ -47,8 +55,10 @@ __all__ = [
     "ResourceStore",
     "SqliteCardBoxStore",
     "SubAgentInput",
+    "TaskStatus",
     "TextContent",
     "Uuid7Generator",
+    "delegate_chat_key",
     "instruction_handover",
     "load_sub_agent_input",
     "pack_context_with_instruction",

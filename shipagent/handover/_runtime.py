@@ -1,0 +1,258 @@
+"""``ShipAgent.handover``: the store, the packer, output boxes and delegation for one agent.
+
+Usable without starting the agent (``agent.handover.store`` opens the SQLite file on first use),
+so a script can inspect what was handed over without a model or a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fnmatch
+import logging
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from pydantic_ai.toolsets import AbstractToolset
+
+from ..config import HandoverConfig
+from ..errors import BadRequestError, NotFoundError
+from ..execution import ToolExecutionContext
+from ._cards import CARD_CHAT_MESSAGE, Card, NewCard, TextContent
+from ._delegation import DelegationLimitError, DelegationTask, run_task
+from ._packer import HandoverPacker
+from ._render import SubAgentInput, load_sub_agent_input
+from ._resources import ResourceStore
+from ._sqlite import SqliteCardBoxStore
+from ._store import BoxId, CardBoxStore
+
+if TYPE_CHECKING:
+    from ..agent import ShipAgent
+
+__all__ = ["Handover", "RunDelegations"]
+
+log = logging.getLogger("shipagent.handover")
+STORE_FILE = "cardbox.sqlite3"
+_RUN_STATE_KEY = "handover"
+
+
+class RunDelegations:
+    """Per-run bookkeeping (kept in ``ToolExecutionContext.extras``): sub-agents started so far."""
+
+    def __init__(self) -> None:
+        self.started = 0
+
+    @classmethod
+    def of(cls, ctx: ToolExecutionContext) -> RunDelegations:
+        state = ctx.extras.get(_RUN_STATE_KEY)
+        if not isinstance(state, cls):
+            state = ctx.extras[_RUN_STATE_KEY] = cls()
+        return state
+
+
+class Handover:
+    """Cards, boxes and delegations of one agent.
+
+    Attributes:
+        store: the :class:`CardBoxStore` (``.ship/cardbox.sqlite3`` by default).
+        resources: profiles from ship.json ``profiles`` as profile boxes.
+        packer: the :class:`HandoverPacker` over both.
+        project_id: recorded on every card and box this agent writes (ship.json ``name``).
+        limits: ship.json ``handover`` (``maxDepth``, ``maxSubagentsPerRun``).
+        depth: 0 for an agent a user runs; ``n`` for a sub-agent ``n`` delegations deep.
+        allowed_tools: tool-name patterns this agent may use (a profile's ``tools``), or ``None``.
+        tasks: the delegations this agent started, by task id (in memory; the boxes persist).
+    """
+
+    def __init__(
+        self,
+        store: CardBoxStore,
+        resources: ResourceStore,
+        *,
+        project_id: str,
+        limits: HandoverConfig,
+        agent: ShipAgent | None = None,
+        depth: int = 0,
+        allowed_tools: Sequence[str] | None = None,
+        owns_store: bool = True,
+    ) -> None:
+        self.store = store
+        self.resources = resources
+        self.packer = HandoverPacker(store, resources)
+        self.project_id = project_id
+        self.limits = limits
+        self.depth = depth
+        self.allowed_tools = None if allowed_tools is None else tuple(allowed_tools)
+        self.tasks: dict[str, DelegationTask] = {}
+        self._agent = agent
+        self._owns_store = owns_store
+        self._background: set[asyncio.Task[DelegationTask]] = set()
+        self._toolset: AbstractToolset[Any] | None = None
+
+    @classmethod
+    def for_agent(cls, agent: ShipAgent) -> Handover:
+        """The handover of an agent a user runs: store at ``.ship/cardbox.sqlite3``, depth 0."""
+        store = SqliteCardBoxStore(agent.paths.ship_dir / STORE_FILE, project_id=agent.config.name)
+        resources = ResourceStore(store, agent.config.profiles, author_id=agent.config.name)
+        return cls(store, resources, project_id=agent.config.name, limits=agent.config.handover, agent=agent)
+
+    def child(self, agent: ShipAgent, allowed_tools: Sequence[str] | None) -> Handover:
+        """The handover of a sub-agent: same store and profiles, one level deeper."""
+        return Handover(
+            self.store,
+            self.resources,
+            project_id=self.project_id,
+            limits=self.limits,
+            agent=agent,
+            depth=self.depth + 1,
+            allowed_tools=allowed_tools,
+            owns_store=False,
+        )
+
+    # -- output boxes and inspection ------------------------------------------------------------
+
+    async def output_box_id(self, chat_key: str) -> str:
+        """The chat's output box (created empty on first use): every completed turn, as cards."""
+        return await self.store.named_box(f"output:{chat_key}")
+
+    async def record_turn(self, chat_key: str, request_id: str, user_text: str, output: str) -> list[str]:
+        """Append a completed turn to the chat's output box: the user's text, then the answer.
+
+        Called once per committed turn. A store failure is logged, not raised: the turn is already
+        committed to the chat's history, and losing its cards must not turn it into a failed run.
+        """
+        cards = [
+            NewCard(CARD_CHAT_MESSAGE, TextContent(text), chat_key, {"role": role, "request_id": request_id})
+            for role, text in (("user", user_text), ("assistant", output))
+            if text.strip()
+        ]
+        try:
+            return await self.store.append_to_box(await self.output_box_id(chat_key), cards)
+        except Exception as exc:
+            log.warning("chat %r: could not write turn %s to its output box: %s", chat_key, request_id, exc)
+            return []
+
+    async def read_box(self, box_id: BoxId) -> list[Card]:
+        """The cards of a box, in order (for inspection)."""
+        box = await self.store.get_box(box_id)
+        return await self.store.get_cards(box.card_ids)
+
+    async def render_box(self, box_id: BoxId) -> SubAgentInput:
+        """What a sub-agent given this context box would receive."""
+        return await load_sub_agent_input(self.store, box_id)
+
+    # -- delegation ----------------------------------------------------------------------------
+
+    def _check_limits(self, run: RunDelegations | None, count: int = 1) -> None:
+        if self.depth >= self.limits.max_depth:
+            raise DelegationLimitError(
+                f"delegation depth limit reached: this agent runs {self.depth} delegation(s) deep and "
+                f"ship.json handover.maxDepth is {self.limits.max_depth}; answer the task yourself"
+            )
+        if run is not None and run.started + count > self.limits.max_subagents_per_run:
+            raise DelegationLimitError(
+                f"this run already started {run.started} sub-agent(s); ship.json "
+                f"handover.maxSubagentsPerRun is {self.limits.max_subagents_per_run}"
+            )
+
+    async def prepare(
+        self,
+        chat_key: str,
+        *,
+        profile_name: str,
+        instruction: object,
+        input_box_ids: Sequence[BoxId] | None = None,
+        tool_suffix: str = "delegate_async",
+        run: RunDelegations | None = None,
+    ) -> DelegationTask:
+        """Check the limits, pack the context box and register a task (not started yet).
+
+        Raises:
+            DelegationLimitError: the depth or per-run limit would be exceeded.
+            BadRequestError, NotFoundError: from packing (unknown profile, missing box, …).
+        """
+        self._check_limits(run)
+        if instruction is None or (isinstance(instruction, str) and not instruction.strip()):
+            raise BadRequestError("instruction must not be empty")
+        packed = await self.packer.pack_context_with_instruction(
+            project_id=self.project_id,
+            tool_suffix=tool_suffix,
+            source_agent_id=chat_key,
+            profile_name=profile_name,
+            instruction=instruction,
+            input_box_ids=list(input_box_ids or []),
+        )
+        profile = await self.resources.get_profile(packed.target_profile_box_id)
+        task = DelegationTask.new(chat_key, packed.context_box_id, profile)
+        self.tasks[task.task_id] = task
+        if run is not None:
+            run.started += 1
+        return task
+
+    def _require_agent(self) -> ShipAgent:
+        if self._agent is None:
+            raise RuntimeError("this Handover belongs to no agent; sub-agents cannot be run from it")
+        return self._agent
+
+    async def run(self, task: DelegationTask) -> DelegationTask:
+        """Run a prepared task to its end (never raises; failures are on the task)."""
+        return await run_task(self._require_agent(), self, task)
+
+    def start(self, task: DelegationTask) -> None:
+        """Run a prepared task in the background; :meth:`wait` or ``delegation_result`` collect it."""
+        agent = self._require_agent()
+        background = asyncio.get_running_loop().create_task(run_task(agent, self, task))
+        self._background.add(background)
+        background.add_done_callback(self._background.discard)
+
+    async def wait(self, task_id: str, wait_seconds: float | None = None) -> DelegationTask:
+        """The task, after waiting up to ``wait_seconds`` (``None``: until it ends) for it to end.
+
+        Raises:
+            NotFoundError: no task of that id was started by this agent.
+        """
+        task = self.tasks.get(task_id)
+        if task is None:
+            raise NotFoundError(f"delegation task {task_id!r} not found (was it started by this agent?)")
+        if task.status == "running" and (wait_seconds is None or wait_seconds > 0):
+            with anyio.move_on_after(wait_seconds):
+                await task.finished.wait()
+        return task
+
+    # -- tools -----------------------------------------------------------------------------------
+
+    @property
+    def toolset(self) -> AbstractToolset[Any] | None:
+        """The delegation tools, or ``None`` when ship.json configures no profiles to delegate to."""
+        if not self.resources.profiles:
+            return None
+        if self._toolset is None:
+            from ._tools import handover_toolset
+
+            self._toolset = handover_toolset(self)
+        return self._toolset
+
+    def allows(self, tool_name: str) -> bool:
+        """Whether this agent may use ``tool_name`` (``fnmatch`` patterns in the profile's ``tools``)."""
+        if self.allowed_tools is None:
+            return True
+        return any(fnmatch.fnmatchcase(tool_name, pattern) for pattern in self.allowed_tools)
+
+    def restrict(self, toolsets: Sequence[AbstractToolset[Any]]) -> list[AbstractToolset[Any]]:
+        """``toolsets`` limited to the tools this agent may use (unchanged for a top-level agent)."""
+        if self.allowed_tools is None:
+            return list(toolsets)
+        return [t.filtered(lambda _ctx, tool_def: self.allows(tool_def.name)) for t in toolsets]
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Cancel delegations still running in the background and close the store (if owned)."""
+        for background in list(self._background):
+            background.cancel()
+        for background in list(self._background):
+            with contextlib.suppress(BaseException):  # CancelledError; the task records it
+                await background
+        if self._owns_store:
+            await self.store.close()
