@@ -356,3 +356,51 @@ def test_register_rejects_a_nameless_provider() -> None:
 
     with pytest.raises(ValueError, match="non-empty string name"):
         SessionContextInjector().register(Nameless())
+
+
+async def test_mcp_servers_asks_only_for_servers_issues_no_token_and_reports_failures() -> None:
+    calls: list[str] = []
+    events: list[tuple[str, dict[str, Any]]] = []
+    bus = EventBus()
+    bus.subscribe("*", lambda name, payload: events.append((name, payload)))
+
+    class Down:
+        name = "down"
+
+        def get_mcp_servers(self, agent_name: str, meta: AgentInstanceMeta) -> list[McpServerStdio]:
+            raise OSError("registry unreachable")
+
+    store = SessionTokenStore()
+    injector = SessionContextInjector()
+    injector.set_event_bus(bus)
+    injector.set_token_store(store)
+    git = McpServerStdio("git", "uvx", ["mcp-server-git"])
+    injector.register(Provider("a", servers=[git], tools=[tool("t")], text="A", log=calls))
+    injector.register(Down())
+    injector.register(Provider("b", servers=[McpServerStdio("git", "other")], log=calls))
+
+    assert await injector.mcp_servers("bot", META) == (git,)
+    assert calls == ["a.mcp", "b.mcp"]
+    assert len(store) == 0
+    assert events == [
+        (
+            "session:provider-error",
+            {"agentName": "bot", "provider": "down", "error": "OSError: registry unreachable"},
+        )
+    ]
+
+
+async def test_the_session_cache_is_bounded_least_recently_used_first(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import shipagent.context._injector as injector_module
+
+    monkeypatch.setattr(injector_module, "MAX_CACHED_SESSIONS", 2)
+    injector = SessionContextInjector()
+    injector.register(TextOnly("a", "A"))
+    one = await injector.session_context("bot", META, "c1")
+    two = await injector.session_context("bot", META, "c2")
+    assert await injector.session_context("bot", META, "c1") is one  # c1 is now the most recent
+    await injector.session_context("bot", META, "c3")  # evicts c2
+    assert await injector.session_context("bot", META, "c1") is one
+    assert await injector.session_context("bot", META, "c2") is not two

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -27,9 +28,12 @@ from ._types import (
     scope_allows,
 )
 
-__all__ = ["SessionContextInjector", "render_tool_list"]
+__all__ = ["MAX_CACHED_SESSIONS", "SessionContextInjector", "render_tool_list"]
 
 log = logging.getLogger(__name__)
+
+MAX_CACHED_SESSIONS = 4096
+"""Session contexts kept per injector; idle chats beyond it are prepared again when they return."""
 
 
 async def _call(provider: ContextProvider, method: str, agent_name: str, meta: AgentInstanceMeta) -> Any:
@@ -42,7 +46,7 @@ async def _call(provider: ContextProvider, method: str, agent_name: str, meta: A
     return result
 
 
-def _as_list(value: Any, kind: type, provider: str, method: str) -> list[Any]:
+def _as_list(value: Any, kind: type, method: str) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, str | bytes) or not isinstance(value, Sequence):
@@ -53,17 +57,17 @@ def _as_list(value: Any, kind: type, provider: str, method: str) -> list[Any]:
     return list(value)
 
 
+async def _servers_of(
+    provider: ContextProvider, agent_name: str, meta: AgentInstanceMeta
+) -> list[McpServerStdio]:
+    value = await _call(provider, "get_mcp_servers", agent_name, meta)
+    return _as_list(value, McpServerStdio, "get_mcp_servers")
+
+
 async def _collect(provider: ContextProvider, agent_name: str, meta: AgentInstanceMeta) -> ProviderOutputs:
     """One provider's three contributions, in the seed's order (MCP servers → tools → context)."""
-    servers = _as_list(
-        await _call(provider, "get_mcp_servers", agent_name, meta),
-        McpServerStdio,
-        provider.name,
-        "get_mcp_servers",
-    )
-    tools = _as_list(
-        await _call(provider, "get_tools", agent_name, meta), ProviderTool, provider.name, "get_tools"
-    )
+    servers = await _servers_of(provider, agent_name, meta)
+    tools = _as_list(await _call(provider, "get_tools", agent_name, meta), ProviderTool, "get_tools")
     text = await _call(provider, "get_system_context", agent_name, meta)
     if text is not None and not isinstance(text, str):
         raise TypeError(f"get_system_context must return str or None, got {type(text).__name__}")
@@ -102,7 +106,7 @@ class SessionContextInjector:
         self._bus: EventSink | None = None
         self._tokens: SessionTokenStore | None = None
         self._generation = 0
-        self._cache: dict[tuple[str, str], _Cached] = {}
+        self._cache: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -143,7 +147,8 @@ class SessionContextInjector:
         """Revoke every session token of ``agent_name`` and forget its cached session contexts."""
         if self._tokens is not None:
             self._tokens.revoke(agent_name)
-        self._cache = {key: value for key, value in self._cache.items() if key[0] != agent_name}
+        for key in [k for k in self._cache if k[0] == agent_name]:
+            del self._cache[key]
 
     @property
     def generation(self) -> int:
@@ -160,7 +165,31 @@ class SessionContextInjector:
             except Exception:
                 log.exception("event bus failed to emit %s", event_name)
 
+    def _provider_failed(self, agent_name: str, provider: ContextProvider, exc: Exception) -> None:
+        log.warning("context provider %r failed: %s", provider.name, exc, exc_info=True)
+        self._emit(
+            "session:provider-error",
+            {"agentName": agent_name, "provider": provider.name, "error": f"{type(exc).__name__}: {exc}"},
+        )
+
     # -- preparation -----------------------------------------------------------------------------
+
+    async def mcp_servers(self, agent_name: str, meta: AgentInstanceMeta) -> tuple[McpServerStdio, ...]:
+        """Only the MCP servers the providers contribute (first wins), for starting them up front.
+
+        Asks nothing but ``get_mcp_servers``: no token is issued and no events are emitted except
+        ``session:provider-error`` for a provider that raises.
+        """
+        servers: dict[str, McpServerStdio] = {}
+        for provider in list(self._providers.values()):
+            try:
+                found = await _servers_of(provider, agent_name, meta)
+            except Exception as exc:
+                self._provider_failed(agent_name, provider, exc)
+                continue
+            for server in found:
+                servers.setdefault(server.name, server)
+        return tuple(servers.values())
 
     async def prepare(
         self, agent_name: str, meta: AgentInstanceMeta, session_id: str | None = None
@@ -176,15 +205,7 @@ class SessionContextInjector:
             try:
                 got_servers, got_tools, text = await _collect(provider, agent_name, meta)
             except Exception as exc:
-                log.warning("context provider %r failed: %s", provider.name, exc, exc_info=True)
-                self._emit(
-                    "session:provider-error",
-                    {
-                        "agentName": agent_name,
-                        "provider": provider.name,
-                        "error": f"{type(exc).__name__}: {exc}",
-                    },
-                )
+                self._provider_failed(agent_name, provider, exc)
                 continue
             for server in got_servers:
                 servers.setdefault(server.name, server)
@@ -255,9 +276,13 @@ class SessionContextInjector:
             and cached.revisions == revisions
             and cached.meta == meta
         ):
+            self._cache.move_to_end(key)
             return cached.context
         generation = self._generation
         context = await self.prepare(agent_name, meta, session_id)
         if revisions is not None:
             self._cache[key] = _Cached(context, meta, revisions, generation)
+            self._cache.move_to_end(key)
+            while len(self._cache) > MAX_CACHED_SESSIONS:
+                self._cache.popitem(last=False)  # the least recently used chat prepares afresh
         return context

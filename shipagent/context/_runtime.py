@@ -12,6 +12,7 @@ also revokes every session token the agent issued.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,7 +25,7 @@ from ..config import McpConfig, McpHttpServer, McpStdioServer, ShipConfig
 from ..errors import ToolContextError
 from ..execution import ToolExecutionContext, current_tool_context
 from ._events import EventSink
-from ._injector import SessionContextInjector
+from ._injector import MAX_CACHED_SESSIONS, SessionContextInjector
 from ._pool import ResourcePool
 from ._providers import AgentContextProvider, SkillsContextProvider
 from ._tokens import SessionTokenStore
@@ -98,7 +99,7 @@ class AgentContextRuntime:
             self.injector.register(provider)
         if config.capabilities:
             self.injector.register(AgentContextProvider(self.pool))
-        self._toolsets: dict[str, tuple[SessionContext, FunctionToolset[Any]]] = {}
+        self._toolsets: OrderedDict[str, tuple[SessionContext, FunctionToolset[Any]]] = OrderedDict()
         self._mcp: McpManager | None = None
         self.toolset: AbstractToolset[Any] = DynamicToolset(
             self._current_toolset, per_run_step=False, id="context-providers"
@@ -142,6 +143,9 @@ class AgentContextRuntime:
         if cached is None or cached[0] is not session:  # built once per prepared session context
             cached = (session, provider_toolset(session.tools))
             self._toolsets[ctx.chat_key] = cached
+        self._toolsets.move_to_end(ctx.chat_key)
+        while len(self._toolsets) > MAX_CACHED_SESSIONS:
+            self._toolsets.popitem(last=False)
         return cached[1]
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -167,9 +171,8 @@ class AgentContextRuntime:
         """
         if self._mcp is not None:
             return
-        session = await self.injector.prepare(self.meta.name, self.meta, session_id="mcp-servers")
         servers: dict[str, McpStdioServer | McpHttpServer] = {}
-        for server in session.mcp_servers:
+        for server in await self.injector.mcp_servers(self.meta.name, self.meta):
             if server.name in self.config.mcp.servers:
                 log.warning("provider MCP server %r ignored: ship.json defines that name", server.name)
                 continue
