@@ -162,9 +162,11 @@ class ContextProvider(Protocol):
     - ``get_tools`` → ``Sequence[ProviderTool]``
     - ``get_system_context`` → ``str | None``
 
-    and optionally ``revision() -> object``: while it returns an equal value the injector may reuse
-    a session context prepared earlier; a provider that renders live state returns a new value
-    whenever that state may have changed.
+    and optionally ``revision() -> object`` (sync or async): while it returns an equal value the
+    injector may reuse a session context prepared earlier for the same chat
+    (:meth:`SessionContextInjector.session_context`); a provider that renders live state returns a
+    new value whenever that state may have changed. A provider without it is reused until it is
+    registered again or unregistered.
 
     (A :class:`~typing.Protocol` cannot declare optional methods, hence the prose.)
     """
