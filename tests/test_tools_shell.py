@@ -269,3 +269,10 @@ def test_the_tool_schemas_pin_names_and_ranges() -> None:
     }
     assert props("skills_list") == {"refresh": {"default": False}}
     assert list(props("chat_send")) == ["text"] and list(props("skills_load")) == ["name"]
+
+
+async def test_a_full_result_keeps_its_head_tail_view_and_is_not_spilled_again(tmp_path: Path) -> None:
+    result = await shell(tmp_path / "p", "yes out | head -c 40000; yes err | head -c 40000 >&2")
+    assert "spilled" not in result
+    assert result["stdout"].startswith("out\nout") and result["stdout"].rstrip().endswith("out")
+    assert "bytes omitted" in result["stdout"] and "bytes omitted" in result["stderr"]

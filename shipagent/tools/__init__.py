@@ -15,9 +15,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic_ai import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
 from ..execution import ToolExecutionContext
+from ..files import NO_SPILL_METADATA
 from ..skills import render_skills_overview
 from ._agent_context import agent_load_context
 from ._chat import HistoryWindow, chat_load_history, chat_send, read_transcript_window
@@ -69,8 +71,11 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
     outside ``ShipAgent.run`` set one with :func:`shipagent.execution.use_tool_context`.
     """
     cache = skills_cache if skills_cache is not None else SkillsCache()
+    # exec_shell bounds its own output and keeps the full text on disk: spilling its result again
+    # would replace the head/tail view the model needs with a second, less useful preview.
+    shell = Tool(exec_shell, metadata=dict(NO_SPILL_METADATA))
     return FunctionToolset(
-        [chat_send, chat_load_history, agent_load_context, *make_skills_tools(cache), exec_shell],
+        [chat_send, chat_load_history, agent_load_context, *make_skills_tools(cache), shell],
         id="shipagent-builtin",
     )
 
