@@ -167,7 +167,11 @@ class ShipAgent:
         if self._entered == 0:
             await self.mcp.start()  # in parallel; raises only for a tool-name collision
         if self._entered == 0:
-            await self.context_runtime.start()
+            try:
+                await self.context_runtime.start()
+            except BaseException:
+                await self.mcp.stop()  # a failed start leaves no MCP server process behind
+                raise
         self._entered += 1
         return self
 

@@ -405,3 +405,17 @@ async def test_http_server_that_goes_away_mid_session(tmp_path: Path) -> None:
     assert "MCP server 'remote'" in second.content["error"]
     assert status.state == "failed"
     assert result.output == "done"
+
+
+async def test_cancelled_start_leaves_no_process(tmp_path: Path) -> None:
+    import anyio
+
+    before = descendants()
+    silent = {"command": PYTHON, "args": ["-c", "import time; time.sleep(60)"], "initTimeoutSeconds": 30}
+    config = make_project(tmp_path, {"fast": stdio_test_server(), "silent": silent})
+    manager = McpManager(config, tmp_path)
+    with anyio.move_on_after(3) as scope:  # like Ctrl-C while a server hangs in its handshake
+        await manager.start()
+    assert scope.cancelled_caught
+    assert manager.toolsets() == []
+    assert descendants() - before == set()

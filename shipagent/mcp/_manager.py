@@ -132,14 +132,17 @@ class McpManager:
             return
         self._started = True
         connected: dict[str, tuple[MCPToolset[Any], list[mcp_types.Tool]]] = {}
-        async with anyio.create_task_group() as tg:
-            for name, cfg in self._servers.items():
-                if cfg.enabled:
-                    tg.start_soon(self._connect, name, cfg, connected)
+        entered: list[MCPToolset[Any]] = []  # every session opened so far, whatever happens next
         try:
+            async with anyio.create_task_group() as tg:
+                for name, cfg in self._servers.items():
+                    if cfg.enabled:
+                        tg.start_soon(self._connect, name, cfg, connected, entered)
             self._install(connected)
-        except BaseException:
-            await self._exit_all([mcp for mcp, _ in connected.values()])
+        except BaseException:  # a collision, or start-up cancelled (Ctrl-C): leave no process behind
+            await self._exit_all(entered)
+            self._toolsets.clear()
+            self._tools.clear()
             self._close_logs()
             self._started = False
             raise
@@ -269,6 +272,7 @@ class McpManager:
         name: str,
         cfg: McpServerConfig,
         connected: dict[str, tuple[MCPToolset[Any], list[mcp_types.Tool]]],
+        entered: list[MCPToolset[Any]],
     ) -> None:
         if isinstance(cfg, McpStdioServer) and (problem := self._preflight(cfg)):
             self._fail(name, problem)
@@ -278,14 +282,15 @@ class McpManager:
         except (ValueError, TypeError, OSError) as exc:
             self._fail(name, self._redact(_describe(exc)))
             return
-        entered = False
         try:
             with anyio.fail_after(cfg.init_timeout_seconds):
                 await mcp.__aenter__()
-                entered = True
+                entered.append(mcp)
                 tools = await mcp.list_tools()
         except Exception as exc:
-            if entered:
+            # by identity: MCPToolsets of two servers with the same command compare equal
+            if any(m is mcp for m in entered):
+                entered[:] = [m for m in entered if m is not mcp]
                 await self._exit_all([mcp])
             self._fail(name, self._reason(name, cfg, exc))
             return
