@@ -60,6 +60,7 @@ CASES = [
     ("newline Error$", 50, 2, True),  # last line, no final newline
     ("", 4, 0, False),  # matches every line
     ("nothing-matches-this", 50, 2, False),
+    ("^\ufeff?第一行", 50, 0, False),  # a leading BOM is text like any other, not sniffed away
 ]
 
 
@@ -70,6 +71,8 @@ def test_both_engines_give_the_reference_answer(
     tmp_path: Path, engine: str, pattern: str, max_results: int, context: int, case: bool, final_newline: bool
 ) -> None:
     text = CORPUS + "\n" if final_newline else CORPUS
+    if pattern.startswith("^\ufeff"):
+        text = "\ufeff" + text
     path = tmp_path / "corpus.txt"
     path.write_bytes(text.encode("utf-8"))
     result = grep_file(
@@ -97,7 +100,14 @@ def test_parity_on_a_big_file_across_python_block_boundaries(
         lines[i] = f"{i:06d} FATAL 崩溃 🎉 at step {i}"
     path = tmp_path / "big.log"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    for pattern, max_results, context in (("fatal", 50, 3), ("fatal", 2, 5), (r"崩溃.*step 4\d+", 50, 0)):
+    for pattern, max_results, context in (
+        ("fatal", 50, 3),
+        ("fatal", 2, 5),  # counting after maxResults visits only the lines where the pattern hits
+        (r"崩溃.*step 4\d+", 50, 0),
+        (r"^0399", 1, 0),  # anchored: counted line by line at every line start, not only the block's
+        (r"ok\s+000|^00001\d", 1, 0),  # a hit spanning two lines must not hide the next line's own match
+        (r"FATAL\s+\S+|entry ok$", 3, 0),
+    ):
         py = grep_file(
             path,
             pattern,

@@ -17,6 +17,7 @@ from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
 from shipagent.execution import ToolExecutionContext, use_tool_context
 from shipagent.files import ContextFiles, SpillToolset, context_toolset
+from shipagent.history.tokens import count_tokens
 
 KEY = "telegram:chat:42"
 # ~300 KB, multi-byte everywhere. (Paging a file through a scripted run costs O(pages²) in the
@@ -85,7 +86,11 @@ async def test_context_read_pages_a_file_back_byte_exact(tmp_path: Path) -> None
     await _run(tmp_path, script, [context_toolset()])
     assert "".join(p["content"] for p in pages).encode() == BIG.encode()
     assert all(p["success"] and p["limit"] == 65536 and p["totalBytes"] == len(BIG.encode()) for p in pages)
-    assert len(pages) == -(-len(BIG.encode()) // 65536)
+    # 64 KB of CJK and emoji is more than a quarter of the default 32000-token budget: each page
+    # shrinks to fit (and says so) instead of being cut in the middle on its way to the model.
+    assert len(pages) > -(-len(BIG.encode()) // 65536)
+    assert all("to fit the token budget" in p["notes"][0] for p in pages[:-1])
+    assert all(count_tokens(json.dumps({"content": p["content"]}, ensure_ascii=False)) <= 7744 for p in pages)
 
 
 @pytest.mark.anyio

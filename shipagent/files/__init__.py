@@ -7,10 +7,13 @@ can be exported and imported on their own.
 
 Typical wiring::
 
-    files = ContextFiles(ShipPaths(project_root))
+    files = ContextFiles(ShipPaths(project_root))          # or ShipAgent(...).context_files
     toolsets = [SpillToolset(ts) for ts in (*my_toolsets, context_toolset())]
+    toolset = CatalogToolset(CombinedToolset(toolsets), skills=...)
 """
 
+from ._catalog import CatalogToolset, SkillsSource
+from ._cli import context_app
 from ._grep import GrepMatch, GrepResult, InvalidPatternError, find_ripgrep, grep_file
 from ._paging import Page, Tail
 from ._ref import CONTEXT_KINDS, ContextKind, ContextRef
@@ -35,6 +38,7 @@ __all__ = [
     "CONTEXT_TOOL_NAMES",
     "EXPORT_VERSION",
     "NO_SPILL_METADATA",
+    "CatalogToolset",
     "ContextFiles",
     "ContextKind",
     "ContextRef",
@@ -42,8 +46,10 @@ __all__ = [
     "GrepResult",
     "InvalidPatternError",
     "Page",
+    "SkillsSource",
     "SpillToolset",
     "Tail",
+    "context_app",
     "context_files_for",
     "context_grep",
     "context_list",

@@ -121,7 +121,7 @@ def _rg_base(binary: str, pattern: str, case_sensitive: bool) -> list[str]:
         binary,
         "--no-config",
         "--text",  # a NUL byte must not turn the file into "binary, skipped"
-        "--encoding=utf-8",  # no BOM sniffing: the bytes are UTF-8, as Python reads them
+        "--encoding=none",  # raw bytes, no BOM sniffing or transcoding (as Python reads them; and fast)
         "--case-sensitive" if case_sensitive else "--ignore-case",
         "--regexp",
         pattern,
@@ -203,7 +203,10 @@ def _grep_python(path: Path, pattern: re.Pattern[str], max_results: int, context
                 recent.extend(lines[-context_lines:])
             continue
         if not collecting and not pending:  # only counting now
-            total += sum(1 for text in lines if pattern.search(text))
+            if can_skip:
+                total += _count_matching_lines(chunk, pattern, block_skip)
+            else:
+                total += sum(1 for text in lines if pattern.search(text))
             line_no += len(lines)
             continue
         for text in lines:
@@ -227,6 +230,28 @@ def _grep_python(path: Path, pattern: re.Pattern[str], max_results: int, context
     matches.extend(GrepMatch(n, c, b, a) for n, c, b, a in pending)  # end of file cut their context
     matches.sort(key=lambda m: m.line)
     return GrepResult(total, matches, "python")
+
+
+def _count_matching_lines(chunk: str, pattern: re.Pattern[str], finder: re.Pattern[str]) -> int:
+    """Matching lines of ``chunk``, visiting only lines where ``finder`` (``pattern`` + MULTILINE) hits.
+
+    Complete: a line that matches on its own also holds a ``finder`` match, and after each hit the
+    search restarts at the next line, so a hit spanning lines never hides a later line's match.
+    """
+    count = 0
+    pos = 0
+    size = len(chunk)
+    while pos <= size:
+        hit = finder.search(chunk, pos)
+        if hit is None:
+            break
+        start = chunk.rfind("\n", 0, hit.start()) + 1
+        end = chunk.find("\n", hit.start())
+        end = size if end == -1 else end
+        if pattern.search(chunk[start:end]):  # sliced: a bare ^ only matches at a real start
+            count += 1
+        pos = end + 1
+    return count
 
 
 def _chunks(path: Path) -> Iterator[str]:

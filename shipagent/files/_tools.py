@@ -7,11 +7,15 @@ blindly). Failures — unknown id, invalid regex, missing file — come back as
 ``{"success": false, "error": ...}``; nothing is raised into the run.
 
 Results are bounded (a page ≤ 64 KB, a tail ≤ 64 KB, grep output ≤ 64 KB), which is why the
-spill wrapper leaves them alone: its ``no_spill`` metadata is set on this toolset.
+spill wrapper leaves them alone: its ``no_spill`` metadata is set on this toolset. They are also
+bounded in tokens: a result never exceeds a quarter of ``context.chatHistory.maxHistoryTokens``
+(the size above which the request budget would cut a part in half and lose its middle), so a page
+shrinks — and says so — rather than reaching the model mangled.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,6 +24,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from ..errors import ShipAgentError
 from ..execution import ToolExecutionContext, current_tool_context
+from ..history.tokens import count_tokens
 from ._grep import GrepMatch, InvalidPatternError
 from ._ref import CONTEXT_KINDS, ContextRef
 from ._store import ContextFiles
@@ -49,6 +54,20 @@ def context_files_for(ctx: ToolExecutionContext) -> ContextFiles:
     return files
 
 
+def _token_cap(ctx: ToolExecutionContext) -> int:
+    """The most tokens one result may cost: under the request budget's per-part cut."""
+    return max(256, ctx.config.context.chat_history.max_history_tokens // 4 - 256)
+
+
+def _tokens(result: dict[str, Any]) -> int:
+    return count_tokens(json.dumps(result, ensure_ascii=False))
+
+
+def _shrunk(size: int, tokens: int, cap: int) -> int:
+    """A byte size that should bring ``tokens`` under ``cap`` (with room for estimation error)."""
+    return max(1, int(size * cap / tokens * 0.85))
+
+
 def _clamp(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
     if value < low:
         notes.append(f"{name}={value} is below the minimum; clamped to {low}")
@@ -59,12 +78,15 @@ def _clamp(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
     return value
 
 
-async def _run(work: Callable[[ContextFiles, str], dict[str, Any]]) -> dict[str, Any]:
+Work = Callable[[ContextFiles, str, int], dict[str, Any]]
+
+
+async def _run(work: Work) -> dict[str, Any]:
     """Run blocking file work in a thread; turn every expected failure into a result."""
     try:
         ctx = current_tool_context()
         files = context_files_for(ctx)
-        result = await anyio.to_thread.run_sync(work, files, ctx.chat_key)
+        result = await anyio.to_thread.run_sync(work, files, ctx.chat_key, _token_cap(ctx))
     except (ShipAgentError, InvalidPatternError, OSError) as exc:
         return {"success": False, "error": str(exc)}
     return {"success": True, **result}
@@ -94,9 +116,14 @@ async def context_list(kind: str | None = None, limit: int = 50) -> dict[str, An
     notes: list[str] = []
     limit = _clamp("limit", limit, 1, LIST_LIMIT_MAX, notes)
 
-    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+    def work(files: ContextFiles, chat_key: str, cap: int) -> dict[str, Any]:
         refs = files.list(chat_key, kind=kind, limit=limit)  # type: ignore[arg-type]
-        return _with_notes({"items": [_ref_for_model(r) for r in refs]}, notes)
+        items = [_ref_for_model(r) for r in refs]
+        while len(items) > 1 and _tokens({"items": items}) > cap:
+            items = items[: len(items) // 2]
+        if len(items) < len(refs):
+            notes.append(f"only the newest {len(items)} of {len(refs)} fit the token budget; filter by kind")
+        return _with_notes({"items": items}, notes)
 
     return await _run(work)
 
@@ -115,8 +142,20 @@ async def context_read(id: str, offset: int = 0, limit: int = 8192) -> dict[str,
         offset = 0
     limit = _clamp("limit", limit, 1, READ_LIMIT_MAX, notes)
 
-    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+    def work(files: ContextFiles, chat_key: str, cap: int) -> dict[str, Any]:
         page = files.read(chat_key, id, offset, limit)
+        shrunk = False
+        for _ in range(4):
+            tokens = _tokens({"content": page.content})
+            if tokens <= cap:
+                break
+            page = files.read(chat_key, id, offset, _shrunk(page.next_offset - page.offset, tokens, cap))
+            shrunk = True
+        if shrunk:
+            notes.append(
+                f"page shortened to {page.next_offset - page.offset} bytes to fit the token budget "
+                "(context.chatHistory.maxHistoryTokens / 4); continue from nextOffset"
+            )
         if offset >= page.size and offset:
             notes.append(f"offset={offset} is at or past the end of the file ({page.size} bytes)")
         elif page.offset != offset:
@@ -147,12 +186,19 @@ async def context_tail(id: str, lines: int = 200) -> dict[str, Any]:
     notes: list[str] = []
     lines = _clamp("lines", lines, 1, TAIL_LINES_MAX, notes)
 
-    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
-        tail = files.tail(chat_key, id, lines, max_bytes=TAIL_BYTES_MAX)
+    def work(files: ContextFiles, chat_key: str, cap: int) -> dict[str, Any]:
+        max_bytes = TAIL_BYTES_MAX
+        tail = files.tail(chat_key, id, lines, max_bytes=max_bytes)
+        for _ in range(4):
+            tokens = _tokens({"content": tail.content})
+            if tokens <= cap:
+                break
+            max_bytes = _shrunk(len(tail.content.encode("utf-8")), tokens, cap)
+            tail = files.tail(chat_key, id, lines, max_bytes=max_bytes)
         if tail.truncated:
             notes.append(
-                f"the last {lines} lines exceed {TAIL_BYTES_MAX} bytes; only the last {TAIL_BYTES_MAX} "
-                f"bytes are shown (context_read from offset {tail.start_offset} backwards for more)"
+                f"the last {lines} lines exceed {max_bytes} bytes (the size or token limit); only "
+                f"the lines that fit are shown, from byte {tail.start_offset} (context_read for the rest)"
             )
         result = {
             "id": id,
@@ -196,7 +242,7 @@ async def context_grep(
     max_results = _clamp("maxResults", maxResults, 1, GREP_RESULTS_MAX, notes)
     context_lines = _clamp("contextLines", contextLines, 0, GREP_CONTEXT_MAX, notes)
 
-    def work(files: ContextFiles, chat_key: str) -> dict[str, Any]:
+    def work(files: ContextFiles, chat_key: str, cap: int) -> dict[str, Any]:
         found = files.grep(
             chat_key,
             id,
@@ -219,6 +265,11 @@ async def context_grep(
                 )
                 break
             matches.append(item)
+        kept = len(matches)
+        while len(matches) > 1 and _tokens({"matches": matches}) > cap:
+            matches = matches[: len(matches) // 2]
+        if len(matches) < kept:
+            notes.append(f"only the first {len(matches)} matches fit the token budget; narrow the pattern")
         return _with_notes({"id": id, "totalMatches": found.total_matches, "matches": matches}, notes)
 
     return await _run(work)

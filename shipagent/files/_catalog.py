@@ -1,0 +1,76 @@
+"""``CatalogToolset``: keep each chat's ``catalog`` context file equal to what the agent can use.
+
+The catalog lists the skills and tools available to the agent (seed 003 §1: a ``catalog`` ref),
+so a model can ``context_grep`` it instead of the instructions carrying every description. The
+wrapper sees the real tool list of every run step (MCP servers come and go, skills are added) and
+rewrites the file only when the rendered text changes; an unchanged catalog costs one string
+comparison per step, no disk access.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from pydantic_ai import RunContext
+from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
+
+from ..errors import ShipAgentError, ToolContextError
+from ..execution import ToolExecutionContext, current_tool_context
+from ._render import render_catalog
+from ._tools import context_files_for
+
+__all__ = ["CatalogToolset", "SkillsSource"]
+
+log = logging.getLogger("shipagent.files")
+
+SkillsSource = Callable[[ToolExecutionContext], Awaitable[Iterable[Any]]]
+"""Returns the agent's skills: objects with ``name`` and ``description``, or ``(name, description)``."""
+
+_REMEMBERED_CHATS = 1024
+
+
+def _pair(skill: Any) -> tuple[str, str]:
+    if isinstance(skill, tuple):
+        return str(skill[0]), str(skill[1])
+    return str(skill.name), str(getattr(skill, "description", "") or "")
+
+
+@dataclass
+class CatalogToolset(WrapperToolset[Any]):
+    """Wrap the agent's combined toolset; write the chat's catalog file when its tools change.
+
+    Attributes:
+        skills: where the skills come from (the agent's skills cache); ``None`` lists tools only.
+    """
+
+    skills: SkillsSource | None = None
+    _written: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        tools = await self.wrapped.get_tools(ctx)
+        try:
+            run = current_tool_context()
+        except ToolContextError:
+            return tools
+        try:
+            skills = [_pair(s) for s in await self.skills(run)] if self.skills else []
+            rows = sorted((name, tool.tool_def.description or "") for name, tool in tools.items())
+            text = render_catalog(skills=skills, tools=rows)
+            if self._written.get(run.chat_key) != text:
+                files = context_files_for(run)
+                description = f"{len(skills)} skills, {len(rows)} tools available to this agent"
+                await anyio.to_thread.run_sync(
+                    lambda: files.set_catalog(run.chat_key, text, description=description)
+                )
+                self._written[run.chat_key] = text
+                self._written.move_to_end(run.chat_key)
+                while len(self._written) > _REMEMBERED_CHATS:
+                    self._written.popitem(last=False)
+        except (ShipAgentError, OSError) as exc:  # a stale catalog must never cost the turn
+            log.error("could not write the catalog of %r: %s", run.chat_key, exc)
+        return tools

@@ -1,0 +1,119 @@
+"""``shipagent context list|export|import``: a chat's context files from the command line.
+
+A typer sub-app mounted by ``shipagent.cli``. It goes through ``ShipAgent.context_files`` (the
+project is validated like every other command) but never starts the agent or needs a model.
+Mistakes print one ``error:`` line and exit with status 2, like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..errors import ShipAgentError
+from ._ref import CONTEXT_KINDS
+from ._store import ContextFiles
+
+__all__ = ["context_app"]
+
+context_app = typer.Typer(
+    name="context",
+    help="List, export and import a chat's context files (spilled outputs, compacted history, catalog).",
+    no_args_is_help=True,
+)
+_out = Console(soft_wrap=True)
+_err = Console(stderr=True, soft_wrap=True)
+
+KeyArg = Annotated[str, typer.Argument(help="The chat key (telegram:chat:42).")]
+ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
+
+
+def _fail(message: str) -> typer.Exit:
+    _err.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(2)
+
+
+def _files(project: Path) -> ContextFiles:
+    from ..agent import ShipAgent  # the agent imports this package: import it only when used
+
+    try:
+        return ShipAgent.from_project(project).context_files
+    except ShipAgentError as exc:
+        raise _fail(str(exc)) from None
+
+
+@context_app.command("list")
+def list_(
+    chat_key: KeyArg,
+    project: ProjectOpt = Path("."),
+    kind: Annotated[str | None, typer.Option(help="artifact, history or catalog.")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="At most this many, newest first.")] = 50,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the refs as JSON.")] = False,
+) -> None:
+    """List a chat's context files, newest first."""
+    if kind is not None and kind not in CONTEXT_KINDS:
+        raise _fail(f"--kind must be one of {', '.join(CONTEXT_KINDS)}; got {kind!r}")
+    files = _files(project)
+    try:
+        refs = files.list(chat_key, kind=kind, limit=limit)  # type: ignore[arg-type]
+    except ShipAgentError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        _out.print_json(json.dumps([r.to_json() for r in refs], ensure_ascii=False))
+        return
+    if not refs:
+        _out.print(f"no context files for {escape(chat_key)}")
+        return
+    table = Table("id", "kind", "bytes", "created", "source", "name")
+    for ref in refs:
+        table.add_row(ref.id, ref.kind, f"{ref.size_bytes:,}", ref.created_at, ref.source, escape(ref.name))
+    _out.print(table)
+
+
+@context_app.command("export")
+def export(
+    chat_key: KeyArg,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+    project: ProjectOpt = Path("."),
+) -> None:
+    """Export a chat's eager context files as one JSON document."""
+    files = _files(project)
+    try:
+        data = files.export(chat_key)
+    except ShipAgentError as exc:
+        raise _fail(str(exc)) from None
+    text = json.dumps(data, ensure_ascii=False)
+    if output is None:
+        typer.echo(text)
+        return
+    output.write_text(text + "\n", encoding="utf-8")
+    _err.print(f"exported {len(data['items'])} context files of {escape(chat_key)} to {escape(str(output))}")
+
+
+@context_app.command("import")
+def import_(
+    chat_key: KeyArg,
+    file: Annotated[Path, typer.Argument(help="A file written by `shipagent context export`.")],
+    project: ProjectOpt = Path("."),
+) -> None:
+    """Import context files into a chat; a malformed or hostile export is refused whole."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise _fail(f"{file}: no such file") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _fail(f"{file}: not a JSON export ({exc})") from None
+    files = _files(project)
+    try:
+        refs = files.import_(chat_key, data)
+    except ShipAgentError as exc:
+        raise _fail(f"{file}: {exc}") from None
+    _out.print(f"imported {len(refs)} context files into {escape(chat_key)}")
