@@ -25,7 +25,7 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
-from pydantic_ai.toolsets import AbstractToolset
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 
 from . import instructions as _instructions
 from ._guard import GuardedToolset
@@ -35,9 +35,10 @@ from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
 from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
-from .history.compaction import compact
+from .history.compaction import CompactionResult, compact
 from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
@@ -98,6 +99,11 @@ class ShipAgent:
         self._user_toolsets = list(toolsets)
         self._agent_md = agent_md
         self.chats = ChatHistories(self.paths, config.context.chat_history)
+        # Context files (seed 003): spilled tool output, compacted history and the catalog, per
+        # chat key. Usable without starting the agent (``shipagent context export``).
+        self.context_files = ContextFiles(self.paths)
+        self.chats.compaction_hooks.append(self._keep_compacted)
+        self._context_toolset = context_toolset()
         self.transcript = Transcript(self.paths)
         self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
         self.instruction_sources: list[_instructions.InstructionSource] = []
@@ -202,6 +208,7 @@ class ShipAgent:
         """Every toolset a run offers the model, each guarded so a crash becomes a failure result."""
         toolsets: list[AbstractToolset[Any]] = [
             self._builtin_toolset,
+            self._context_toolset,
             *self._module_toolsets,
             *self._user_toolsets,
             self.mcp.toolset,
@@ -211,7 +218,7 @@ class ShipAgent:
         if self.handover.toolset is not None:
             toolsets.append(self.handover.toolset)
         # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
-        return self.handover.restrict([GuardedToolset(t) for t in toolsets])
+        return self.handover.restrict([GuardedToolset(SpillToolset(t)) for t in toolsets])
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
@@ -280,6 +287,7 @@ class ShipAgent:
             on_approval=self.on_approval,
         )
         ctx.extras["agent"] = self
+        ctx.extras["context_files"] = self.context_files
         return ctx
 
     async def _run_locked(
@@ -363,7 +371,8 @@ class ShipAgent:
             message_history=history,
             model=model,
             instructions=instructions,
-            toolsets=self._toolsets(),
+            # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
+            toolsets=[CatalogToolset(CombinedToolset(self._toolsets()), skills=self._catalog_skills)],
             capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
         ) as agent_run:
@@ -387,6 +396,14 @@ class ShipAgent:
             lines = "\n".join(f"- {r.tool}: {(r.error or '')[:200]}" for r in failures)
             pieces.append(f"Tool errors:\n{lines}")
         return "\n\n".join(pieces)
+
+    def _keep_compacted(self, chat_key: str, result: CompactionResult) -> None:
+        """Compaction hook: what leaves the model's window stays greppable as a ``history`` file."""
+        if result.removed:
+            self.context_files.add_history_messages(chat_key, result.removed)
+
+    async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
+        return list(await self.skills_cache.get(ctx.project_root, ctx.config))
 
     def _write_logs(self, chat_key: str, request_id: str, text: str, output: str, records: list[Any]) -> None:
         self.transcript.append_turn(chat_key, request_id, text, output)

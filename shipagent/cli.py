@@ -22,6 +22,7 @@ from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import ShipAgentError
 from .execution import ApprovalRequest
+from .files import context_app
 from .mcp import mcp_app
 from .models import describe_model
 from .results import AgentResult, StepEvent
@@ -36,6 +37,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
+app.add_typer(context_app, name="context")  # shipagent context list|export|import
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
