@@ -22,6 +22,7 @@ from ._cards import (
 )
 from ._delegation import DelegationLimitError, DelegationTask, TaskStatus, delegate_chat_key
 from ._ids import Uuid7Generator, uuid7
+from ._inspect import format_box
 from ._packer import HandoverPacker, PackedContext, instruction_handover, pack_context_with_instruction
 from ._render import SubAgentInput, load_sub_agent_input, render_content, render_context
 from ._resources import ResolvedProfile, ResourceStore
@@ -59,6 +60,7 @@ __all__ = [
     "TextContent",
     "Uuid7Generator",
     "delegate_chat_key",
+    "format_box",
     "instruction_handover",
     "load_sub_agent_input",
     "pack_context_with_instruction",

@@ -21,6 +21,7 @@ from ..errors import BadRequestError, NotFoundError
 from ..execution import ToolExecutionContext
 from ._cards import CARD_CHAT_MESSAGE, Card, NewCard, TextContent
 from ._delegation import DelegationLimitError, DelegationTask, run_task
+from ._inspect import format_box
 from ._packer import HandoverPacker
 from ._render import SubAgentInput, load_sub_agent_input
 from ._resources import ResourceStore
@@ -34,6 +35,7 @@ __all__ = ["Handover", "RunDelegations"]
 
 log = logging.getLogger("shipagent.handover")
 STORE_FILE = "cardbox.sqlite3"
+MAX_REMEMBERED_TASKS = 1000
 _RUN_STATE_KEY = "handover"
 
 
@@ -89,6 +91,7 @@ class Handover:
         self._owns_store = owns_store
         self._background: set[asyncio.Task[DelegationTask]] = set()
         self._toolset: AbstractToolset[Any] | None = None
+        self._output_boxes: dict[str, str] = {}
 
     @classmethod
     def for_agent(cls, agent: ShipAgent) -> Handover:
@@ -114,7 +117,10 @@ class Handover:
 
     async def output_box_id(self, chat_key: str) -> str:
         """The chat's output box (created empty on first use): every completed turn, as cards."""
-        return await self.store.named_box(f"output:{chat_key}")
+        box_id = self._output_boxes.get(chat_key)
+        if box_id is None:  # named boxes never change: one lookup per chat and process
+            box_id = self._output_boxes[chat_key] = await self.store.named_box(f"output:{chat_key}")
+        return box_id
 
     async def record_turn(self, chat_key: str, request_id: str, user_text: str, output: str) -> list[str]:
         """Append a completed turn to the chat's output box: the user's text, then the answer.
@@ -137,6 +143,11 @@ class Handover:
         """The cards of a box, in order (for inspection)."""
         box = await self.store.get_box(box_id)
         return await self.store.get_cards(box.card_ids)
+
+    async def describe_box(self, box_id: BoxId, *, max_chars: int = 500) -> str:
+        """A box as readable text (see :func:`format_box`) — for a CLI or a log."""
+        box = await self.store.get_box(box_id)
+        return format_box(box, await self.store.get_cards(box.card_ids), max_chars=max_chars)
 
     async def render_box(self, box_id: BoxId) -> SubAgentInput:
         """What a sub-agent given this context box would receive."""
@@ -185,10 +196,18 @@ class Handover:
         )
         profile = await self.resources.get_profile(packed.target_profile_box_id)
         task = DelegationTask.new(chat_key, packed.context_box_id, profile)
+        self._forget_old_tasks()
         self.tasks[task.task_id] = task
         if run is not None:
             run.started += 1
         return task
+
+    def _forget_old_tasks(self) -> None:
+        """Keep at most ``MAX_REMEMBERED_TASKS`` finished tasks: a long-lived server must not grow
+        without bound. Their boxes stay in the store; only ``delegation_result`` forgets them."""
+        finished = [t for t in self.tasks.values() if t.status != "running"]
+        for task in finished[: max(len(finished) - MAX_REMEMBERED_TASKS + 1, 0)]:
+            del self.tasks[task.task_id]
 
     def _require_agent(self) -> ShipAgent:
         if self._agent is None:
