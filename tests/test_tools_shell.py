@@ -276,3 +276,14 @@ async def test_a_full_result_keeps_its_head_tail_view_and_is_not_spilled_again(t
     assert "spilled" not in result
     assert result["stdout"].startswith("out\nout") and result["stdout"].rstrip().endswith("out")
     assert "bytes omitted" in result["stdout"] and "bytes omitted" in result["stderr"]
+
+
+async def test_background_children_that_released_the_output_do_not_outlive_the_call(tmp_path: Path) -> None:
+    run = await run_shell(
+        "sleep 30 > /dev/null 2>&1 & echo $! > bg.pid",
+        cwd=tmp_path,
+        time_limit=20,
+        output_dir=tmp_path / "out",
+    )
+    assert run.exit_code == 0
+    assert await _dies_soon(int((tmp_path / "bg.pid").read_text()))

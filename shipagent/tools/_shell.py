@@ -279,6 +279,10 @@ async def run_shell(
                     await done[1].wait()
                 if last.cancelled_caught:  # something escaped the group (setsid) and kept the pipe
                     tg.cancel_scope.cancel()
+            else:
+                # Background children that let go of the pipes (``server > log &``) still must not
+                # outlive the call: end whatever is left of the group.
+                _signal_group(proc.pid, signal.SIGKILL)
     finally:
         if proc.returncode is None:
             with anyio.CancelScope(shield=True):
@@ -321,8 +325,9 @@ async def exec_shell(
 ) -> dict[str, Any]:
     """Run a shell command in the project directory and return its exit code and output.
 
-    Output is capped (head and tail); the full output is saved and its path returned. Never run
-    destructive commands the user did not ask for. Some commands need the user's approval.
+    Output is capped (head and tail); the full output is saved and its path returned. Background
+    processes do not outlive the call. Never run destructive commands the user did not ask for.
+    Some commands need the user's approval.
 
     Args:
         command: the command line, run with bash (or sh).
