@@ -419,3 +419,32 @@ async def test_cancelled_start_leaves_no_process(tmp_path: Path) -> None:
     assert scope.cancelled_caught
     assert manager.toolsets() == []
     assert descendants() - before == set()
+
+
+async def test_secrets_never_reach_the_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx logs request URLs at INFO and the MCP client its endpoint: a URL token must be masked."""
+    from mcp_servers.http_server import running_http_server
+
+    caplog.set_level("DEBUG")
+    monkeypatch.setenv("URL_TOKEN", "tk-log-leak-4242")
+    with running_http_server(token="tk-log-leak-4242") as url:
+        config = make_project(
+            tmp_path,
+            {
+                "h": {
+                    "type": "http",
+                    "url": url + "?sig=${URL_TOKEN}",
+                    "headers": {"Authorization": "Bearer ${URL_TOKEN}"},
+                },
+                "ghost": {"command": "no-such-cmd-${URL_TOKEN}"},
+            },
+        )
+        script = Script([("h__weather_get_current", {"city": "Kyiv"})])
+        async with McpManager(config, tmp_path) as manager:
+            await run(manager, script)
+    assert script.returns()[0].content == "Kyiv: 21 degrees (metric)"
+    assert "sig=***" in caplog.text  # the request lines are still logged, masked
+    assert "tk-log-leak-4242" not in caplog.text
+    assert manager.status("ghost").reason == "command 'no-such-cmd-***' was not found on PATH"

@@ -20,7 +20,7 @@ import logging
 import os
 import shlex
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
@@ -36,7 +36,7 @@ from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from ..config import McpHttpServer, McpServerConfig, McpStdioServer, ShipConfig
 from ._naming import ToolName, assign_names, exposed_name
-from ._redact import Redactor, safe_url
+from ._redact import Redactor, install_log_redaction, safe_url
 from ._status import McpServerStatus, McpToolInfo, ServerState
 from ._toolset import McpServerToolset, tool_definition, visible_to_model
 
@@ -106,6 +106,7 @@ class McpManager:
         self._tools: dict[str, tuple[McpServerToolset, ToolName]] = {}
         self._logs: dict[str, TextIO] = {}
         self._started = False
+        self._unredact_logs: Callable[[], None] | None = None
         self.toolset: AbstractToolset[Any] = _AllServers(self)
         """All connected servers' tools as one toolset; empty before :meth:`start`."""
 
@@ -131,6 +132,7 @@ class McpManager:
         if self._started:
             return
         self._started = True
+        self._unredact_logs = install_log_redaction(self._redact)
         connected: dict[str, tuple[MCPToolset[Any], list[mcp_types.Tool]]] = {}
         entered: list[MCPToolset[Any]] = []  # every session opened so far, whatever happens next
         try:
@@ -144,6 +146,7 @@ class McpManager:
             self._toolsets.clear()
             self._tools.clear()
             self._close_logs()
+            self._restore_logging()
             self._started = False
             raise
 
@@ -154,6 +157,7 @@ class McpManager:
         self._tools.clear()
         await self._exit_all([t.mcp for t in toolsets])
         self._close_logs()
+        self._restore_logging()
         for name, status in self._status.items():
             if status.state == "connected":
                 self._status[name] = _replace_status(status, state="stopped")
@@ -297,6 +301,7 @@ class McpManager:
         connected[name] = (mcp, tools)
 
     def _fail(self, name: str, reason: str) -> None:
+        reason = self._redact(reason)  # commands and messages may hold a ${VAR} value
         logger.warning("MCP server %r failed to start: %s", name, reason)
         self._status[name] = _replace_status(self._status[name], state="failed", reason=reason)
 
@@ -372,6 +377,11 @@ class McpManager:
             async with anyio.create_task_group() as tg:
                 for mcp in toolsets:
                     tg.start_soon(exit_one, mcp)
+
+    def _restore_logging(self) -> None:
+        if self._unredact_logs is not None:
+            self._unredact_logs()
+            self._unredact_logs = None
 
     def _close_logs(self) -> None:
         for handle in self._logs.values():

@@ -9,20 +9,23 @@ values — and replace them wherever they occur in text we print.
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from .._env import merged_environment
 from ..config import McpHttpServer, McpServerConfig
 
-__all__ = ["MASK", "Redactor", "safe_url"]
+__all__ = ["MASK", "Redactor", "install_log_redaction", "safe_url"]
 
 MASK = "***"
 _MIN_SECRET_LENGTH = 4  # shorter values ("1", "on") are not secrets and would mangle every message
 _VAR_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)")
 _CONFIG_FILES = ("ship.json", ".ship/mcp/mcp.json")
+_LOGGER_PREFIXES = ("httpx", "httpx2", "httpcore", "mcp", "fastmcp")
+"""Libraries that log request URLs and commands (``HTTP Request: POST https://…?key=…`` at INFO)."""
 
 
 def safe_url(url: str) -> str:
@@ -76,9 +79,49 @@ class Redactor:
                 secrets.extend(server.env.values())
         return cls(secrets)
 
+    def __bool__(self) -> bool:
+        return bool(self._secrets)
+
     def __call__(self, text: str) -> str:
         """``text`` with every known secret replaced by ``***``."""
         for secret in self._secrets:
             if secret in text:
                 text = text.replace(secret, MASK)
         return text
+
+
+class _RedactingFilter(logging.Filter):
+    def __init__(self, redact: Redactor) -> None:
+        super().__init__()
+        self._redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = self._redact(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def install_log_redaction(redact: Redactor) -> Callable[[], None]:
+    """Mask secrets in what the HTTP and MCP libraries log; returns the function that undoes it.
+
+    httpx logs every request URL at INFO and the MCP client logs the endpoint it connects to, so a
+    token in a URL query would reach any log a user configures. A filter on those loggers rewrites
+    the record before any handler sees it. Logger filters apply to records logged on that exact
+    logger, so every existing logger under the libraries' names gets one.
+    """
+    if not redact:
+        return lambda: None
+    names = {"httpx", "httpx2", "mcp.client.streamable_http", "mcp.client.sse", "mcp.client.stdio"}
+    names |= {name for name in logging.root.manager.loggerDict if name.split(".", 1)[0] in _LOGGER_PREFIXES}
+    flt = _RedactingFilter(redact)
+    loggers = [logging.getLogger(name) for name in sorted(names)]
+    for logger in loggers:
+        logger.addFilter(flt)
+
+    def uninstall() -> None:
+        for logger in loggers:
+            logger.removeFilter(flt)
+
+    return uninstall
