@@ -483,3 +483,19 @@ async def test_no_profiles_means_no_delegation_tools(tmp_path: Path) -> None:
     assert isinstance(boss.requests[0][0], ModelRequest) and not isinstance(
         boss.requests[0][0], ModelResponse
     )
+
+
+async def test_profile_agent_md_file_is_the_sub_agents_role(tmp_path: Path) -> None:
+    root = project(tmp_path, {"editor": {"instructions": "Be brief.", "agentMd": "profiles/editor.md"}})
+    (root / "profiles").mkdir()
+    (root / "profiles" / "editor.md").write_text("EDITOR ROLE: fix grammar.", encoding="utf-8")
+    editor = Recorder(text("Fixed."))
+    boss = Recorder(
+        call_then("ask_expert", {"profile_name": "editor", "question": "Fix: 'teh'"}, lambda m: "ok")
+    )
+    agent = ShipAgent.from_project(root, model=boss.model, profile_models={"editor": editor.model})
+    await agent.run(BOSS, "edit")
+    instructions = editor.infos[0].instructions or ""
+    assert instructions.index("Be brief.") < instructions.index("EDITOR ROLE: fix grammar.")
+    assert "ORCHESTRATOR ROLE" not in instructions
+    assert "ORCHESTRATOR ROLE" in (boss.infos[0].instructions or "")

@@ -145,7 +145,6 @@ def build_sub_agent(parent: ShipAgent, profile: ResolvedProfile, handover: Hando
         model=model,
         toolsets=getattr(parent, "_user_toolsets", ()),
         on_approval=parent.on_approval,
-        providers=getattr(parent, "_providers", ()),
         profile_models=parent.profile_models,
         agent_md=profile_agent_md(parent.project_root, profile.config),
     )
