@@ -188,6 +188,22 @@ async def test_the_catalog_file_lists_the_skills_and_tools_of_the_run(tmp_path: 
         assert f"\n- {tool}: " in catalog
     [ref] = agent.context_files.list(KEY, kind="catalog")
     assert ref.source == "catalog"
+    index = agent.context_files.folder(KEY) / "index.jsonl"
+    async with agent:
+        assert (await agent.run(KEY, "again")).success
+    assert index.read_text("utf-8").count("\n") == 1  # unchanged tools: not rewritten
+
+    def deploy_now() -> str:
+        """Deploy the current build."""
+        return "deployed"
+
+    more = ShipAgent.from_project(
+        tmp_path, model=FunctionModel(lambda m, i: _say("hi")), toolsets=[FunctionToolset([deploy_now])]
+    )
+    async with more:
+        assert (await more.run(KEY, "hello")).success
+    assert "\n- deploy_now: Deploy the current build.\n" in more.context_files.read(KEY, "catalog").content
+    assert index.read_text("utf-8").count("\n") == 2  # the tools changed: regenerated
 
 
 runner = CliRunner()

@@ -3,16 +3,16 @@
 The catalog lists the skills and tools available to the agent (seed 003 §1: a ``catalog`` ref),
 so a model can ``context_grep`` it instead of the instructions carrying every description. The
 wrapper sees the real tool list of every run step (MCP servers come and go, skills are added) and
-rewrites the file only when the rendered text changes; an unchanged catalog costs one string
-comparison per step, no disk access.
+rewrites the file only when the rendered text changes.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -22,6 +22,7 @@ from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 from ..errors import ShipAgentError, ToolContextError
 from ..execution import ToolExecutionContext, current_tool_context
 from ._render import render_catalog
+from ._store import ContextFiles
 from ._tools import context_files_for
 
 __all__ = ["CatalogToolset", "SkillsSource"]
@@ -32,6 +33,26 @@ SkillsSource = Callable[[ToolExecutionContext], Awaitable[Iterable[Any]]]
 """Returns the agent's skills: objects with ``name`` and ``description``, or ``(name, description)``."""
 
 _REMEMBERED_CHATS = 1024
+# What was last written per chat folder, with the ref's timestamp, shared by every wrapper of the
+# process (agents build a new wrapper per run): an unchanged catalog costs a look at the cached index
+# instead of reading the file back; an import that replaced the catalog changes the timestamp.
+_written: OrderedDict[str, tuple[str, str]] = OrderedDict()
+_written_lock = threading.Lock()
+
+
+def _sync_catalog(files: ContextFiles, chat_key: str, text: str, description: str) -> None:
+    key = str(files.folder(chat_key))
+    current = files.list(chat_key, kind="catalog", limit=1)
+    stamp = current[0].created_at if current else ""
+    with _written_lock:
+        if _written.get(key) == (text, stamp):
+            return
+    ref = files.set_catalog(chat_key, text, description=description)
+    with _written_lock:
+        _written[key] = (text, ref.created_at)
+        _written.move_to_end(key)
+        while len(_written) > _REMEMBERED_CHATS:
+            _written.popitem(last=False)
 
 
 def _pair(skill: Any) -> tuple[str, str]:
@@ -49,7 +70,6 @@ class CatalogToolset(WrapperToolset[Any]):
     """
 
     skills: SkillsSource | None = None
-    _written: OrderedDict[str, str] = field(default_factory=OrderedDict, repr=False)
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await self.wrapped.get_tools(ctx)
@@ -61,16 +81,9 @@ class CatalogToolset(WrapperToolset[Any]):
             skills = [_pair(s) for s in await self.skills(run)] if self.skills else []
             rows = sorted((name, tool.tool_def.description or "") for name, tool in tools.items())
             text = render_catalog(skills=skills, tools=rows)
-            if self._written.get(run.chat_key) != text:
-                files = context_files_for(run)
-                description = f"{len(skills)} skills, {len(rows)} tools available to this agent"
-                await anyio.to_thread.run_sync(
-                    lambda: files.set_catalog(run.chat_key, text, description=description)
-                )
-                self._written[run.chat_key] = text
-                self._written.move_to_end(run.chat_key)
-                while len(self._written) > _REMEMBERED_CHATS:
-                    self._written.popitem(last=False)
+            files = context_files_for(run)
+            description = f"{len(skills)} skills, {len(rows)} tools available to this agent"
+            await anyio.to_thread.run_sync(lambda: _sync_catalog(files, run.chat_key, text, description))
         except (ShipAgentError, OSError) as exc:  # a stale catalog must never cost the turn
             log.error("could not write the catalog of %r: %s", run.chat_key, exc)
         return tools

@@ -12,6 +12,7 @@ pattern does not occur before it looks at single lines.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -135,8 +136,6 @@ def _rg_text(obj: dict[str, object]) -> str:
     if "text" in lines:
         text = str(lines["text"])
     else:  # not valid UTF-8: ripgrep sends base64 bytes
-        import base64
-
         text = base64.b64decode(str(lines.get("bytes", ""))).decode("utf-8", errors="replace")
     return text[:-1] if text.endswith("\n") else text
 

@@ -15,6 +15,7 @@ each time it is used: an index line or an import may have been tampered with.
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 import os
 import secrets
@@ -139,8 +140,6 @@ class ContextFiles:
 
     @staticmethod
     def _apply_index_line(state: _IndexState, raw: bytes, index: Path) -> None:
-        import json
-
         if not raw.strip():
             return
         try:
