@@ -1,4 +1,4 @@
-"""The pure parts of MCP support: exposed names, result rendering, summaries, secret masking."""
+"""The pure parts of MCP support: exposed names, result rendering, secret masking."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 from shipagent.config import load_config
 from shipagent.errors import ConfigError
-from shipagent.mcp import assign_names, convert_result, exposed_name, summarize_call
+from shipagent.mcp import assign_names, convert_result, exposed_name
 from shipagent.mcp._redact import Redactor, safe_url
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -121,17 +121,6 @@ def test_is_error_becomes_a_failure_dict() -> None:
         "success": False,
         "error": "MCP tool 's__t' of server 's' reported an error without a message",
     }
-
-
-# -- summaries ------------------------------------------------------------------------------------
-
-
-def test_summary_is_prefixed_collapsed_and_bounded() -> None:
-    assert summarize_call("time__now", "12:00\n  UTC") == "MCP tool time__now: 12:00 UTC"
-    assert summarize_call("t__x", {"success": False, "error": "boom"}) == "MCP tool t__x failed: boom"
-    long = summarize_call("t__x", "y" * 2000)
-    assert len(long) == 500 and long.endswith("…")
-    assert summarize_call("t__x", {"a": 1}) == 'MCP tool t__x: {"a": 1}'
 
 
 # -- secrets --------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from ._manager import McpManager
 from ._naming import MAX_TOOL_NAME_LENGTH, ToolName, assign_names, exposed_name
 from ._results import convert_result, render_content
 from ._status import McpServerStatus, McpToolInfo, ServerState
-from ._summary import summarize_call
 from ._toolset import McpServerToolset
 
 __all__ = [
@@ -27,5 +26,4 @@ __all__ = [
     "exposed_name",
     "mcp_app",
     "render_content",
-    "summarize_call",
 ]
