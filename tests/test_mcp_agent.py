@@ -153,3 +153,19 @@ def test_cli_mcp_list_without_servers(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["mcp", "list", "-C", str(tmp_path)])
     assert result.exit_code == 0
     assert "no MCP servers configured" in result.output
+
+
+async def test_servers_from_dot_ship_mcp_json_are_started_too(tmp_path: Path) -> None:
+    make_project(tmp_path, {"t": TEST})
+    legacy = tmp_path / ".ship" / "mcp"
+    legacy.mkdir(parents=True)
+    (legacy / "mcp.json").write_text(json.dumps({"servers": {"time": TIME}}))
+    script = Script([("time__get_current_time", {"timezone": "UTC"}), ("t__echo", {"text": "hi"})])
+    agent = ShipAgent.from_project(tmp_path, model=script.model())
+    async with agent:
+        result = await agent.run("test:chat:4", "go")
+    assert [s.name for s in agent.mcp.servers] == ["t", "time"]
+    assert [(c.tool, c.success) for c in result.tool_calls] == [
+        ("time__get_current_time", True),
+        ("t__echo", True),
+    ]
