@@ -13,6 +13,7 @@ of the skills keep working.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,9 @@ DEFAULT_SKILL_ROOTS: tuple[str, ...] = ("skills", ".claude/skills")
 """Project-relative directories searched before ``skills.paths`` from ship.json."""
 
 _MAX_SKILL_BYTES = 512 * 1024  # a SKILL.md bigger than this is not instructions, it is a data dump
+_NAME_RE = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_MAX_DESCRIPTION = 1024
+_OVERVIEW_DESCRIPTION = 300  # per skill in every run's instructions: 40 skills stay a few KB
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +226,24 @@ def scan_skills(project_root: Path, config: ShipConfig) -> SkillScan:
                     SkillProblem(skill_md, f"duplicate skill id '{parsed.id}': {seen[parsed.id].path} wins")
                 )
                 continue
+            if not _NAME_RE.fullmatch(parsed.name) or len(parsed.name) > 64:
+                scan.problems.append(
+                    SkillProblem(
+                        skill_md,
+                        f"name '{parsed.name}' is not 1-64 lowercase letters, digits and single hyphens "
+                        "(the Agent Skills format)",
+                        skipped=False,
+                    )
+                )
+            if len(parsed.description) > _MAX_DESCRIPTION:
+                scan.problems.append(
+                    SkillProblem(
+                        skill_md,
+                        f"description is {len(parsed.description)} characters; the Agent Skills format "
+                        f"allows {_MAX_DESCRIPTION} (the overview shows the first {_OVERVIEW_DESCRIPTION})",
+                        skipped=False,
+                    )
+                )
             if parsed.name != parsed.id:
                 scan.problems.append(
                     SkillProblem(
@@ -282,7 +304,10 @@ def render_skills_overview(skills: Iterable[Skill], limit: int = 40) -> str:
     ]
     for skill in items[:limit]:
         label = skill.name if skill.name == skill.id else f"{skill.name} (id: {skill.id})"
-        lines.append(f"- {label} — {skill.description}")
+        description = skill.description
+        if len(description) > _OVERVIEW_DESCRIPTION:
+            description = description[: _OVERVIEW_DESCRIPTION - 1].rstrip() + "…"
+        lines.append(f"- {label} — {description}")
     if len(items) > limit:
         lines.append(f"- … and {len(items) - limit} more: call `skills_list` to see them")
     return "\n".join(lines)

@@ -212,3 +212,15 @@ def test_check_report_names_usable_skills_and_each_problem(project: Path) -> Non
     buffer = io.StringIO()
     skills_check_hook(project, parse_config({}), Console(file=buffer, width=300))
     assert "skills/nameless/SKILL.md: front matter lacks 'name'" in buffer.getvalue()
+
+
+def test_format_warnings_keep_the_skill_and_long_descriptions_are_cut_in_the_overview(tmp_path: Path) -> None:
+    root = make_project(tmp_path / "proj")
+    write_skill(root / "skills", "Big_Skill", f"name: Big_Skill\ndescription: {'word ' * 300}\n")
+    scan = scan_skills(root, parse_config({}))
+    assert [s.id for s in scan.skills] == ["Big_Skill"]
+    warnings = [p.message for p in scan.problems if not p.skipped]
+    assert any("not 1-64 lowercase letters" in w for w in warnings)
+    assert any("description is 1499 characters" in w for w in warnings)
+    line = render_skills_overview(scan.skills).splitlines()[-1]
+    assert line.startswith("- Big_Skill — word word") and line.endswith("…") and len(line) < 330
