@@ -144,3 +144,25 @@ def test_malformed_exports_name_what_is_wrong(
     with pytest.raises(BadRequestError, match=message):
         ContextFiles(ShipPaths(tmp_path / "new")).import_(KEY, data)
     assert not (tmp_path / "new").exists()
+
+
+def test_an_adopted_file_with_raw_bytes_round_trips_byte_exact(tmp_path: Path) -> None:
+    """A command's raw output (not valid UTF-8) is adopted without loading it and exported base64."""
+    raw = b"build ok \xff\xfe\x00 caf\xc3\xa9 \xe6\x97\xa5\n" * 1000 + "日志 🎉 end\n".encode()
+    output = tmp_path / "stdout.log"
+    output.write_bytes(raw)
+    files = ContextFiles(ShipPaths(tmp_path / "old"))
+    ref = files.add_artifact_file(KEY, output, name="stdout of make", source="tool:exec_shell", move=True)
+    assert not output.exists() and ref.size_bytes == len(raw)
+    assert files.tail(KEY, ref.id, 1).content == "日志 🎉 end\n"
+    assert files.read(KEY, ref.id, 0, 13).content == "build ok \ufffd\ufffd\x00 "  # replaced on reading only
+
+    data = json.loads(json.dumps(files.export(KEY)))
+    assert data["binaryFiles"] == [ref.path]
+    target = ContextFiles(ShipPaths(tmp_path / "new"))
+    target.import_(KEY, data)
+    assert (target.folder(KEY) / ref.path).read_bytes() == raw
+
+    data["files"][ref.path] = "not base64!"
+    with pytest.raises(BadRequestError, match=r"cannot be decoded"):
+        ContextFiles(ShipPaths(tmp_path / "third")).import_(KEY, data)

@@ -19,6 +19,7 @@ import json
 import logging
 import os
 import secrets
+import shutil
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -241,6 +242,53 @@ class ContextFiles:
             mime=mime,
             source=source,
         )
+
+    def add_artifact_file(
+        self,
+        chat_key: str,
+        file: Path,
+        *,
+        name: str,
+        source: str,
+        description: str = "",
+        mime: str = "text/plain",
+        move: bool = False,
+    ) -> ContextRef:
+        """Keep an existing file (a command's full output) as an ``artifact``, without loading it.
+
+        The file is copied in blocks (or renamed when ``move`` and on the same filesystem), so a
+        2 GB log costs no memory. Bytes that are not UTF-8 are kept as they are: the readers
+        replace them when decoding, and an export carries the file base64-encoded.
+        """
+        ref_id = self._new_id(chat_key, "artifact")
+        folder = self.folder(chat_key)
+        rel = f"{ref_id}{_EXTENSIONS.get(mime, '.txt')}"
+        target = safe_child(folder, rel, what="context file")
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        if move:
+            try:
+                os.replace(file, tmp)
+            except OSError:  # another filesystem: copy, then remove the original
+                shutil.copyfile(file, tmp)
+                os.unlink(file)
+        else:
+            shutil.copyfile(file, tmp)
+        os.replace(tmp, target)
+        ref = ContextRef(
+            id=ref_id,
+            kind="artifact",
+            name=name,
+            description=description,
+            size_bytes=target.stat().st_size,
+            created_at=utc_now_iso(),
+            mime=mime,
+            eager=True,
+            source=source,
+            path=rel,
+        )
+        append_lines(folder / INDEX_NAME, [ref.to_json()])
+        return ref
 
     def add_history(
         self, chat_key: str, content: str, *, name: str, description: str = "", source: str = "compaction"

@@ -5,13 +5,17 @@ An export is plain JSON (seed 003 §4)::
     {"conversationId": "...", "exportedAt": <ms since epoch>, "version": 1,
      "items": [ContextRef, ...], "files": {"<path relative to the chat's folder>": "<text>"}}
 
-It is decoupled from any other export: nothing else writes or reads it. An import is planned in
+It is decoupled from any other export: nothing else writes or reads it. A file that is not valid
+UTF-8 (a command's raw output adopted as an artifact) travels base64-encoded and is listed in an
+extra ``"binaryFiles": [path, ...]``, so an import still reproduces every byte. An import is planned in
 full — every item parsed, every path checked — before a single byte is written, so a malicious
 export is refused whole and leaves the disk as it was.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -34,6 +38,7 @@ def export_refs(
     """Build the export of ``refs`` (eager ones), reading each file's text through ``path_of``."""
     items: list[dict[str, Any]] = []
     files: dict[str, str] = {}
+    binary: list[str] = []
     for ref in refs:
         try:
             data = path_of(ref).read_bytes()
@@ -42,10 +47,9 @@ def export_refs(
             continue
         try:
             files[ref.path] = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise BadRequestError(
-                f"context file {ref.id!r} ({ref.path}) is not valid UTF-8 at byte {exc.start}"
-            ) from None
+        except UnicodeDecodeError:
+            files[ref.path] = base64.b64encode(data).decode("ascii")
+            binary.append(ref.path)
         items.append(ref.to_json() | {"sizeBytes": len(data)})
     return {
         "conversationId": chat_key,
@@ -53,7 +57,7 @@ def export_refs(
         "version": EXPORT_VERSION,
         "items": items,
         "files": files,
-    }
+    } | ({"binaryFiles": binary} if binary else {})
 
 
 def plan_import(data: Any, checked_path: Callable[[str, str], Path]) -> list[tuple[ContextRef, Path, bytes]]:
@@ -79,17 +83,19 @@ def plan_import(data: Any, checked_path: Callable[[str, str], Path]) -> list[tup
         raise BadRequestError("context export 'items' must be a list of context refs")
     if not isinstance(files, dict):
         raise BadRequestError("context export 'files' must be an object of path -> text")
+    binary = data.get("binaryFiles", [])
+    if not isinstance(binary, list) or not all(isinstance(b, str) for b in binary):
+        raise BadRequestError("context export 'binaryFiles' must be a list of paths")
     # Every path is checked, including ones no item refers to: a hostile export is refused whole.
+    payloads: dict[str, bytes] = {}
     for rel, text in files.items():
         checked_path(rel, f"files[{rel!r}]")
         if not isinstance(text, str):
             raise BadRequestError(f"context export files[{rel!r}] must be text, got {type(text).__name__}")
         try:
-            text.encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise BadRequestError(
-                f"context export files[{rel!r}]: not encodable as UTF-8 ({exc.reason})"
-            ) from None
+            payloads[rel] = base64.b64decode(text, validate=True) if rel in binary else text.encode("utf-8")
+        except (UnicodeEncodeError, binascii.Error) as exc:
+            raise BadRequestError(f"context export files[{rel!r}]: cannot be decoded ({exc})") from None
     plan: list[tuple[ContextRef, Path, bytes]] = []
     seen: set[str] = set()
     for position, raw in enumerate(items):
@@ -103,5 +109,5 @@ def plan_import(data: Any, checked_path: Callable[[str, str], Path]) -> list[tup
             continue  # lazy refs are rebuilt on demand, never imported
         if ref.path not in files:
             raise BadRequestError(f"{where} ({ref.id}): 'files' has no entry for path {ref.path!r}")
-        plan.append((ref, target, files[ref.path].encode("utf-8")))
+        plan.append((ref, target, payloads[ref.path]))
     return plan
