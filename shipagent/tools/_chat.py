@@ -140,7 +140,7 @@ async def chat_load_history(
     The messages are added to your context before the user's current message.
 
     Args:
-        count: how many user/assistant messages to load (newest first window).
+        count: how many user/assistant messages to load (the newest ones before `offset`).
         offset: how many of the newest messages to skip, to page further back.
         keyword: only messages matching this case-insensitive regex (or plain text).
     """
