@@ -129,7 +129,7 @@ def build_sub_agent(parent: ShipAgent, profile: ResolvedProfile, handover: Hando
 
     Model: ``parent.profile_models[name]``, else the profile's ``model`` (built with ship.json
     ``llm``'s provider settings), else the parent's model. Tools: the parent's own toolsets, limited
-    to the profile's ``tools`` when it has that list.
+    to the profile's ``tools`` when it has that list. MCP servers: the parent's, shared.
     """
     config = parent.config
     model: Any = parent.profile_models.get(profile.name)
@@ -149,6 +149,9 @@ def build_sub_agent(parent: ShipAgent, profile: ResolvedProfile, handover: Hando
         agent_md=profile_agent_md(parent.project_root, profile.config),
     )
     sub.handover = handover.child(sub, profile.config.tools)
+    # ship.json MCP servers are the parent's, already running: a delegation must not spawn another
+    # set of server processes per sub-agent (a fork_join of four would start four of each).
+    sub.mcp = parent.mcp
     return sub
 
 
@@ -170,9 +173,10 @@ async def run_task(parent: ShipAgent, handover: Handover, task: DelegationTask) 
     try:
         rendered = await load_sub_agent_input(handover.store, task.context_box_id)
         sub = build_sub_agent(parent, task.profile, handover)
-        async with sub:
-            await _seed(sub, task.chat_key, rendered)
-            result = await sub.run(task.chat_key, rendered.prompt or "(no instruction was given)")
+        # Not entered (``async with``): it shares the parent's started MCP servers, and entering
+        # would start (and on exit stop) servers of its own.
+        await _seed(sub, task.chat_key, rendered)
+        result = await sub.run(task.chat_key, rendered.prompt or "(no instruction was given)")
         task.output = result.output
         task.status = "done" if result.success else "failed"
         if not result.success:

@@ -209,18 +209,20 @@ class Handover:
         for task in finished[: max(len(finished) - MAX_REMEMBERED_TASKS + 1, 0)]:
             del self.tasks[task.task_id]
 
-    def _require_agent(self) -> ShipAgent:
+    @property
+    def agent(self) -> ShipAgent:
+        """The agent this handover belongs to (sub-agents are built from it)."""
         if self._agent is None:
             raise RuntimeError("this Handover belongs to no agent; sub-agents cannot be run from it")
         return self._agent
 
     async def run(self, task: DelegationTask) -> DelegationTask:
         """Run a prepared task to its end (never raises; failures are on the task)."""
-        return await run_task(self._require_agent(), self, task)
+        return await run_task(self.agent, self, task)
 
     def start(self, task: DelegationTask) -> None:
         """Run a prepared task in the background; :meth:`wait` or ``delegation_result`` collect it."""
-        agent = self._require_agent()
+        agent = self.agent
         background = asyncio.get_running_loop().create_task(run_task(agent, self, task))
         self._background.add(background)
         background.add_done_callback(self._background.discard)

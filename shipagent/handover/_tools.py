@@ -50,7 +50,7 @@ def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
         elif target_ref in handover.tasks:
             source = handover.tasks[target_ref].chat_key
         else:
-            agent = handover._require_agent()
+            agent = handover.agent
             if DELEGATE_MARK not in target_ref and not agent.paths.transcript(target_ref).is_file():
                 raise NotFoundError(
                     f"clone source {target_ref!r} is neither a task id of this agent nor a known chat key"
