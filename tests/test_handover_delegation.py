@@ -516,3 +516,20 @@ async def test_sub_agent_is_built_from_the_profile_and_shares_the_parents_mcp_se
     assert sub.handover.allows("context_read") and not sub.handover.allows("exec_shell")
     assert parent.handover.allows("exec_shell")
     await parent.handover.aclose()
+
+
+async def test_a_broken_card_store_does_not_fail_the_turn(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "ship.json").write_text("{}", encoding="utf-8")
+    agent = ShipAgent.from_project(tmp_path, model=FunctionModel(text("still here")))
+
+    async def broken(*_args: Any, **_kwargs: Any) -> list[str]:
+        raise OSError("disk full")
+
+    agent.handover.store.append_to_box = broken  # type: ignore[method-assign]
+    result = await agent.run(BOSS, "hello")
+    assert result.success and result.output == "still here"
+    assert [m.kind for m in agent.history(BOSS)] == ["request", "response"]  # the turn is committed
+    assert "could not write turn" in caplog.text and "disk full" in caplog.text
+    await agent.handover.aclose()
