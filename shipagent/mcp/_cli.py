@@ -12,6 +12,7 @@ a deployment), 2 for a configuration error such as a tool-name collision.
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated
@@ -71,12 +72,17 @@ def list_servers(
     as_json: Annotated[bool, typer.Option("--json", help="Print the statuses as JSON.")] = False,
 ) -> None:
     """Start every MCP server, show its status and the tool names the model sees, then stop them."""
+    quiet = logging.getLogger("shipagent.mcp")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)  # failures are in the listing; the warning log would repeat them
     try:
         root = project.resolve()
         statuses = anyio.run(_collect, McpManager(load_config(root), root))
     except ShipAgentError as exc:
         _err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    finally:
+        quiet.setLevel(level)
     if as_json:
         typer.echo(json.dumps([asdict(s) for s in statuses], ensure_ascii=False, indent=2))
     elif not statuses:
