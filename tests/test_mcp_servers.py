@@ -449,3 +449,15 @@ async def test_secrets_never_reach_the_logs(
     assert "sig=***" in caplog.text  # the request lines are still logged, masked
     assert "tk-log-leak-4242" not in caplog.text
     assert manager.status("ghost").reason == "command 'no-such-cmd-***' was not found on PATH"
+
+
+async def test_stderr_log_is_rotated_past_a_megabyte(tmp_path: Path) -> None:
+    logs = tmp_path / ".ship" / "logs" / "mcp"
+    logs.mkdir(parents=True)
+    (logs / "broken.log").write_text("old line\n" * 150_000)  # 1.35 MB
+    config = make_project(tmp_path, {"broken": stdio_test_server(args=[STDIO_SERVER, "--crash-on-start"])})
+    async with McpManager(config, tmp_path) as manager:
+        assert manager.status("broken").state == "failed"
+    assert (logs / "broken.log.1").stat().st_size > 1024 * 1024
+    current = (logs / "broken.log").read_text()
+    assert "old line" not in current and "boom: config file" in current

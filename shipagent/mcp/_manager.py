@@ -46,6 +46,7 @@ logger = logging.getLogger("shipagent.mcp")
 
 _STOP_TIMEOUT_SECONDS = 15.0
 _LOG_MARK = "--- shipagent: starting MCP server "
+_LOG_ROTATE_BYTES = 1024 * 1024
 
 
 class _AllServers(AbstractToolset[Any]):
@@ -208,6 +209,8 @@ class McpManager:
         path = self._log_path(name)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            if path.is_file() and path.stat().st_size > _LOG_ROTATE_BYTES:
+                path.replace(path.with_suffix(".log.1"))  # keep one previous generation, bounded
             handle = path.open("a", encoding="utf-8")
         except OSError:
             handle = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed in stop()
