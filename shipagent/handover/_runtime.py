@@ -11,6 +11,7 @@ import contextlib
 import fnmatch
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -39,11 +40,15 @@ MAX_REMEMBERED_TASKS = 1000
 _RUN_STATE_KEY = "handover"
 
 
+@dataclass
 class RunDelegations:
-    """Per-run bookkeeping (kept in ``ToolExecutionContext.extras``): sub-agents started so far."""
+    """Per-run bookkeeping (kept in ``ToolExecutionContext.extras``): sub-agents started so far.
 
-    def __init__(self) -> None:
-        self.started = 0
+    Kept on the run's context rather than on the agent so the ``maxSubagentsPerRun`` limit counts
+    one run's delegations, whichever tools started them, and resets with the next run.
+    """
+
+    started: int = 0
 
     @classmethod
     def of(cls, ctx: ToolExecutionContext) -> RunDelegations:
