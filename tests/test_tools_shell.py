@@ -178,22 +178,42 @@ async def test_non_zero_exit_is_an_ordinary_result(tmp_path: Path) -> None:
     assert result["timedOut"] is False and "error" not in result
 
 
-async def test_output_is_capped_to_head_and_tail_with_the_full_output_on_disk(tmp_path: Path) -> None:
-    root = tmp_path / "p"
-    command = f"{sys.executable} -c \"import sys; sys.stdout.write('HEAD' + 'x' * 100000 + 'TAIL')\""
-    result = await shell(root, command)
+async def test_output_is_capped_to_head_and_tail_with_the_full_output_kept_as_a_context_file(
+    tmp_path: Path,
+) -> None:
+    root = make_project(tmp_path / "p", {"permissions": {"execShell": {"mode": "allow"}}})
+    body = "".join(f"line {i}\n" for i in range(20000))  # 228,890 bytes; line 12345 is in the middle
+    (root / "gen.py").write_text(f"import sys; sys.stdout.write({body!r})", encoding="utf-8")
+    script = Script([Call("exec_shell", {"command": f"{sys.executable} gen.py"}), "next"])
+    agent = make_agent(root, script)
+    await agent.run(KEY, "generate")
+    result = tool_results(script.requests[1], "exec_shell")[0]
 
     out = result["stdout"]
-    assert result["truncated"] is True
-    assert out.startswith("HEAD") and out.endswith("TAIL")
+    assert result["truncated"] is True and result["success"] is True
+    assert out.startswith("line 0\nline 1\n") and out.endswith("line 19999\n")
     assert len(out.encode()) <= 8 * 1024 + 200
-    saved = result["outputFiles"]["stdout"]
-    assert saved.startswith(".ship/outputs/") and f"full output: {saved}" in out
-    full = (root / saved).read_text()
-    assert len(full) == 100008 and full.startswith("HEAD") and full.endswith("TAIL")
+    omitted = len(body) - 8 * 1024
+    ref = result["contextRefs"]["stdout"]
+    assert f"[… {omitted} bytes omitted; full output: context file {ref} (page it with context_read" in out
+    assert (root / result["outputFiles"]["stdout"]).read_text() == body  # byte-exact, under .ship/
     assert result["outputFiles"]["stderr"] is None  # nothing on stderr, no empty file kept
-    omitted = 100008 - 8 * 1024
-    assert f"[… {omitted} bytes omitted" in out
+    assert "stderr" not in result["contextRefs"]
+
+    # the model can find what the cap left out, by the ref id the result gave it
+    grep = Script([Call("context_grep", {"id": ref, "pattern": "^line 12345$"}), "found"])
+    await make_agent(root, grep).run(KEY, "find line 12345")
+    found = tool_results(grep.requests[1], "context_grep")[0]
+    assert found["totalMatches"] == 1
+    assert found["matches"] == [{"line": 12346, "content": "line 12345"}]
+
+
+async def test_output_that_fits_stays_in_outputs_without_a_context_ref(tmp_path: Path) -> None:
+    result = await shell(tmp_path / "p", "echo small; echo warn >&2")
+    assert result["stdout"] == "small\n" and result["stderr"] == "warn\n"
+    assert "contextRefs" not in result
+    assert result["outputFiles"]["stdout"].startswith(".ship/outputs/")
+    assert (tmp_path / "p" / result["outputFiles"]["stderr"]).read_text() == "warn\n"
 
 
 async def test_stderr_is_capped_separately(tmp_path: Path) -> None:

@@ -37,7 +37,9 @@ import anyio.to_thread
 from pydantic import Field
 
 from ..config import ExecShellPermission
-from ..execution import ApprovalCallback, ApprovalRequest, current_tool_context
+from ..errors import ShipAgentError
+from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext, current_tool_context
+from ..files import context_files_for
 from ._common import failure
 
 __all__ = [
@@ -184,6 +186,8 @@ class ShellRun:
         stray_killed: True when background processes still held the output open after the
             shell exited and were killed.
         duration_ms: wall time.
+        stdout_bytes: the full size of stdout.
+        stderr_bytes: the full size of stderr.
     """
 
     exit_code: int | None
@@ -195,6 +199,8 @@ class ShellRun:
     stderr_path: Path | None
     stray_killed: bool
     duration_ms: int
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -306,6 +312,8 @@ async def run_shell(
         stdout_path=kept[0],
         stderr_path=kept[1],
         stray_killed=stray,
+        stdout_bytes=captures[0].total,
+        stderr_bytes=captures[1].total,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
 
@@ -351,20 +359,63 @@ async def exec_shell(
         )
     except OSError as exc:
         return failure(f"could not start the command: {exc}")
-    root = ctx.project_root
-    shown_out, shown_err = _shown(run.stdout_path, root), _shown(run.stderr_path, root)
+    streams = {}
+    for name, path, text, size in (
+        ("stdout", run.stdout_path, run.stdout, run.stdout_bytes),
+        ("stderr", run.stderr_path, run.stderr, run.stderr_bytes),
+    ):
+        streams[name] = await _keep_full_output(ctx, name, command, path, text, size)
     result: dict[str, Any] = {
         "success": run.exit_code == 0 and not run.timed_out,
         "exitCode": run.exit_code,
-        "stdout": run.stdout if shown_out is None else run.stdout.replace(str(run.stdout_path), shown_out),
-        "stderr": run.stderr if shown_err is None else run.stderr.replace(str(run.stderr_path), shown_err),
+        "stdout": streams["stdout"][0],
+        "stderr": streams["stderr"][0],
         "truncated": run.truncated,
         "timedOut": run.timed_out,
-        "outputFiles": {"stdout": shown_out, "stderr": shown_err},
+        "outputFiles": {name: kept[1] for name, kept in streams.items()},
         "durationMs": run.duration_ms,
     }
+    refs = {name: kept[2] for name, kept in streams.items() if kept[2] is not None}
+    if refs:
+        result["contextRefs"] = refs
     if run.timed_out:
         result["error"] = f"timed out after {timeoutMs} ms; the command and its children were killed"
     if run.stray_killed:
         result["note"] = "background processes still running after the command ended were killed"
     return result
+
+
+async def _keep_full_output(
+    ctx: ToolExecutionContext, name: str, command: str, path: Path | None, text: str, size: int
+) -> tuple[str, str | None, str | None]:
+    """Where a stream's full output lives: ``(capped text, project-relative path, context ref id)``.
+
+    A stream over the cap becomes a context file (an ``artifact`` ref, moved in without loading
+    it), so the model pages it with ``context_read`` / ``context_grep`` by id; a stream that fits
+    stays where it was written. If the context store fails, the file in ``.ship/outputs/`` still
+    holds everything and its path is returned.
+    """
+    root = ctx.project_root
+    if path is None:
+        return text, None, None
+    if size > OUTPUT_CAP_BYTES:
+        files = context_files_for(ctx)
+        try:
+            ref = await anyio.to_thread.run_sync(
+                lambda: files.add_artifact_file(
+                    ctx.chat_key,
+                    path,
+                    name=f"exec_shell {name}: {command[:80]}",
+                    source="tool:exec_shell",
+                    description=f"full {name} of `{command[:200]}` ({size:,} bytes)",
+                    move=True,
+                )
+            )
+        except (OSError, ShipAgentError):
+            pass  # keep the outputs file and its path
+        else:
+            where = f"context file {ref.id} (page it with context_read, search it with context_grep)"
+            full = files.path_of(ctx.chat_key, ref)
+            return text.replace(str(path), where), _shown(full, root), ref.id
+    shown = _shown(path, root)
+    return text.replace(str(path), shown or str(path)), shown, None
