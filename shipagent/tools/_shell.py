@@ -10,8 +10,9 @@ Three promises the model and the user rely on:
   group gets SIGTERM, then SIGKILL after a short grace, so a child that ignores SIGTERM (or a
   forgotten ``&``) cannot linger.
 - **Bounded output.** stdout and stderr are each capped at 8 KB in the result (head and tail kept,
-  a marker between); the full output streams to ``.ship/outputs/<key>/`` and its location is
-  returned, so a 2 GB log never enters the model's context but is still there to read.
+  a marker between); the full output streams to ``.ship/outputs/<key>/`` and, when it was cut,
+  becomes a context file whose ref id is returned, so a 2 GB log never enters the model's context
+  but can still be paged and grepped.
 """
 
 from __future__ import annotations
