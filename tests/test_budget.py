@@ -257,3 +257,24 @@ async def test_injected_messages_count_against_the_budget(tmp_path: Path) -> Non
     assert rendered[0][2].startswith("RULES-HEAD") and MARKER in rendered[0][2]
     assert rendered[1][2].startswith("SAID-HEAD") and MARKER in rendered[1][2]
     assert rendered[2] == ("request", "user-prompt", "load everything")
+
+
+def test_over_budget_run_cuts_its_oldest_tool_result_first() -> None:
+    """When a run's own results overflow, the oldest loses text first; the newest page stays whole."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
+
+    from shipagent.history.budget import fit_to_budget, message_tokens
+
+    page = "line of a paged log file with words\n" * 400  # ~3,200 tokens per page
+    current = [ModelRequest(parts=[UserPromptPart("read the log")])]
+    for i in range(3):
+        current.append(
+            ModelResponse(parts=[ToolCallPart("context_read", {"offset": i}, tool_call_id=f"c{i}")])
+        )
+        current.append(ModelRequest(parts=[ToolReturnPart("context_read", page, tool_call_id=f"c{i}")]))
+    prior, fitted = fit_to_budget([], current, 8000)
+    assert prior == []
+    assert sum(message_tokens(m) for m in fitted) <= 8000
+    returns = [p.content for m in fitted for p in m.parts if isinstance(p, ToolReturnPart)]
+    assert returns[-1] == page  # the newest page arrives whole
+    assert "shipagent cut" in returns[0]  # the oldest paid for it

@@ -6,7 +6,8 @@ A message-count bound alone lets one 2 MB tool output blow the context window. B
 1. cuts any single part larger than a quarter of the budget to head + tail with a visible marker;
 2. drops the oldest prior-history messages (never orphaning a tool result) until the rest fits,
    and says so in one system line;
-3. if the run's own messages still do not fit, keeps halving the per-part cap.
+3. if the run's own messages still do not fit, keeps halving the per-part cap, applying it to
+   the oldest messages first and stopping as soon as everything fits.
 
 The chat's stored history is never changed: only the list sent to the model is.
 """
@@ -147,11 +148,20 @@ def fit_to_budget(
             if room <= 0:
                 head = []
             prior_out = [*head, note, *body[start:]]
-    while _total(prior_out) + _total(current_out) > budget and cap > _MIN_PART_CAP:
+    # Still over: shrink parts oldest first, stopping as soon as it fits, so the newest tool
+    # result (the page the model just asked for) is the last thing to lose text.
+    messages = [*prior_out, *current_out]
+    sizes = [message_tokens(m) for m in messages]
+    while sum(sizes) > budget and cap > _MIN_PART_CAP:
         cap //= 2
-        prior_out = [_cap_message(m, cap) for m in prior_out]
-        current_out = [_cap_message(m, cap) for m in current_out]
-    return prior_out, current_out
+        for index, message in enumerate(messages):
+            capped = _cap_message(message, cap)
+            if capped is not message:
+                messages[index] = capped
+                sizes[index] = message_tokens(capped)
+                if sum(sizes) <= budget:
+                    break
+    return messages[: len(prior_out)], messages[len(prior_out) :]
 
 
 def _orphan_start(body: Sequence[ModelMessage], start: int) -> bool:
