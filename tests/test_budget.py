@@ -265,9 +265,9 @@ def test_over_budget_run_cuts_its_oldest_tool_result_first() -> None:
 
     from shipagent.history.budget import fit_to_budget, message_tokens
 
-    page = "line of a paged log file with words\n" * 400  # ~3,200 tokens per page
+    page = "line of a paged log file with words\n" * 180  # ~1,800 tokens: under the per-part cap
     current = [ModelRequest(parts=[UserPromptPart("read the log")])]
-    for i in range(3):
+    for i in range(6):  # ~10,800 tokens in all, over the 8,000 budget
         current.append(
             ModelResponse(parts=[ToolCallPart("context_read", {"offset": i}, tool_call_id=f"c{i}")])
         )
