@@ -325,9 +325,21 @@ class ShipAgent:
                             attempt + 1,
                         )
                         continue
+                    if ctx.sent_texts:  # already delivered to the user: the transcript keeps it
+                        await anyio.to_thread.run_sync(
+                            partial(
+                                self.transcript.append_turn,
+                                chat_key,
+                                request_id,
+                                text,
+                                "",
+                                sent=list(ctx.sent_texts),
+                            )
+                        )
                     return await self._failed(request_id, exc, steps, overflow=is_context_overflow(exc))
         new = [m for m in messages if getattr(m, "run_id", None) == run_id]
         records = tool_call_records(new)
+        said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)
         compaction = await self.chats.commit(
             chat_key,
@@ -335,7 +347,9 @@ class ShipAgent:
             base,
             new,
             base_compaction=base_compaction,
-            also=partial(self._write_logs, chat_key, request_id, text, output, records),
+            also=partial(
+                self._write_logs, chat_key, request_id, text, said, output, records, list(ctx.sent_texts)
+            ),
         )
         await self.handover.record_turn(chat_key, request_id, text, output)
         for done in (base_compaction, compaction):
@@ -405,8 +419,17 @@ class ShipAgent:
     async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
         return list(await self.skills_cache.get(ctx.project_root, ctx.config))
 
-    def _write_logs(self, chat_key: str, request_id: str, text: str, output: str, records: list[Any]) -> None:
-        self.transcript.append_turn(chat_key, request_id, text, output)
+    def _write_logs(
+        self,
+        chat_key: str,
+        request_id: str,
+        text: str,
+        said: str,
+        output: str,
+        records: list[Any],
+        sent: Sequence[str] = (),
+    ) -> None:
+        self.transcript.append_turn(chat_key, request_id, text, said, sent=sent)
         self.agent_context.append(
             chat_key,
             request_id,

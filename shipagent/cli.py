@@ -26,6 +26,7 @@ from .files import context_app
 from .mcp import mcp_app
 from .models import describe_model
 from .results import AgentResult, StepEvent
+from .skills import skills_check_hook
 
 __all__ = ["app", "main"]
 
@@ -221,6 +222,7 @@ def check(project: ProjectOpt = Path(".")) -> None:
 CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
+check_hooks.append(skills_check_hook)
 
 
 @app.command()

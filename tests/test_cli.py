@@ -141,3 +141,15 @@ def test_schema_prints_json_schema() -> None:
     assert history["inMemoryMaxMessages"]["default"] == 60
     assert history["compactKeepLastMessages"]["default"] == 30
     assert schema["additionalProperties"] is False
+
+
+def test_check_reports_skills_and_skips_broken_ones(tmp_path: Path) -> None:
+    good, broken = tmp_path / "skills" / "good", tmp_path / "skills" / "broken"
+    good.mkdir(parents=True)
+    broken.mkdir(parents=True)
+    (good / "SKILL.md").write_text("---\nname: good\ndescription: does good things\n---\nbody\n")
+    (broken / "SKILL.md").write_text("no front matter here\n")
+    result = runner.invoke(cli.app, ["check", "-C", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "skills: 1 usable (good)" in result.output
+    assert "skill skipped: skills/broken/SKILL.md: SKILL.md has no front matter" in result.output

@@ -260,6 +260,13 @@ async def test_chat_send_without_a_channel_becomes_part_of_the_output(tmp_path: 
     assert tool_results(script.requests[1], "chat_send") == [{"success": True, "delivered": "output"}]
     assert result.output.startswith("Deployed v2.")
     assert "All done." in result.output
+    # The transcript says each text once: the chat_send line, then the model's own answer.
+    entries = [(e["role"], e["text"], e.get("via")) for e in read_all(ShipPaths(root).transcript(KEY))]
+    assert entries == [
+        ("user", "deploy", None),
+        ("assistant", "Deployed v2.", "tool"),
+        ("assistant", "All done.", None),
+    ]
 
 
 async def test_chat_send_reports_a_broken_channel_as_data(tmp_path: Path) -> None:
@@ -311,3 +318,31 @@ async def test_fingerprints_follow_the_pinned_format(tmp_path: Path) -> None:
     assert history.fingerprint == f"chat_history:{KEY}:msg:2:0:{fingerprint_of(history.content)}"
     sha1 = hashlib.sha1(skill.read_text(encoding="utf-8").encode()).hexdigest()
     assert loaded.fingerprint == f"skill:deploy:{sha1}"
+
+
+async def test_text_delivered_before_a_model_failure_stays_in_the_transcript(tmp_path: Path) -> None:
+    """The run fails after chat_send delivered: history is unchanged, the transcript keeps what was said."""
+    from pydantic_ai.messages import ModelResponse, ToolCallPart
+    from pydantic_ai.models.function import FunctionModel
+
+    from shipagent import ShipAgent
+
+    root = make_project(tmp_path / "p")
+    calls = 0
+
+    def flaky(messages: Any, info: Any) -> ModelResponse:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            return ModelResponse(parts=[ToolCallPart("chat_send", {"text": "Working on it."})])
+        raise RuntimeError("provider went away")
+
+    channel = RecordingChannel()
+    agent = ShipAgent.from_project(root, model=FunctionModel(flaky))
+    result = await agent.run(KEY, "deploy", channel=channel)
+
+    assert not result.success and "provider went away" in result.output
+    assert channel.sent == [(KEY, "Working on it.")]
+    assert agent.history(KEY) == []
+    entries = [(e["role"], e["text"], e.get("via")) for e in read_all(ShipPaths(root).transcript(KEY))]
+    assert entries == [("user", "deploy", None), ("assistant", "Working on it.", "tool")]

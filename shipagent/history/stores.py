@@ -15,6 +15,7 @@ The model-message log holds two kinds of records:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -62,10 +63,23 @@ class Transcript:
             entry["via"] = via
         jsonl.append_line(self.path(chat_key), entry)
 
-    def append_turn(self, chat_key: str, request_id: str, user_text: str, output: str) -> None:
+    def append_turn(
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        output: str,
+        *,
+        sent: Sequence[str] = (),
+    ) -> None:
+        """One turn, in the order it was said: the user, ``chat_send`` texts, the answer.
+
+        Written with a single append, so a crash never leaves half a turn.
+        """
         ts = now_iso()
         base = {"v": 1, "ts": ts, "chatKey": chat_key, "requestId": request_id}
         lines = [{**base, "role": "user", "text": user_text}]
+        lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
         if output:
             lines.append({**base, "role": "assistant", "text": output})
         jsonl.append_lines(self.path(chat_key), lines)

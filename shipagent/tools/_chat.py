@@ -20,7 +20,6 @@ import anyio.to_thread
 from pydantic import Field
 
 from ..execution import ToolExecutionContext, current_tool_context, fingerprint_of
-from ..history.stores import Transcript
 from ..jsonl import iter_lines_backward
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
 
@@ -47,13 +46,10 @@ async def chat_send(text: str) -> dict[str, Any]:
         except Exception as exc:  # a broken channel is the model's problem to report, not a crash
             return failure(f"the channel could not deliver the message: {type(exc).__name__}: {exc}")
         delivered = "channel"
-    ctx.sent_texts.append(text)  # without a channel, the run appends these to AgentResult.output
-    # The transcript gets the line now, not at turn commit: the user saw it now, and a run that
-    # fails later must not lose what was already said.
-    transcript = Transcript(ctx.paths)
-    await anyio.to_thread.run_sync(
-        lambda: transcript.append(ctx.chat_key, ctx.request_id, "assistant", text, via="tool")
-    )
+    # Without a channel the run appends these to AgentResult.output. The turn writes them to the
+    # transcript (``via: "tool"``) after the user's line, so the transcript reads in the order things
+    # were said; a run that fails later still records what was already delivered.
+    ctx.sent_texts.append(text)
     return {"success": True, "delivered": delivered}
 
 
