@@ -49,6 +49,8 @@ from .tools import SkillsCache, builtin_toolset, load_tool_modules
 __all__ = ["ShipAgent", "is_context_overflow"]
 
 log = logging.getLogger("shipagent")
+_LoopResult = tuple[str, list[ModelMessage], str, Any]
+"""``(run_id, all messages, output text, usage)`` of one tool loop."""
 MAX_OVERFLOW_RETRIES = 3
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
@@ -302,41 +304,18 @@ class ShipAgent:
         request_id = uuid.uuid4().hex
         ctx = self._context(chat_key, request_id, channel)
         steps = StepReporter(on_step, self._is_mcp_tool)
-        base, base_compaction = history, None
-        keep = self.config.context.chat_history.compact_keep_last_messages
         with use_tool_context(ctx):
             instructions = await self._instructions(ctx)
-            for attempt in range(MAX_OVERFLOW_RETRIES + 1):
-                try:
-                    run_id, messages, output, usage = await self._tool_loop(
-                        text, base, model, instructions, steps
+            outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+        if isinstance(outcome, Exception):
+            if ctx.sent_texts:  # already delivered to the user: the transcript keeps it
+                await anyio.to_thread.run_sync(
+                    partial(
+                        self.transcript.append_turn, chat_key, request_id, text, "", sent=list(ctx.sent_texts)
                     )
-                    break
-                except Exception as exc:
-                    if is_context_overflow(exc) and attempt < MAX_OVERFLOW_RETRIES:
-                        shrunk = compact(history, max(keep >> (attempt + 1), 1))
-                        if shrunk is None:
-                            shrunk = compact(history, 0)
-                        if shrunk is not None:
-                            base, base_compaction = shrunk.history, shrunk
-                        log.warning(
-                            "chat %r: context overflow, retrying with a compacted history (attempt %d)",
-                            chat_key,
-                            attempt + 1,
-                        )
-                        continue
-                    if ctx.sent_texts:  # already delivered to the user: the transcript keeps it
-                        await anyio.to_thread.run_sync(
-                            partial(
-                                self.transcript.append_turn,
-                                chat_key,
-                                request_id,
-                                text,
-                                "",
-                                sent=list(ctx.sent_texts),
-                            )
-                        )
-                    return await self._failed(request_id, exc, steps, overflow=is_context_overflow(exc))
+                )
+            return await self._failed(request_id, outcome, steps, overflow=is_context_overflow(outcome))
+        (run_id, messages, output, usage), base, base_compaction = outcome
         new = [m for m in messages if getattr(m, "run_id", None) == run_id]
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
@@ -371,6 +350,39 @@ class ShipAgent:
             usage=usage,
         )
 
+    async def _with_overflow_retries(
+        self,
+        ctx: ToolExecutionContext,
+        text: str,
+        history: list[ModelMessage],
+        model: Model,
+        instructions: str,
+        steps: StepReporter,
+    ) -> tuple[_LoopResult, list[ModelMessage], CompactionResult | None] | Exception:
+        """Run the tool loop; on a context overflow compact harder and retry, at most 3 times.
+
+        Returns the loop's result with the history it ran on (and the compaction that produced
+        it, to be persisted only if the run then succeeds), or the exception that ended the run.
+        """
+        base, base_compaction = history, None
+        keep = self.config.context.chat_history.compact_keep_last_messages
+        for attempt in range(MAX_OVERFLOW_RETRIES + 1):
+            try:
+                return await self._tool_loop(text, base, model, instructions, steps), base, base_compaction
+            except Exception as exc:
+                if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
+                    return exc
+                shrunk = compact(history, max(keep >> (attempt + 1), 1)) or compact(history, 0)
+                if shrunk is not None:
+                    base, base_compaction = shrunk.history, shrunk
+                ctx.reset_injections()  # the retry is a fresh tool loop
+                log.warning(
+                    "chat %r: context overflow, retrying with a compacted history (attempt %d)",
+                    ctx.chat_key,
+                    attempt + 1,
+                )
+        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
     async def _tool_loop(
         self,
         text: str,
@@ -378,7 +390,7 @@ class ShipAgent:
         model: Model,
         instructions: str,
         steps: StepReporter,
-    ) -> tuple[str, list[ModelMessage], str, Any]:
+    ) -> _LoopResult:
         window = ContextWindow(self.config.context.chat_history.max_history_tokens)
         async with self._pa_agent.iter(
             text,

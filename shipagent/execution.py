@@ -137,6 +137,11 @@ class ToolExecutionContext:
         """
         return self._inject("assistant", content, fingerprint)
 
+    def reset_injections(self) -> None:
+        """Forget this run's injections (a retried tool loop starts without them)."""
+        self._injected.clear()
+        self._fingerprints.clear()
+
     @property
     def injected(self) -> tuple[InjectedMessage, ...]:
         """The messages injected so far in this run, in injection order."""

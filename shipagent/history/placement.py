@@ -64,11 +64,11 @@ def _lay(
     lead = 0
     while lead < len(prior) and _is_leading_system(prior[lead]):
         lead += 1
-    if lead < len(prior) and isinstance(prior[lead], ModelRequest):
+    fused = prior[lead] if lead < len(prior) else None
+    if isinstance(fused, ModelRequest):
         # pydantic-ai merges consecutive requests before this hook runs, so the compaction summary
         # arrives fused with the next user request: split its leading system parts off, so that
         # injected system messages land after them and not above the summary.
-        fused = prior[lead]
         parts = list(fused.parts)
         n = 0
         while n < len(parts) and isinstance(parts[n], SystemPromptPart):
