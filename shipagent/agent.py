@@ -320,7 +320,8 @@ class ShipAgent:
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)
-        compaction = await self.chats.commit(
+        commit = partial(
+            self.chats.commit,
             chat_key,
             request_id,
             base,
@@ -330,7 +331,23 @@ class ShipAgent:
                 self._write_logs, chat_key, request_id, text, said, output, records, list(ctx.sent_texts)
             ),
         )
-        await self.handover.record_turn(chat_key, request_id, text, output)
+        compaction: CompactionResult | None = None
+        failure: Exception | None = None
+
+        async def commit_history() -> None:
+            nonlocal compaction, failure
+            try:
+                compaction = await commit()
+            except Exception as exc:  # disk full, permissions: the turn did not stick
+                failure = exc
+
+        # The JSONL stores and the card store are independent files: write them side by side.
+        async with anyio.create_task_group() as group:
+            group.start_soon(commit_history)
+            group.start_soon(self.handover.record_turn, chat_key, request_id, text, output)
+        if failure is not None:
+            log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
+            return await self._failed(request_id, failure, steps, overflow=False, saved=False)
         for done in (base_compaction, compaction):
             if done is not None:
                 await steps.emit(
@@ -451,10 +468,15 @@ class ShipAgent:
         )
 
     async def _failed(
-        self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool
+        self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool, saved: bool = True
     ) -> AgentResult:
         kind = type(exc).__name__
-        if overflow:
+        if not saved:
+            message = (
+                f"The turn ran but could not be saved ({kind}: {exc}). The chat continues from what "
+                f"is on disk."
+            )
+        elif overflow:
             message = (
                 f"The conversation no longer fits the model's context window even after compacting "
                 f"{MAX_OVERFLOW_RETRIES} times ({kind}: {exc}). The chat's history is unchanged."

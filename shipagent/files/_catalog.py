@@ -25,7 +25,7 @@ from ._render import render_catalog
 from ._store import ContextFiles
 from ._tools import context_files_for
 
-__all__ = ["CatalogToolset", "SkillsSource"]
+__all__ = ["CatalogToolset", "SkillsSource", "forget_catalog"]
 
 log = logging.getLogger("shipagent.files")
 
@@ -38,6 +38,18 @@ _REMEMBERED_CHATS = 1024
 # instead of reading the file back; an import that replaced the catalog changes the timestamp.
 _written: OrderedDict[str, tuple[str, str]] = OrderedDict()
 _written_lock = threading.Lock()
+
+
+def forget_catalog(folder: str) -> None:
+    """Drop what is remembered of a chat's catalog (its file was replaced, e.g. by an import)."""
+    with _written_lock:
+        _written.pop(folder, None)
+
+
+def _already_written(folder: str, text: str) -> bool:
+    with _written_lock:
+        seen = _written.get(folder)
+    return seen is not None and seen[0] == text
 
 
 def _sync_catalog(files: ContextFiles, chat_key: str, text: str, description: str) -> None:
@@ -82,6 +94,8 @@ class CatalogToolset(WrapperToolset[Any]):
             rows = sorted((name, tool.tool_def.description or "") for name, tool in tools.items())
             text = render_catalog(skills=skills, tools=rows)
             files = context_files_for(run)
+            if _already_written(str(files.folder(run.chat_key)), text):
+                return tools  # the hot path: every model request of every turn, no thread hop
             description = f"{len(skills)} skills, {len(rows)} tools available to this agent"
             await anyio.to_thread.run_sync(lambda: _sync_catalog(files, run.chat_key, text, description))
         except (ShipAgentError, OSError) as exc:  # a stale catalog must never cost the turn

@@ -409,4 +409,7 @@ class ContextFiles:
             written.append(replace(ref, size_bytes=len(payload)))
         if written:
             append_lines(folder / INDEX_NAME, [ref.to_json() for ref in written])
+        from ._catalog import forget_catalog  # a cycle at import time otherwise
+
+        forget_catalog(str(self.folder(chat_key)))  # the import may have replaced the catalog
         return written

@@ -123,6 +123,10 @@ class ChatHistories:
                     return done
             return None
 
-        result = await anyio.to_thread.run_sync(write)
+        try:
+            result = await anyio.to_thread.run_sync(write)
+        except BaseException:
+            chat.messages = None  # part of the turn may be on disk: the next turn re-reads the truth
+            raise
         chat.messages = result.history if result is not None else history
         return result
