@@ -3,7 +3,10 @@
 Both use the same instant ``FunctionModel``; shipagent runs with persistence on (transcript,
 message log, agent-context log on disk). Three rows per history size:
 
-* ``bare``: ``Agent.run(text, message_history=<N messages>)``;
+* ``bare``: ``Agent.run(text, message_history=<N messages>)``, keeping the conversation going
+  (each turn's messages join the history, exactly as they do in shipagent);
+* ``bare + ship's toolsets``: the same, offering the model the ~14 builtin and context tools a
+  shipagent run offers (a tool costs pydantic-ai time per request even when it is not called);
 * ``ship (N in memory)``: ship.json bounds raised so shipagent sends the same N messages;
 * ``ship (default bounds)``: the default 60/30 compaction and 32k token budget, with N messages on
   disk — what a real long chat costs.
@@ -27,7 +30,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from shipagent import ShipAgent
 from shipagent.history.stores import MessageLog, Transcript
 
-TURNS = 40
+TURNS = 60
 SIZES = (10, 100, 1000)
 
 
@@ -64,15 +67,18 @@ def project(n: int, *, bounded: bool) -> Path:
     return root
 
 
-async def time_bare(n: int) -> float:
+async def time_bare(n: int, *, tools: bool = False) -> float:
+    """The same conversation through bare pydantic-ai: its history grows by each turn, as ship's does."""
     agent = Agent(FunctionModel(instant))
+    toolsets = ShipAgent.from_project(project(0, bounded=False))._toolsets() if tools else None
     history = make_history(n)
-    await agent.run("warm up", message_history=history)
+    history = (await agent.run("warm up", message_history=history, toolsets=toolsets)).all_messages()
     samples = []
     for i in range(TURNS):
         start = time.perf_counter()
-        await agent.run(f"turn {i}", message_history=history)
+        result = await agent.run(f"turn {i}", message_history=history, toolsets=toolsets)
         samples.append(time.perf_counter() - start)
+        history = result.all_messages()
     return statistics.median(samples)
 
 
@@ -92,16 +98,18 @@ async def time_ship(n: int, *, bounded: bool) -> tuple[float, int]:
 async def main() -> None:
     print(f"median per-turn time over {TURNS} turns, instant FunctionModel\n")
     print(
-        "| history | bare pydantic-ai | ship (same N in memory) | ratio | ship (default bounds) | .ship on disk |"
+        "| history | bare pydantic-ai | bare + ship's toolsets | ship (same N in memory) | ratio to bare "
+        "| ratio to bare + tools | ship (default bounds) | .ship on disk |"
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for n in SIZES:
         bare = await time_bare(n)
+        bare_tools = await time_bare(n, tools=True)
         same, _ = await time_ship(n, bounded=False)
         default, disk = await time_ship(n, bounded=True)
         print(
-            f"| {n} | {bare * 1000:.2f} ms | {same * 1000:.2f} ms | {same / bare:.2f}x "
-            f"| {default * 1000:.2f} ms | {disk / 1024:.0f} KiB |"
+            f"| {n} | {bare * 1000:.2f} ms | {bare_tools * 1000:.2f} ms | {same * 1000:.2f} ms "
+            f"| {same / bare:.2f}x | {same / bare_tools:.2f}x | {default * 1000:.2f} ms | {disk / 1024:.0f} KiB |"
         )
 
 
