@@ -533,3 +533,39 @@ async def test_a_broken_card_store_does_not_fail_the_turn(
     assert [m.kind for m in agent.history(BOSS)] == ["request", "response"]  # the turn is committed
     assert "could not write turn" in caplog.text and "disk full" in caplog.text
     await agent.handover.aclose()
+
+
+async def test_a_profiles_skills_limit_what_the_sub_agent_sees(tmp_path: Path) -> None:
+    """ship.json ``profiles.<name>.skills``: the sub-agent's overview and skills tools hold only those."""
+    root = project(
+        tmp_path,
+        {
+            "writer": {"instructions": "You write.", "skills": ["style-guide"]},
+            "anyone": {"instructions": "You help."},
+        },
+    )
+    for name in ("style-guide", "deploy-runbook"):
+        skill = root / "skills" / name
+        skill.mkdir(parents=True)
+        (skill / "SKILL.md").write_text(f"---\nname: {name}\ndescription: the {name} skill\n---\nbody\n")
+    writer = Recorder(call_then("skills_list", {}, lambda m: json.dumps(tool_returns(m)[0])))
+    anyone = Recorder(text("ok"))
+    tasks = [
+        {"profile_name": "writer", "instruction": "List your skills."},
+        {"profile_name": "anyone", "instruction": "Hi."},
+    ]
+    boss = Recorder(call_then("fork_join", {"tasks": tasks}, lambda m: "joined"))
+    agent = ShipAgent.from_project(
+        root, model=boss.model, profile_models={"writer": writer.model, "anyone": anyone.model}
+    )
+    async with agent:
+        assert (await agent.run(BOSS, "go")).success
+
+    writer_instructions = writer.infos[0].instructions or ""
+    assert "style-guide — the style-guide skill" in writer_instructions
+    assert "deploy-runbook" not in writer_instructions
+    listed = tool_returns(writer.requests[-1])[0]
+    assert [s["id"] for s in listed["skills"]] == ["style-guide"]
+    # a profile without ``skills`` keeps them all, and so does the orchestrator
+    assert "deploy-runbook" in (anyone.infos[0].instructions or "")
+    assert "deploy-runbook" in (boss.infos[0].instructions or "")

@@ -149,6 +149,8 @@ def build_sub_agent(parent: ShipAgent, profile: ResolvedProfile, handover: Hando
         agent_md=profile_agent_md(parent.project_root, profile.config),
     )
     sub.handover = handover.child(sub, profile.config.tools)
+    if profile.config.skills is not None:  # the profile's skills: the overview, skills_list and skills_load
+        sub.skills_cache.only = tuple(profile.config.skills)
     # ship.json MCP servers are the parent's, already running: a delegation must not spawn another
     # set of server processes per sub-agent (a fork_join of four would start four of each).
     sub.mcp = parent.mcp

@@ -9,6 +9,7 @@ second time in the tool result would double its cost.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
@@ -32,8 +33,10 @@ class SkillsCache:
     miss or ``skills_list(refresh=True)`` picks up skills added while the agent runs.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, only: Sequence[str] | None = None) -> None:
         self._by_root: dict[tuple[Path, tuple[str, ...], bool], list[Skill]] = {}
+        self.only: tuple[str, ...] | None = tuple(only) if only is not None else None
+        """Skill ids or names this agent may use (a profile's ``skills``); ``None`` means all."""
 
     @staticmethod
     def _key(root: Path, config: ShipConfig) -> tuple[Path, tuple[str, ...], bool]:
@@ -44,7 +47,10 @@ class SkillsCache:
         if refresh or key not in self._by_root:
             scan = await anyio.to_thread.run_sync(scan_skills, root, config)
             self._by_root[key] = scan.skills
-        return self._by_root[key]
+        skills = self._by_root[key]
+        if self.only is None:
+            return skills
+        return [s for s in skills if s.id in self.only or s.name in self.only]
 
 
 def _describe(skill: Skill, root: Path) -> dict[str, Any]:
