@@ -51,3 +51,16 @@ def test_python_example_runs(
     assert capsys.readouterr().out == "A demo project with one skill.\n"
     transcript = tmp_path / "demo" / ".ship" / "chats" / "api%3Achat%3Aalice" / "history.jsonl"
     assert transcript.read_text().count("\n") == 2
+
+
+def test_the_repository_itself_is_an_example_project() -> None:
+    """Agent.md and skills/ at the top of the repo are what a newcomer copies: they must load."""
+    from shipagent.config import ShipConfig
+    from shipagent.instructions import read_agent_md
+    from shipagent.skills import scan_skills
+
+    role = read_agent_md(ROOT)
+    assert role.startswith("# Role") and "git-change-summary" in role
+    scan = scan_skills(ROOT, ShipConfig())
+    assert [s.id for s in scan.skills] == ["git-change-summary"]
+    assert scan.problems == []
