@@ -112,7 +112,7 @@ def test_check_reports_configuration(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("content", "expected"),
     [
-        ('{"llm": {"model": "x",}}', "invalid JSON at line 1, column 23"),
+        ('{"llm": {"model": "x",}}', "invalid JSON at line 1, column {col}"),
         ('{"llm": {"modle": "x"}}', "unknown key 'llm.modle' (did you mean 'model'?)"),
         (
             '{"context": {"chatHistory": {"inMemoryMaxMessages": "many"}}}',
@@ -126,6 +126,10 @@ def test_check_reports_configuration(tmp_path: Path) -> None:
 )
 def test_check_errors_exit_2_with_one_line(tmp_path: Path, content: str, expected: str) -> None:
     (tmp_path / "ship.json").write_text(content)
+    if "{col}" in expected:  # the column json reports for a trailing comma differs across Pythons
+        with pytest.raises(json.JSONDecodeError) as err:
+            json.loads(content)
+        expected = expected.format(col=err.value.colno)
     result = runner.invoke(cli.app, ["check", "-C", str(tmp_path)])
     assert result.exit_code == 2
     assert expected in result.output

@@ -313,8 +313,10 @@ async def test_fingerprints_follow_the_pinned_format(tmp_path: Path) -> None:
     with use_tool_context(ctx):
         await Agent(script.model(), toolsets=[builtin_toolset()]).run("go")
 
-    history, loaded = ctx.injected
-    assert (history.role, loaded.role) == ("assistant", "system")
+    # the two calls run concurrently, so their injections may land in either order
+    by_role = {m.role: m for m in ctx.injected}
+    assert sorted(by_role) == ["assistant", "system"]
+    history, loaded = by_role["assistant"], by_role["system"]
     assert history.fingerprint == f"chat_history:{KEY}:msg:2:0:{fingerprint_of(history.content)}"
     sha1 = hashlib.sha1(skill.read_text(encoding="utf-8").encode()).hexdigest()
     assert loaded.fingerprint == f"skill:deploy:{sha1}"
