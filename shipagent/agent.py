@@ -174,7 +174,6 @@ class ShipAgent:
     async def __aenter__(self) -> ShipAgent:
         if self._entered == 0:
             await self.mcp.start()  # in parallel; raises only for a tool-name collision
-        if self._entered == 0:
             try:
                 await self.context_runtime.start()
             except BaseException:
@@ -190,12 +189,16 @@ class ShipAgent:
         tb: TracebackType | None,
     ) -> None:
         self._entered = max(self._entered - 1, 0)
-        if self._entered == 0:
+        if self._entered:
+            return
+        # Each stop runs even when the one before it failed: no server or token outlives the agent.
+        try:
             await self.mcp.stop()  # shielded: no server process outlives the agent
-        if self._entered == 0:
-            await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
-        if self._entered == 0:
-            await self.handover.aclose()
+        finally:
+            try:
+                await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
+            finally:
+                await self.handover.aclose()
 
     # -- assembly --------------------------------------------------------------------------------
 
