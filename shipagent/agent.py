@@ -323,24 +323,18 @@ class ShipAgent:
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)
-        commit = partial(
-            self.chats.commit,
-            chat_key,
-            request_id,
-            base,
-            new,
-            base_compaction=base_compaction,
-            also=partial(
-                self._write_logs, chat_key, request_id, text, said, output, records, list(ctx.sent_texts)
-            ),
-        )
         compaction: CompactionResult | None = None
         failure: Exception | None = None
 
         async def commit_history() -> None:
             nonlocal compaction, failure
+            logs = partial(
+                self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
+            )
             try:
-                compaction = await commit()
+                compaction = await self.chats.commit(
+                    chat_key, request_id, base, new, base_compaction=base_compaction, also=logs
+                )
             except Exception as exc:  # disk full, permissions: the turn did not stick
                 failure = exc
 

@@ -19,6 +19,7 @@ __all__ = [
     "append_line",
     "append_lines",
     "iter_lines_backward",
+    "iter_objects_backward",
     "read_all",
     "read_last",
     "rewrite",
@@ -113,15 +114,23 @@ def iter_lines_backward(path: Path, *, block_size: int = _BLOCK) -> Iterator[byt
             yield tail
 
 
-def read_last(path: Path, count: int, *, skip: int = 0) -> list[Any]:
-    """The last ``count`` parseable lines after skipping the newest ``skip`` ones, oldest first."""
-    out: list[Any] = []
+def iter_objects_backward(path: Path) -> Iterator[Any]:
+    """Parsed lines newest first; a torn or unreadable line is skipped with a warning.
+
+    Like :func:`iter_lines_backward`, the cost follows what the caller consumes.
+    """
     first = True
     for raw in iter_lines_backward(path):
         obj = _parse(raw, path, last=first)
         first = False
-        if obj is None:
-            continue
+        if obj is not None:
+            yield obj
+
+
+def read_last(path: Path, count: int, *, skip: int = 0) -> list[Any]:
+    """The last ``count`` parseable lines after skipping the newest ``skip`` ones, oldest first."""
+    out: list[Any] = []
+    for obj in iter_objects_backward(path):
         if skip:
             skip -= 1
             continue

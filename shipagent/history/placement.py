@@ -93,7 +93,7 @@ def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
         for index, message in enumerate(messages):
             if getattr(message, "run_id", None) == run_id:
                 return index
-    for index in range(len(messages) - 1, -1, -1):  # fallback: the last request without tool parts
+    for index in range(len(messages) - 1, -1, -1):  # fallback (no run id): the last request
         if isinstance(messages[index], ModelRequest):
             return index
     return 0

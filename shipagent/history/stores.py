@@ -115,21 +115,11 @@ class MessageLog:
 
         Reads backwards to the newest compaction record, then replays the turns after it.
         """
-        import json
-
         turns: list[dict[str, Any]] = []
         base: list[ModelMessage] = []
-        first = True
-        for raw in jsonl.iter_lines_backward(self.path(chat_key)):
-            try:
-                record = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                jsonl.log.warning(
-                    "%s: skipping %s", self.path(chat_key), "torn last line" if first else "bad line"
-                )
-                first = False
+        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(record, dict):
                 continue
-            first = False
             if record.get("t") == "compaction":
                 base = load_messages(record["history"])
                 break

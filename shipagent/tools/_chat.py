@@ -9,7 +9,6 @@ conversation naturally sits, without rewriting what the user just said.
 from __future__ import annotations
 
 import inspect
-import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +19,7 @@ import anyio.to_thread
 from pydantic import Field
 
 from ..execution import ToolExecutionContext, current_tool_context, fingerprint_of
-from ..jsonl import iter_lines_backward
+from ..jsonl import iter_objects_backward
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
 
 __all__ = ["HistoryWindow", "chat_load_history", "chat_send", "read_transcript_window"]
@@ -92,11 +91,7 @@ def read_transcript_window(
     matches, is_regex = _matcher(keyword)
     picked: list[dict[str, Any]] = []
     skip = offset
-    for raw in iter_lines_backward(path):
-        try:
-            obj = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            continue  # a torn line from a crash: the rest of the transcript is still good
+    for obj in iter_objects_backward(path):  # a torn line from a crash is skipped, the rest is good
         if not isinstance(obj, dict) or obj.get("role") not in _ROLES:
             continue
         text = obj.get("text")
