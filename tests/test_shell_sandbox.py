@@ -9,8 +9,10 @@ the call, the TCP listener on 127.0.0.1 gets no connection, and no secret reache
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -127,7 +129,7 @@ async def test_legitimate_work_inside_the_project_runs_in_the_sandbox(make_world
     lines = result["stdout"].splitlines()
     assert lines[:5] == ["MADE", "README.md", "link", "made.txt", "scratch"] and "A  made.txt" in lines
     assert (world.project / "made.txt").read_text() == "made\n"  # written through to the host
-    assert not Path("/tmp/scratch").exists()  # the sandbox's /tmp is its own
+    assert not await anyio.Path("/tmp/scratch").exists()  # the sandbox's /tmp is its own
     assert world.snapshot() == world.snapshots
 
 
@@ -136,7 +138,7 @@ async def test_writable_paths_and_network_are_opt_in(make_world: Any, tmp_path: 
     shared = world.out / "shared"
     shared.mkdir()
     ship = allow_mode(writablePaths=[str(shared), "../outside"], network=True)
-    world.project.joinpath("ship.json").write_text(__import__("json").dumps(ship), encoding="utf-8")
+    world.project.joinpath("ship.json").write_text(json.dumps(ship), encoding="utf-8")
     command = (
         f"echo a > {shared}/a && echo b > ../outside/b && "
         f"echo hi > /dev/tcp/127.0.0.1/{world.listener.port} && echo connected"
@@ -165,8 +167,6 @@ async def test_a_timeout_kills_the_sandboxed_tree_including_a_child_ignoring_sig
     stubborn = (
         f"import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)  # {marker}"
     )
-    import sys
-
     result, _ = await run_exec_shell(
         world.project, f'{sys.executable} -c "{stubborn}" & wait', timeout_ms=1500
     )

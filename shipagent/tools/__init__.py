@@ -24,15 +24,6 @@ from ..skills import render_skills_overview
 from ._agent_context import agent_load_context
 from ._chat import HistoryWindow, chat_load_history, chat_send, read_transcript_window
 from ._loader import load_tool_modules
-from ._shell import (
-    OUTPUT_CAP_BYTES,
-    ShellDecision,
-    ShellRun,
-    decide_exec_shell,
-    exec_shell,
-    request_approval,
-    run_shell,
-)
 from ._sandbox import (
     SandboxLayout,
     SandboxPlan,
@@ -43,6 +34,15 @@ from ._sandbox import (
     sandbox_report,
     sandbox_status,
     warn_if_unsandboxed,
+)
+from ._shell import (
+    OUTPUT_CAP_BYTES,
+    ShellDecision,
+    ShellRun,
+    decide_exec_shell,
+    exec_shell,
+    request_approval,
+    run_shell,
 )
 from ._shellwords import allow_blocker
 from ._skills import SkillsCache, make_skills_tools
