@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from shell_escapes import ATTEMPTS, EROFS, NETWORK, READABLE, Attempt, World, scaffold_ship
-from tools_support import Call, Script, make_agent, tool_results
+from shell_escapes import ATTEMPTS, ENOENT, EROFS, NETWORK, READABLE, Attempt, World, scaffold_ship
+from tools_support import Call, Script, make_agent, make_project, tool_results
 
 from shipagent.tools import sandbox_status
 
@@ -197,3 +199,23 @@ async def test_big_output_is_still_captured_into_a_context_file(make_world: Any)
     assert result["truncated"] is True and result["contextRefs"]["stdout"]
     kept = (world.project / result["outputFiles"]["stdout"]).read_text()
     assert kept.splitlines()[-1] == "40000" and re.search(r"bytes omitted", result["stdout"])
+
+
+async def test_a_project_inside_home_is_mounted_back_while_the_rest_of_home_stays_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = Path(tempfile.mkdtemp(prefix="shipagent-home-", dir="/var/tmp"))  # not under /tmp
+    try:
+        project = make_project(home / "code" / "proj", allow_mode())
+        secret = f"TOPSECRET-{os.urandom(8).hex()}"
+        (home / ".ssh").mkdir()
+        (home / ".ssh" / "id_rsa").write_text(secret)
+        (home / "code" / "sibling.txt").write_text(secret)
+        monkeypatch.setenv("HOME", str(home))
+        command = "cat ~/.ssh/id_rsa; cat ../sibling.txt; echo ok > inside.txt && cat inside.txt"
+        result, script = await run_exec_shell(project, command)
+        assert result["stdout"] == "ok\n" and result["stderr"].count(ENOENT) == 2, result
+        assert (project / "inside.txt").read_text() == "ok\n"
+        assert secret not in repr(script.requests)
+    finally:
+        shutil.rmtree(home)
