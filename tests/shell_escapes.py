@@ -44,7 +44,8 @@ class Attempt:
 
     Attributes:
         name: the test id.
-        command: a template: ``{out}``, ``{home}``, ``{port}``, ``{py}`` are filled in.
+        command: a template: ``{out}``, ``{home}``, ``{port}``, ``{py}``, ``{victim}`` (the pid
+            of a host process that must survive) are filled in.
         sandboxed: what the sandbox answers when the command runs (``mode: allow``): a fragment
             of its output, ``None`` when it exits quietly (its effect must simply be absent), or
             :data:`READABLE` when the sandbox lets it read and only the allow list stops it.
@@ -105,6 +106,7 @@ ATTEMPTS = [
     Attempt("read-home-variable", "cat $HOME/.ssh/id_rsa", ENOENT),
     Attempt("read-home-absolute", "cat {home}/.ssh/id_rsa", ENOENT),
     Attempt("write-home", "echo x > {home}/.bashrc", None),
+    Attempt("kill-host-process", "kill -9 {victim}", "No such process"),
     Attempt("ship-overwrite", "echo pwned > .ship/sentinel", EROFS),
     Attempt("ship-create", "ls > .ship/new", EROFS),
     Attempt("ship-delete", "rm -f .ship/sentinel", EROFS),
@@ -157,6 +159,7 @@ class World:
     home: Path
     listener: Listener
     secret: str
+    victim: subprocess.Popen[bytes]
     snapshots: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
     @classmethod
@@ -183,17 +186,20 @@ class World:
         (project / "link").symlink_to(out)  # a symlink inside the project pointing out of it
         (project / ".ship").mkdir()
         (project / ".ship" / "sentinel").write_text("untouched\n", encoding="utf-8")
-        world = cls(project, out, tmpout, home, Listener(), secret)
+        victim = subprocess.Popen(["sleep", "300"])
+        world = cls(project, out, tmpout, home, Listener(), secret, victim)
         world.snapshots = world.snapshot()
         return world
 
     def close(self) -> None:
+        self.victim.kill()
+        self.victim.wait()
         self.listener.close()
         shutil.rmtree(self.out, ignore_errors=True)
 
     def command(self, attempt: Attempt) -> str:
         return attempt.command.format(
-            out=self.out, home=self.home, port=self.listener.port, py=sys.executable
+            out=self.out, home=self.home, port=self.listener.port, py=sys.executable, victim=self.victim.pid
         )
 
     def snapshot(self) -> dict[str, tuple[Any, ...]]:

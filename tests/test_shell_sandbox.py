@@ -65,6 +65,7 @@ async def assert_contained(world: World, attempt: Attempt, script: Script, *, ra
         assert not (world.project / "late").exists(), "a process outlived the call"
     assert world.snapshot() == world.snapshots, "something outside the project changed"
     assert world.listener.connections == 0, "the sandbox reached the listener on 127.0.0.1"
+    assert world.victim.poll() is None, "a host process was killed"
     assert world.secret not in repr(script.requests), "a secret reached the model"
 
 
