@@ -73,6 +73,8 @@ class ShellDecision:
 
     action: Literal["allow", "deny", "ask"]
     reason: str
+    blocker: str | None = None
+    """Why matching allow patterns could not approve the command (a write, a path outside)."""
 
 
 def decide_exec_shell(
@@ -96,7 +98,7 @@ def decide_exec_shell(
     for pattern in policy.deny:
         if any(fnmatchcase(candidate, pattern) for candidate in (text, *parts)):
             return ShellDecision("deny", f"the command matches the deny pattern '{pattern}'")
-    unmatched = "no allow pattern matches"
+    unmatched, blocker = "no allow pattern matches", None
     if (
         policy.allow
         and parts
@@ -111,8 +113,8 @@ def decide_exec_shell(
     if policy.mode == "allow":
         return ShellDecision("allow", "permissions.execShell.mode is 'allow'")
     if policy.mode == "deny":
-        return ShellDecision("deny", f"permissions.execShell.mode is 'deny' and {unmatched}")
-    return ShellDecision("ask", f"permissions.execShell.mode is 'ask' and {unmatched}")
+        return ShellDecision("deny", f"permissions.execShell.mode is 'deny' and {unmatched}", blocker)
+    return ShellDecision("ask", f"permissions.execShell.mode is 'ask' and {unmatched}", blocker)
 
 
 def _is_async_callable(callback: Any) -> bool:
@@ -372,7 +374,8 @@ async def exec_shell(
         request = ApprovalRequest("exec_shell", command, ctx.chat_key, ctx.request_id)
         approved, reason = await request_approval(ctx.on_approval, request)
         if not approved:
-            return failure(f"exec_shell denied: {reason}", denied=True)
+            why = f"; the allow list could not approve it: {decision.blocker}" if decision.blocker else ""
+            return failure(f"exec_shell denied: {reason}{why}", denied=True)
     try:
         run = await run_shell(
             command,
