@@ -96,6 +96,10 @@ def test_allow_blocker_names_every_write(command: str, reason: str | None) -> No
         ("cat {a,/etc/shadow}", "expanded by the shell"),
         ("cat .*/x", "may match '..'"),
         ("cat out/secret", "through a symlink"),
+        ("cat out/../x", "through a symlink"),  # '..' applies to the link's target, not the link
+        ("cat sub/../out/x", "through a symlink"),
+        ("cat ALIAS/sub/file", None),  # the project reached through a symlinked path is inside
+        ("cat ALIAS/../x", "outside the project"),
         ("cat *", "matches 'out'"),
         ("ls -la /", "'/' is outside"),
         ("cat sub/file", None),
@@ -111,7 +115,9 @@ def test_allow_blocker_keeps_arguments_inside_the_project(
     (root / "sub").mkdir(parents=True)
     (root / "sub" / "file").write_text("x")
     (root / "out").symlink_to(tmp_path)
-    found = allow_blocker(command.replace("/PROJECT", str(root)), root)
+    (tmp_path / "alias").symlink_to(root)
+    command = command.replace("/PROJECT", str(root)).replace("ALIAS", str(tmp_path / "alias"))
+    found = allow_blocker(command, root)
     if reason is None:
         assert found is None
     else:

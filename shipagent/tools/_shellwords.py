@@ -240,22 +240,25 @@ def _path_blocker(word: _Word, root: str) -> str | None:
         return None
     if word.dynamic:
         return f"the argument '{word.text}' is expanded by the shell ($, ~ or {{}}), so where it points is unknown"
-    candidate = os.path.normpath(text if text.startswith("/") else os.path.join(root, text))
-    outside = f"the path '{text}' is outside the project"
-    if not _within(candidate, root):
-        return outside
+    joined = text if text.startswith("/") else os.path.join(root, text)
+    # The kernel resolves ``..`` after symlinks (``link/../x`` is next to the link's target), so
+    # only realpath tells where a path leads; a lexical look decides the wording.
+    lexically_inside = _within(os.path.normpath(joined), root)
     if word.glob:
         if any(part.startswith(".") and re.search(r"[*?\[]", part) for part in text.split("/")):
             return f"the pattern '{text}' may match '..' and so reach outside the project"
-        matches = glob.glob(candidate)
+        matches = glob.glob(joined)
         if len(matches) > _MAX_GLOB_MATCHES:
             return f"the pattern '{text}' matches too many files to check"
-        for match in matches or [candidate]:
+        for match in matches or [joined]:
             if not _within(os.path.realpath(match), root):
-                return f"the pattern '{text}' matches '{os.path.relpath(match, root)}', which leads outside the project"
+                shown = os.path.relpath(match, root) if matches else text
+                return f"the pattern '{text}' matches '{shown}', which leads outside the project"
         return None
-    if not _within(os.path.realpath(candidate), root):
-        return f"the path '{text}' leads outside the project through a symlink"
+    if not _within(os.path.realpath(joined), root):
+        if lexically_inside:
+            return f"the path '{text}' leads outside the project through a symlink"
+        return f"the path '{text}' is outside the project"
     return None
 
 
