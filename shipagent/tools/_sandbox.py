@@ -28,7 +28,6 @@ import contextlib
 import functools
 import logging
 import os
-import pwd
 import shutil
 import subprocess
 import sys
@@ -154,7 +153,9 @@ def sandbox_status(path: str | None = None) -> SandboxStatus:
 def _homes() -> list[Path]:
     """The user's home directories: ``$HOME`` and the password database's, when they differ."""
     homes = {os.environ.get("HOME", "")}
-    with contextlib.suppress(KeyError):  # a uid without a passwd entry (containers)
+    with contextlib.suppress(ImportError, KeyError):  # no pwd module, or a uid without an entry
+        import pwd
+
         homes.add(pwd.getpwuid(os.getuid()).pw_dir)
     return [Path(h) for h in homes if h]
 

@@ -1,11 +1,14 @@
 """``exec_shell``: run a shell command in the project, under a permission policy and a time limit.
 
-Three promises the model and the user rely on:
+Four promises the model and the user rely on:
 
 - **Permission first.** ship.json ``permissions.execShell`` decides: a ``deny`` glob wins over
   everything, an ``allow`` glob runs the command, otherwise ``mode`` applies (``ask`` by default,
-  which calls the ``on_approval`` callback; no callback means no). A refusal is a failed tool call
-  the model reads, never an exception.
+  which calls the ``on_approval`` callback; no callback means no). An allow match never approves
+  a command that writes through the shell or names a path outside the project (``_shellwords``).
+  A refusal is a failed tool call the model reads, never an exception.
+- **Contained.** On Linux with bubblewrap the command runs in a sandbox (``_sandbox``): the host is
+  read-only except the project, ``/tmp`` is private, home and network are hidden.
 - **Nothing outlives its call.** The command runs in its own process group; on timeout the whole
   group gets SIGTERM, then SIGKILL after a short grace, so a child that ignores SIGTERM (or a
   forgotten ``&``) cannot linger.
