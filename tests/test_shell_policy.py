@@ -12,6 +12,7 @@ import logging
 import os
 import shutil
 import tempfile
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -306,3 +307,32 @@ def test_report_and_check_hook_name_missing_writable_paths(tmp_path: Path) -> No
         assert console.lines[0].startswith("exec_shell sandbox: bubblewrap (") and console.lines[0].endswith(
             "network off"
         )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "command",
+    [
+        "cat /dev/null > {out}/victim",
+        "ls > {out}/victim",
+        "git log --output={out}/victim",
+        "cat {out}/secret",
+        "cat ../outside/secret",
+    ],
+)
+async def test_without_a_sandbox_the_init_allow_list_is_no_write_or_read_channel(
+    tmp_path: Path, no_bwrap: Path, command: str
+) -> None:
+    """The commands from the field report, on a machine without bwrap (auto: unsandboxed)."""
+    text = resources.files("shipagent").joinpath("scaffold", "ship.json").read_text(encoding="utf-8")
+    root = make_project(tmp_path / "p", json.loads(text))
+    out = tmp_path / "outside"
+    out.mkdir()
+    (out / "victim").write_text("keep")
+    (out / "secret").write_text("TOPSECRET")
+    script = Script([Call("exec_shell", {"command": command.format(out=out)}), "done"])
+    await make_agent(root, script).run(KEY, "go")
+    result = tool_results(script.requests[1], "exec_shell")[-1]
+    assert result["denied"] is True and "the allow list could not approve it" in result["error"]
+    assert (out / "victim").read_text() == "keep"
+    assert "TOPSECRET" not in repr(script.requests)
