@@ -44,7 +44,7 @@ from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
-from .tools import SkillsCache, builtin_toolset, load_tool_modules
+from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -173,6 +173,10 @@ class ShipAgent:
 
     async def __aenter__(self) -> ShipAgent:
         if self._entered == 0:
+            # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
+            await anyio.to_thread.run_sync(
+                warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
+            )
             await self.mcp.start()  # in parallel; raises only for a tool-name collision
             try:
                 await self.context_runtime.start()

@@ -27,6 +27,7 @@ from .mcp import mcp_app
 from .models import describe_model
 from .results import AgentResult, StepEvent
 from .skills import skills_check_hook
+from .tools import sandbox_check_hook
 
 __all__ = ["app", "main"]
 
@@ -223,6 +224,7 @@ CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
+check_hooks.append(sandbox_check_hook)  # exec_shell's bubblewrap sandbox: active, or why not
 
 
 @app.command()

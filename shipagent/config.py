@@ -94,6 +94,13 @@ class ExecShellPermission(_Model):
     mode: Literal["allow", "deny", "ask"] = "ask"
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    """Run every command in a bubblewrap sandbox: when ``bwrap`` works (``auto``), always
+    (``required``: refuse commands without it), or never (``off``)."""
+    writable_paths: list[str] = Field(default_factory=list)
+    """Extra paths the sandboxed command may write: relative to the project, or absolute."""
+    network: bool = False
+    """Whether a sandboxed command keeps the network (off: a private, empty network namespace)."""
 
 
 class PermissionsConfig(_Model):
