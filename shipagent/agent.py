@@ -30,6 +30,7 @@ from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 from . import instructions as _instructions
 from ._guard import GuardedToolset
 from ._steps import StepCallback, StepReporter, tool_call_records
+from ._subagents import sub_agent_factory
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
@@ -129,7 +130,7 @@ class ShipAgent:
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
         # Cards, boxes and delegation (seed 001); the store opens on first use.
-        self.handover = Handover.for_agent(self)
+        self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self))
 
     @classmethod
     def from_project(
@@ -290,9 +291,8 @@ class ShipAgent:
             max_injected_messages=self.config.context.injection.max_injected_messages,
             channel=channel,
             on_approval=self.on_approval,
+            context_files=self.context_files,
         )
-        ctx.extras["agent"] = self
-        ctx.extras["context_files"] = self.context_files
         return ctx
 
     async def _run_locked(
