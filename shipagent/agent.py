@@ -28,7 +28,9 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 
 from . import instructions as _instructions
+from ._explain import explain_failure
 from ._guard import GuardedToolset
+from ._retry import report_retries
 from ._steps import StepCallback, StepReporter, tool_call_records
 from ._subagents import sub_agent_factory
 from .chatkeys import ShipPaths, validate_chat_key
@@ -307,7 +309,7 @@ class ShipAgent:
         request_id = uuid.uuid4().hex
         ctx = self._context(chat_key, request_id, channel)
         steps = StepReporter(on_step, self._is_mcp_tool)
-        with use_tool_context(ctx):
+        with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
             instructions = await self._instructions(ctx)
             outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
         if isinstance(outcome, Exception):
@@ -478,8 +480,10 @@ class ShipAgent:
                 f"The conversation no longer fits the model's context window even after compacting "
                 f"{MAX_OVERFLOW_RETRIES} times ({kind}: {exc}). The chat's history is unchanged."
             )
-        else:
-            message = f"The run failed: {kind}: {exc}. The chat's history is unchanged."
+        else:  # in words that name what to change (URL, ship.json key, variable)
+            url = self._model.base_url if self._model is not None else self.config.llm.base_url
+            reason = explain_failure(exc, url=url, llm=self.config.llm)
+            message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
         log.warning("run %s failed: %s: %s", request_id, kind, exc)
         await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
         return AgentResult(success=False, output=message, request_id=request_id)
