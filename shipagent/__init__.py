@@ -1,5 +1,6 @@
 """shipagent: a runtime for chat agents on pydantic-ai whose context stays bounded and inspectable."""
 
+from . import _quiet  # noqa: F401  (first: pydantic-ai's banner off before any agent exists)
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import (

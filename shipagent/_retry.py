@@ -72,8 +72,16 @@ def _delay(exc: BaseException, retry: int) -> float:
 
 
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {text}"[:300] if text else type(exc).__name__
+    """Why the attempt failed, in a few words (the SDK's own text is often just "Connection error.")."""
+    if isinstance(exc, ModelHTTPError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, ModelConnectionError):
+        what = "timed out" if "timeout" in type(exc).__name__.lower() else "no connection"
+        url = getattr(getattr(exc.__cause__, "request", None), "url", None)
+        return f"{what} to {url}" if url else what
+    if isinstance(exc, ModelRateLimitError):
+        return "rate limited"
+    return "server unavailable"
 
 
 class RetryingModel(WrapperModel):

@@ -17,7 +17,6 @@ import re
 from functools import cache
 from typing import Any
 
-from pydantic_ai.exceptions import UserError
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.settings import ModelSettings
@@ -32,7 +31,6 @@ __all__ = [
     "describe_model",
     "known_providers",
     "model_provider",
-    "required_env_var",
 ]
 
 _OPENAI_LIKE = {"openai", "openai-compatible", "openai_compatible"}
@@ -111,32 +109,6 @@ def model_provider(llm: LlmConfig) -> str | None:
     if ":" in name:
         return name.split(":", 1)[0].lower()
     return (llm.provider or "").lower() or None
-
-
-def required_env_var(llm: LlmConfig) -> str | None:
-    """The environment variable the model still needs, or ``None`` when nothing is missing.
-
-    ``llm.apiKey`` satisfies any provider; an ``openai-compatible`` server (or ``openai`` with a
-    ``baseUrl``) needs no key at all — local servers rarely check one. Other providers are asked
-    themselves: the error a provider raises without its key names the variable it reads.
-    """
-    provider = model_provider(llm)
-    if llm.api_key or provider is None or provider == "test" or llm.model == "test":
-        return None
-    if provider in _OPENAI_LIKE:
-        if provider in _COMPATIBLE or llm.base_url:
-            return None
-        return None if os.environ.get("OPENAI_API_KEY") else "OPENAI_API_KEY"
-    if not _is_known(provider):
-        return None  # reported as an unknown provider
-    try:
-        infer_provider_class(provider)()
-    except UserError as exc:
-        match = _ENV_VAR.search(str(exc))
-        return match.group(1) if match and not os.environ.get(match.group(1)) else None
-    except Exception:
-        return None  # a missing extra package and the like: build_model says so
-    return None
 
 
 def _explain_build_error(exc: Exception, name: str, llm: LlmConfig) -> ConfigError:
@@ -256,5 +228,6 @@ def describe_model(llm: LlmConfig) -> str:
         parts.append(f"baseUrl={llm.base_url}")
     if llm.api_key:
         parts.append("apiKey=<set>")
-    parts.append(f"timeout={llm.timeout_seconds or 'SDK default'}s maxRetries={llm.max_retries}")
+    timeout = f"{llm.timeout_seconds:g}s" if llm.timeout_seconds else "none (the SDK's own)"
+    parts.append(f"timeoutSeconds={timeout} maxRetries={llm.max_retries}")
     return " ".join(parts)
