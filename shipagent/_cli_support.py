@@ -6,7 +6,11 @@ Kept out of ``cli.py`` so the command table stays readable and other rooms can r
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
+import sys
+import threading
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -17,9 +21,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from ._checks import Problem, check_project, has_errors
+from .agent import ShipAgent
 from .chatkeys import validate_chat_key
-from .config import ShipConfig
-from .errors import ShipAgentError
+from .config import load_config
+from .errors import ConfigError, ShipAgentError
 
 __all__ = [
     "configure_logging",
@@ -27,10 +32,13 @@ __all__ = [
     "interruptible",
     "preflight",
     "print_problems",
+    "read_line",
     "version_text",
 ]
 
 T = TypeVar("T")
+_prompt_threads: set[threading.Thread] = set()
+"""Prompt threads started by :func:`read_line` (one may still block on stdin after Ctrl-C)."""
 INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
@@ -56,36 +64,44 @@ def print_problems(console: Console, problems: Sequence[Problem]) -> None:
 
 
 def preflight(
-    err_console: Console,
-    project: Path,
-    chat_key: str,
-    build_model: Callable[[], object],
-    *,
-    config: ShipConfig,
-) -> None:
-    """What ``shipagent chat`` checks before it shows the prompt.
+    err_console: Console, project: Path, chat_key: str, make_agent: Callable[[], ShipAgent]
+) -> ShipAgent:
+    """What ``shipagent chat`` checks before it shows the prompt; returns the agent to chat with.
 
-    The chat key must be valid; the project must pass the checks of ``shipagent check`` (the model
-    is built through ``build_model`` — the agent's own — so ``-m`` and test factories count).
-    Warnings are printed and the chat starts; errors are printed and the command exits 1.
+    The chat key must be valid and ship.json must load (else exit 2, like every command). Then the
+    checks of ``shipagent check`` run, the agent is built and its model too (the agent's own, so
+    ``-m`` and test factories count): every problem is printed, warnings let the chat start,
+    errors end the command with status 1.
 
     Raises:
-        typer.Exit: 2 for a bad chat key, 1 when a check found an error.
+        typer.Exit: 2 for a bad chat key or a ship.json that does not load, 1 when a check failed.
     """
     try:
         validate_chat_key(chat_key)
     except ShipAgentError as exc:
         err_console.print(f"[bold red]error:[/] --chat-key: {escape(str(exc))}")
         raise typer.Exit(2) from None
-    problems = check_project(project, config=config, include_model=False)
+    root = project.expanduser().resolve()
     try:
-        build_model()
+        if not root.is_dir():
+            raise ConfigError(f"project directory {str(project)!r} does not exist", path=None)
+        config = load_config(root)
     except ShipAgentError as exc:
-        problems.insert(0, Problem("error", str(exc), getattr(exc, "path", None)))
+        err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    problems = check_project(root, config=config, include_model=False)
+    agent: ShipAgent | None = None
+    try:
+        agent = make_agent()
+        agent.model  # noqa: B018 — builds the model: no model, unknown provider, missing key
+    except ShipAgentError as exc:
+        if not any(p.message == str(exc) for p in problems):
+            problems.insert(0, Problem("error", str(exc), getattr(exc, "path", None)))
     print_problems(err_console, problems)
-    if has_errors(problems):
-        err_console.print("[dim]fix these in ship.json (see `shipagent check`), then start the chat again[/]")
+    if has_errors(problems) or agent is None:
+        err_console.print("[dim]fix these (see `shipagent check`), then start the chat again[/]")
         raise typer.Exit(1)
+    return agent
 
 
 def ensure_gitignore(directory: Path) -> bool:
@@ -100,11 +116,20 @@ def ensure_gitignore(directory: Path) -> bool:
 
 
 def interruptible(run: Callable[[], T], err_console: Console) -> T:
-    """Call ``run``; Ctrl-C ends the command with status 130 and one dim line, never a traceback."""
+    """Call ``run``; Ctrl-C ends the command with status 130 and one dim line, never a traceback.
+
+    ``run`` has finished its own cleanup by then (the event loop cancelled the chat, and
+    ``async with agent`` stopped the MCP servers). If a prompt thread still waits on stdin, the
+    process exits at once: letting the interpreter finalize would wait for, or abort on, that read.
+    """
     try:
         return run()
     except KeyboardInterrupt:
         err_console.print("\n[dim]interrupted[/]")
+        if any(t.is_alive() for t in _prompt_threads):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(INTERRUPTED)
         raise typer.Exit(INTERRUPTED) from None
 
 
@@ -135,3 +160,36 @@ def configure_logging(console: Console) -> None:
     if not any(isinstance(h, _ConsoleLogHandler) for h in logger.handlers):
         logger.addHandler(_ConsoleLogHandler(console))
         logger.propagate = False
+
+
+async def read_line(console: Console, prompt: str) -> str:
+    """``console.input(prompt)`` without blocking the event loop, in a *daemon* thread.
+
+    A worker thread of anyio or asyncio is joined when the process exits, so after Ctrl-C at the
+    prompt the process would hang until the user pressed Enter; a daemon thread blocked on stdin
+    is simply dropped. Raises ``EOFError`` at the end of input, like ``input``.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[str] = loop.create_future()
+
+    def settle(result: str | None, error: BaseException | None) -> None:
+        if future.done():  # the waiting task was cancelled (Ctrl-C): nobody wants the line
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result or "")
+
+    def work() -> None:
+        try:
+            line = console.input(prompt)
+        except BaseException as exc:  # EOFError, or a closed stdin
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, line, None)
+
+    thread = threading.Thread(target=work, name="shipagent-prompt", daemon=True)
+    _prompt_threads.difference_update([t for t in _prompt_threads if not t.is_alive()])
+    _prompt_threads.add(thread)
+    thread.start()
+    return await future

@@ -25,6 +25,7 @@ from ._cli_support import (
     interruptible,
     preflight,
     print_problems,
+    read_line,
     version_text,
 )
 from .agent import ShipAgent
@@ -199,16 +200,17 @@ def chat(
     project: ProjectOpt = Path("."),
 ) -> None:
     """Talk to the agent. Commands: /exit, /clear, /history."""
-    agent = _make_agent(project, model, on_approval=_ask)
-    # the same checks as `shipagent check`, and the chat key, before the prompt (exit 1 / 2)
-    preflight(err_console, agent.project_root, chat_key, lambda: agent.model, config=agent.config)
+    # the chat key and the checks of `shipagent check` before the prompt (exit 2 / 1)
+    agent = preflight(
+        err_console, project, chat_key, lambda: agent_factory(project, model=model, on_approval=_ask)
+    )
     console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /exit to leave")
 
     async def loop() -> None:
         async with agent:
             while True:
                 try:
-                    line = await anyio.to_thread.run_sync(lambda: console.input("[bold]> [/]"))
+                    line = await read_line(console, "[bold]> [/]")  # daemon thread: Ctrl-C exits
                 except (EOFError, KeyboardInterrupt):
                     break
                 text = line.strip()
