@@ -74,22 +74,24 @@ def test_every_command_takes_C() -> None:
 def test_pydantic_ai_banner_never_appears(tmp_path: Path) -> None:
     (tmp_path / "ship.json").write_text("{}")
     script = (
+        "from pydantic_ai.messages import ModelResponse, TextPart\n"
+        "from pydantic_ai.models.function import FunctionModel\n"
         "from shipagent import ShipAgent\n"
-        f"print(ShipAgent.from_project({str(tmp_path)!r}, model='test').run_sync('k:1', 'hi').success)\n"
+        "model = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart('hello')]))\n"
+        f"print(ShipAgent.from_project({str(tmp_path)!r}, model=model).run_sync('k:1', 'hi').success)\n"
     )
-    library = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=_env(), timeout=120
-    )
-    assert library.stdout.strip() == "True", library.stderr
-    command = subprocess.run(
-        [*SHIPAGENT, "run", "-C", str(tmp_path), "-m", "test", "hi"],
-        capture_output=True,
-        text=True,
-        env=_env(),
-        timeout=120,
-    )
-    assert command.returncode == 0, command.stderr
-    for stream in (library.stderr, command.stderr, command.stdout):
+    # both at once: each is a fresh Python process, which is most of the time this takes
+    runs = [
+        subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env())
+        for args in (
+            [sys.executable, "-c", script],
+            [*SHIPAGENT, "run", "-C", str(tmp_path), "-m", "test", "hi"],
+        )
+    ]
+    (lib_out, lib_err), (cmd_out, cmd_err) = (p.communicate(timeout=120) for p in runs)
+    assert lib_out.strip() == "True", lib_err
+    assert runs[1].returncode == 0, cmd_err
+    for stream in (lib_err, cmd_err, cmd_out):
         assert (
             "pydantic-ai v" not in stream
             and "observability" not in stream
