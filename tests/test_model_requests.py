@@ -152,3 +152,15 @@ def test_scrub_removes_library_internals() -> None:
     )
     cleaned = scrub(text)
     assert "OPENAI_API_KEY" in cleaned and "OpenAIProvider(" not in cleaned and "Agent('test')" not in cleaned
+
+
+def test_the_command_line_shows_each_retry_on_stderr(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from shipagent import cli
+
+    with fake_openai([error(502, "bad gateway"), completion("hello")]) as server:
+        result = CliRunner().invoke(cli.app, ["run", "-C", str(project(tmp_path, server.url)), "hi"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "hello\n"
+    assert "model request failed (HTTP 502); retry 1 of 1" in result.stderr
