@@ -1,5 +1,7 @@
 """shipagent: a runtime for chat agents on pydantic-ai whose context stays bounded and inspectable."""
 
+from . import _quiet  # noqa: F401  (first: pydantic-ai's banner off before any agent exists)
+from ._checks import Problem, check_project
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import (
@@ -26,6 +28,7 @@ __all__ = [
     "ConfigError",
     "InjectionResult",
     "NotFoundError",
+    "Problem",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",
@@ -33,6 +36,7 @@ __all__ = [
     "ToolCallRecord",
     "ToolContextError",
     "ToolExecutionContext",
+    "check_project",
     "current_tool_context",
     "load_config",
 ]

@@ -28,8 +28,11 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 
 from . import instructions as _instructions
+from ._explain import explain_failure
 from ._guard import GuardedToolset
+from ._retry import report_retries
 from ._steps import StepCallback, StepReporter, tool_call_records
+from ._subagents import sub_agent_factory
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
@@ -129,7 +132,7 @@ class ShipAgent:
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
         # Cards, boxes and delegation (seed 001); the store opens on first use.
-        self.handover = Handover.for_agent(self)
+        self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self))
 
     @classmethod
     def from_project(
@@ -294,9 +297,8 @@ class ShipAgent:
             max_injected_messages=self.config.context.injection.max_injected_messages,
             channel=channel,
             on_approval=self.on_approval,
+            context_files=self.context_files,
         )
-        ctx.extras["agent"] = self
-        ctx.extras["context_files"] = self.context_files
         return ctx
 
     async def _run_locked(
@@ -311,7 +313,7 @@ class ShipAgent:
         request_id = uuid.uuid4().hex
         ctx = self._context(chat_key, request_id, channel)
         steps = StepReporter(on_step, self._is_mcp_tool)
-        with use_tool_context(ctx):
+        with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
             instructions = await self._instructions(ctx)
             outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
         if isinstance(outcome, Exception):
@@ -482,8 +484,10 @@ class ShipAgent:
                 f"The conversation no longer fits the model's context window even after compacting "
                 f"{MAX_OVERFLOW_RETRIES} times ({kind}: {exc}). The chat's history is unchanged."
             )
-        else:
-            message = f"The run failed: {kind}: {exc}. The chat's history is unchanged."
+        else:  # in words that name what to change (URL, ship.json key, variable)
+            url = self._model.base_url if self._model is not None else self.config.llm.base_url
+            reason = explain_failure(exc, url=url, llm=self.config.llm)
+            message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
         log.warning("run %s failed: %s: %s", request_id, kind, exc)
         await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
         return AgentResult(success=False, output=message, request_id=request_id)

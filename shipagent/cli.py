@@ -18,6 +18,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ._checks import check_project, has_errors
+from ._cli_support import (
+    configure_logging,
+    ensure_gitignore,
+    interruptible,
+    preflight,
+    print_problems,
+    read_line,
+    version_text,
+)
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import ShipAgentError
@@ -42,6 +52,23 @@ app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Run chat agents whose context stays bounded, inspectable and never silently lost."""
+    configure_logging(err_console)
+
 
 ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
 ChatKeyOpt = Annotated[str, typer.Option("--chat-key", "-k", help="Which conversation to use.")]
@@ -68,10 +95,16 @@ def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
 
 @app.command()
 def init(
-    directory: Annotated[Path, typer.Argument(help="Where to create the project.")] = Path("."),
+    directory: Annotated[Path, typer.Argument(help="Where to create the project (relative to -C).")] = Path(
+        "."
+    ),
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    base: Annotated[
+        Path, typer.Option("--project", "-C", help="Run as if started in this directory.")
+    ] = Path("."),
 ) -> None:
-    """Create a project: ship.json, Agent.md, skills/ and .ship/."""
+    """Create a project: ship.json, Agent.md, skills/, .ship/ and a .gitignore for .ship/."""
+    directory = base / directory
     scaffold = resources.files("shipagent").joinpath("scaffold")
     targets = {
         "ship.json": "ship.json",
@@ -93,7 +126,9 @@ def init(
     (ship / "ship.schema.json").write_text(
         json.dumps(ShipConfig.model_json_schema(by_alias=True), indent=2), encoding="utf-8"
     )
-    console.print(f"created [bold]{escape(str(directory))}[/]: ship.json, Agent.md, skills/, .ship/")
+    ignored = ensure_gitignore(directory)
+    made = "ship.json, Agent.md, skills/, .ship/" + (", .gitignore" if ignored else "")
+    console.print(f"created [bold]{escape(str(directory))}[/]: {made}")
     console.print("next: set OPENAI_API_KEY (or edit llm in ship.json), then `shipagent chat`")
 
 
@@ -119,12 +154,16 @@ def run(
     """Run one turn and print the answer."""
     agent = _make_agent(project, model)
 
+    async def retries(event: StepEvent) -> None:  # stdout is the answer; progress goes to stderr
+        if event.type == "retry":
+            err_console.print(f"[yellow]· {escape(event.text)}[/]")
+
     async def go() -> AgentResult:
         async with agent:
-            return await agent.run(chat_key, text)
+            return await agent.run(chat_key, text, on_step=retries)
 
     try:
-        result = anyio.run(go)
+        result = interruptible(lambda: anyio.run(go), err_console)
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -140,7 +179,7 @@ def _print_step(event: StepEvent) -> None:
         console.print(f"[dim]· {escape(event.text)}[/]")
     elif event.type == "assistant":
         console.print(f"[cyan]{escape(event.text)}[/]")
-    elif event.type == "compaction":
+    elif event.type in ("compaction", "retry"):
         console.print(f"[yellow]· {escape(event.text)}[/]")
 
 
@@ -162,14 +201,17 @@ def chat(
     project: ProjectOpt = Path("."),
 ) -> None:
     """Talk to the agent. Commands: /exit, /clear, /history."""
-    agent = _make_agent(project, model, on_approval=_ask)
+    # the chat key and the checks of `shipagent check` before the prompt (exit 2 / 1)
+    agent = preflight(
+        err_console, project, chat_key, lambda: agent_factory(project, model=model, on_approval=_ask)
+    )
     console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /exit to leave")
 
     async def loop() -> None:
         async with agent:
             while True:
                 try:
-                    line = await anyio.to_thread.run_sync(lambda: console.input("[bold]> [/]"))
+                    line = await read_line(console, "[bold]> [/]")  # daemon thread: Ctrl-C exits
                 except (EOFError, KeyboardInterrupt):
                     break
                 text = line.strip()
@@ -190,16 +232,21 @@ def chat(
                     console.print(f"[red]{escape(result.output)}[/]")
 
     try:
-        anyio.run(loop)
+        interruptible(lambda: anyio.run(loop), err_console)  # Ctrl-C at the prompt or at start-up
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
 
 
 @app.command()
 def check(project: ProjectOpt = Path(".")) -> None:
-    """Validate ship.json and print what the agent will use."""
+    """Validate ship.json, list every problem that would make a turn fail, print what the agent uses.
+
+    Exit status: 0 when a turn can run (warnings allowed), 1 when a problem would make it fail,
+    2 when ship.json itself does not load.
+    """
+    root = project.resolve()
     try:
-        config = load_config(project.resolve())
+        config = load_config(root)
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
     history = config.context.chat_history
@@ -217,7 +264,13 @@ def check(project: ProjectOpt = Path(".")) -> None:
     for module in config.tools.modules:
         console.print(f"tool module: {escape(module)}")
     for hook in check_hooks:
-        hook(project.resolve(), config, console)
+        hook(root, config, console)
+    problems = check_project(root, config=config)
+    print_problems(console, problems)
+    if has_errors(problems):
+        errors = sum(p.level == "error" for p in problems)
+        console.print(f"[bold red]{errors} problem(s) would make a turn fail[/]")
+        raise typer.Exit(1)
 
 
 CheckHook = Callable[[Path, ShipConfig, Console], None]

@@ -58,6 +58,10 @@ class LlmConfig(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
     timeout_seconds: float | None = Field(default=None, gt=0)
+    """The longest a user waits for one model request, retries included (``None``: the SDK's own)."""
+    max_retries: int = Field(default=1, ge=0, le=10)
+    """Retries of a model request that failed for a passing reason (connection, 429, 5xx, timeout of
+    one attempt); each retry is a ``retry`` step event. The provider SDK's own retries are off."""
 
 
 class ChatHistoryConfig(_Model):

@@ -31,6 +31,7 @@ def test_all_is_pinned() -> None:
         "ConfigError",
         "InjectionResult",
         "NotFoundError",
+        "Problem",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",
@@ -38,6 +39,7 @@ def test_all_is_pinned() -> None:
         "ToolCallRecord",
         "ToolContextError",
         "ToolExecutionContext",
+        "check_project",
         "current_tool_context",
         "load_config",
     ]
