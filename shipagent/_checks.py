@@ -27,6 +27,7 @@ from pydantic_ai.models import Model
 from .config import McpStdioServer, ShipConfig, load_config
 from .errors import ConfigError, ShipAgentError
 from .models import build_model
+from .tools import sandbox_report
 from .tools._loader import load_tool_module
 
 __all__ = ["PROJECT_CHECKS", "Problem", "ProjectCheck", "check_project", "has_errors"]
@@ -162,7 +163,20 @@ def check_mcp_commands(root: Path, config: ShipConfig) -> list[Problem]:
     return problems
 
 
-PROJECT_CHECKS: list[ProjectCheck] = [check_history, check_tool_modules, check_profiles, check_mcp_commands]
+def check_sandbox(root: Path, config: ShipConfig) -> list[Problem]:
+    """exec_shell's sandbox: ``required`` but unavailable (error), unavailable in ``auto`` (warning)."""
+    return [
+        Problem(level, message, "permissions.execShell") for level, message in sandbox_report(config, root)
+    ]
+
+
+PROJECT_CHECKS: list[ProjectCheck] = [
+    check_history,
+    check_tool_modules,
+    check_profiles,
+    check_mcp_commands,
+    check_sandbox,
+]
 """The checks :func:`check_project` runs after the model check, in order.
 
 Plug more in by appending (a subsystem's own report, e.g. the exec_shell sandbox:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -277,7 +278,8 @@ CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
-check_hooks.append(sandbox_check_hook)  # exec_shell's bubblewrap sandbox: active, or why not
+# exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)
+check_hooks.append(partial(sandbox_check_hook, report=False))
 
 
 @app.command()

@@ -111,7 +111,10 @@ def test_warnings_alone_exit_0(tmp_path: Path) -> None:
 def test_a_clean_project_has_no_problems(tmp_path: Path) -> None:
     root = project(tmp_path, {"llm": {"model": "test"}, "profiles": {"w": {"agentMd": "w.md"}}})
     (root / "w.md").write_text("You write.")
-    assert check_project(root) == []
+    problems = check_project(root)
+    assert [
+        p for p in problems if p.key != "permissions.execShell"
+    ] == []  # the sandbox depends on the machine
 
 
 def test_more_checks_plug_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -169,3 +172,33 @@ def test_chat_warns_and_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     result = runner.invoke(cli.app, ["chat", "-C", str(root)], input="ping\n/exit\n")
     assert result.exit_code == 0, result.output
     assert "pong" in result.output  # no ship.json model needed: the agent's own model is what counts
+
+
+# -- the exec_shell sandbox (issue 11 §1) through check_project -------------------------------------
+
+
+@pytest.fixture
+def no_bwrap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    empty = tmp_path / "bin-without-bwrap"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+
+
+def test_sandbox_required_but_unavailable_is_an_error(tmp_path: Path, no_bwrap: None) -> None:
+    root = project(
+        tmp_path / "p", {"llm": {"model": "test"}, "permissions": {"execShell": {"sandbox": "required"}}}
+    )
+    result = runner.invoke(cli.app, ["check", "-C", str(root)])
+    assert result.exit_code == 1, result.output
+    errors = [line for line in result.output.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "bwrap is not on PATH" in errors[0]
+
+
+def test_sandbox_unavailable_in_auto_is_a_warning(tmp_path: Path, no_bwrap: None) -> None:
+    root = project(tmp_path / "p", {"llm": {"model": "test"}})
+    result = runner.invoke(cli.app, ["check", "-C", str(root)])
+    assert result.exit_code == 0, result.output
+    warnings = [
+        line for line in result.output.splitlines() if line.startswith("warning: ") and "bwrap" in line
+    ]
+    assert len(warnings) == 1  # listed once, not by the hook and check_project both

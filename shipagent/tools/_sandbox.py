@@ -295,8 +295,14 @@ class _Printer(Protocol):
     def print(self, *objects: Any) -> None: ...
 
 
-def sandbox_check_hook(project_root: Path, config: ShipConfig, console: _Printer) -> None:
-    """A ``shipagent check`` hook (``cli.check_hooks``): the sandbox state and :func:`sandbox_report`."""
+def sandbox_check_hook(
+    project_root: Path, config: ShipConfig, console: _Printer, *, report: bool = True
+) -> None:
+    """A ``shipagent check`` hook (``cli.check_hooks``): the sandbox state and :func:`sandbox_report`.
+
+    ``report=False`` prints the state only: ``shipagent check`` lists the report's problems through
+    ``shipagent.check_project``, which also decides the exit status.
+    """
     from rich.markup import escape
 
     policy = config.permissions.exec_shell
@@ -306,5 +312,6 @@ def sandbox_check_hook(project_root: Path, config: ShipConfig, console: _Printer
     elif status.available:
         network = "on" if policy.network else "off"
         console.print(escape(f"exec_shell sandbox: bubblewrap ({status.bwrap}), network {network}"))
-    for level, message in sandbox_report(config, project_root):
-        console.print(escape(f"{level}: {message}"))
+    if report:
+        for level, message in sandbox_report(config, project_root):
+            console.print(escape(f"{level}: {message}"))
