@@ -40,6 +40,7 @@ from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
 from .history.placement import ContextWindow
+from .history.reconcile import reconcile
 from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
 from .models import build_model, build_model_settings
@@ -108,6 +109,8 @@ class ShipAgent:
         self._context_toolset = context_toolset()
         self.transcript = Transcript(self.paths)
         self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
+        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
         self.instruction_sources: list[_instructions.InstructionSource] = []
         # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
         # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
