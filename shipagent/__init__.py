@@ -7,6 +7,7 @@ from .errors import (
     ChatKeyError,
     ConfigError,
     NotFoundError,
+    ProjectLockedError,
     ShipAgentError,
     ToolContextError,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigError",
     "InjectionResult",
     "NotFoundError",
+    "ProjectLockedError",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",

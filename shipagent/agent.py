@@ -29,6 +29,7 @@ from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 
 from . import instructions as _instructions
 from ._guard import GuardedToolset
+from ._lock import ProjectLock
 from ._steps import StepCallback, StepReporter, tool_call_records
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
@@ -91,6 +92,7 @@ class ShipAgent:
         providers: Sequence[Any] = (),
         profile_models: Mapping[str, Model | str] | None = None,
         agent_md: str | None = None,
+        project_lock: bool = True,
     ) -> None:
         self.project_root = project_root
         self.config = config
@@ -131,6 +133,8 @@ class ShipAgent:
         self.instruction_sources.append(self.context_runtime.instructions)
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
+        # ``.ship/lock``, held while started; durable mode (several processes) turns it off
+        self.project_lock = ProjectLock(project_root, enabled=project_lock)
         # Cards, boxes and delegation (seed 001); the store opens on first use.
         self.handover = Handover.for_agent(self)
 
@@ -144,6 +148,7 @@ class ShipAgent:
         on_approval: ApprovalCallback | None = None,
         providers: Sequence[Any] = (),
         profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
     ) -> ShipAgent:
         """Load ``root/ship.json`` (defaults when absent) and build the agent.
 
@@ -155,6 +160,8 @@ class ShipAgent:
             on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
             providers: context providers to register (see ``shipagent.context``).
             profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
 
         Raises:
             ConfigError: ship.json is invalid, or the directory does not exist.
@@ -170,17 +177,23 @@ class ShipAgent:
             on_approval=on_approval,
             providers=providers,
             profile_models=profile_models,
+            project_lock=project_lock,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> ShipAgent:
         if self._entered == 0:
-            await self.mcp.start()  # in parallel; raises only for a tool-name collision
+            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
             try:
-                await self.context_runtime.start()
+                await self.mcp.start()  # in parallel; raises only for a tool-name collision
+                try:
+                    await self.context_runtime.start()
+                except BaseException:
+                    await self.mcp.stop()  # a failed start leaves no MCP server process behind
+                    raise
             except BaseException:
-                await self.mcp.stop()  # a failed start leaves no MCP server process behind
+                await self.project_lock.arelease()
                 raise
         self._entered += 1
         return self
@@ -201,7 +214,10 @@ class ShipAgent:
             try:
                 await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
             finally:
-                await self.handover.aclose()
+                try:
+                    await self.handover.aclose()
+                finally:
+                    await self.project_lock.arelease()
 
     # -- assembly --------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ def test_all_is_pinned() -> None:
         "ConfigError",
         "InjectionResult",
         "NotFoundError",
+        "ProjectLockedError",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",
@@ -62,6 +63,7 @@ def test_error_tree() -> None:
         ToolContextError,
         shipagent.BadRequestError,
         shipagent.NotFoundError,
+        shipagent.ProjectLockedError,
     ):
         assert issubclass(error, ShipAgentError)
     assert issubclass(ShipAgentError, Exception)
