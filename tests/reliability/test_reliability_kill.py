@@ -131,7 +131,10 @@ def run_kills(tmp_path: Path, kills: int, seed: int) -> dict[str, int]:
             line = zygote.next()
             assert line.startswith("child "), line
             pid = int(line.split()[1])
-            delay = rng.uniform(0.05, 1.2)  # from "ready": hydration, first turns, steady state
+            # Half the kills are timed from "ready" (they land in hydration, reconciliation and the
+            # first turns), half from the first acknowledged turn (they land amid steady work).
+            from_ready = rng.random() < 0.5
+            delay = rng.uniform(0.0, 0.6)
             deadline: float | None = None
             while True:
                 timeout = 60.0 if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -142,8 +145,11 @@ def run_kills(tmp_path: Path, kills: int, seed: int) -> dict[str, int]:
                     killed += 1
                     break
                 if line.startswith("ready"):
-                    deadline = time.monotonic() + delay
+                    if from_ready:
+                        deadline = time.monotonic() + delay
                 elif line.startswith("ack "):
+                    if deadline is None:
+                        deadline = time.monotonic() + delay
                     _, key, n = line.split()
                     assert int(n) > acked.get(key, -1), f"acknowledged out of order: {line}"
                     acked[key] = int(n)
@@ -184,7 +190,7 @@ def run_kills(tmp_path: Path, kills: int, seed: int) -> dict[str, int]:
 def test_sigkill_at_random_moments_loses_no_acknowledged_turn(tmp_path: Path) -> None:
     stats = run_kills(tmp_path, kills=30, seed=11)
     assert stats["kills"] == 30
-    assert stats["acks"] >= 30  # the kills landed amid real work, not before the first turn
+    assert stats["acks"] >= 15  # half the kills come after a first acknowledged turn, at least
 
 
 @pytest.mark.slow
