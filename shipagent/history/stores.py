@@ -114,7 +114,19 @@ class Transcript:
         jsonl.append_lines(self.path(chat_key), lines)
 
     def last(self, chat_key: str, count: int) -> list[dict[str, Any]]:
-        return jsonl.read_last(self.path(chat_key), count)
+        """The newest ``count`` entries, oldest first; a line that is not an entry is skipped."""
+        out: list[dict[str, Any]] = []
+        for entry in jsonl.iter_objects_backward(self.path(chat_key)):
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("role"), str)
+                and isinstance(entry.get("text"), str)
+            ):
+                out.append(entry)
+                if len(out) >= count:
+                    break
+        out.reverse()
+        return out
 
 
 class MessageLog:
@@ -261,7 +273,19 @@ class AgentContextLog:
         return len(recent) + 1
 
     def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
-        return jsonl.read_last(self.path(chat_key), count, skip=skip)
+        """The newest ``count`` entries after ``skip``, oldest first; non-entries are skipped."""
+        out: list[dict[str, Any]] = []
+        for entry in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(entry, dict):
+                continue
+            if skip:
+                skip -= 1
+                continue
+            out.append(entry)
+            if len(out) >= count:
+                break
+        out.reverse()
+        return out
 
 
 def _int(value: Any, default: int) -> int:

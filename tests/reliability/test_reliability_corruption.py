@@ -34,13 +34,13 @@ def _insert_middle(extra: bytes) -> Callable[[bytes], bytes]:
     return damage
 
 
+_WRONG = b'42\n"text"\n[1,2]\n{"t":"turn"}\n{"t":"compaction","history":"oops"}\n{"toolCalls":5}\n{"id": 7}\n'
+
 DAMAGE: dict[str, Callable[[bytes], bytes]] = {
     "torn last line": lambda data: data[: -max(len(data.splitlines()[-1]) // 2, 1) - 1],
     "garbage line": _insert_middle(b'{"t": "turn", "messages": [ {{{ not json\n'),
     "not utf-8": _insert_middle(b"\xff\xfe\xfa\xc3\x28 broken bytes\n"),
-    "wrong shape": _insert_middle(
-        b'42\n"text"\n[1,2]\n{"t":"turn"}\n{"toolCalls":5}\n{"id": 7, "kind": []}\n'
-    ),
+    "wrong shape": lambda data: _insert_middle(_WRONG)(data) + _WRONG,  # mid-file and newest lines
     "emptied": lambda data: b"",
     "random bytes": lambda data: random.Random(len(data)).randbytes(4096),
 }
