@@ -13,13 +13,14 @@ from pathlib import Path
 
 import anyio
 import pytest
+from typer.testing import CliRunner
 
 import shipagent
-from shipagent import ProjectLockedError, ShipAgent
+from shipagent import ProjectLockedError, ShipAgent, cli
 from tests._core_support import ScriptedModel
 
 pytestmark = pytest.mark.anyio
-SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
+runner = CliRunner()
 HOLDER = textwrap.dedent(
     """
     import sys, time, anyio
@@ -53,7 +54,9 @@ def project_of(holder: subprocess.Popen[str]) -> Path:
     return Path(str(holder.args[2]))  # type: ignore[index]
 
 
-async def test_a_second_process_is_refused_naming_the_holder(holder: subprocess.Popen[str]) -> None:
+async def test_a_second_process_is_refused_naming_the_holder(
+    holder: subprocess.Popen[str], tmp_path: Path
+) -> None:
     project = project_of(holder)
     info = json.loads((project / ".ship" / "lock").read_text())
     assert info["pid"] == holder.pid and info["command"] == "holder_app.py"
@@ -68,6 +71,9 @@ async def test_a_second_process_is_refused_naming_the_holder(holder: subprocess.
     assert isinstance(caught.value, shipagent.ShipAgentError)
     assert not agent.project_lock.held
 
+    # the CLI runs its own event loop: from a worker thread
+    await anyio.to_thread.run_sync(check_cli_writers_are_refused_and_readers_are_not, holder, tmp_path)
+
     # the kernel drops a flock when its holder dies, even by SIGKILL
     holder.send_signal(signal.SIGKILL)
     holder.wait()
@@ -76,28 +82,22 @@ async def test_a_second_process_is_refused_naming_the_holder(holder: subprocess.
     assert not agent.project_lock.held
 
 
-def test_cli_writers_are_refused_and_readers_are_not(holder: subprocess.Popen[str], tmp_path: Path) -> None:
+def check_cli_writers_are_refused_and_readers_are_not(holder: subprocess.Popen[str], tmp_path: Path) -> None:
+    """``run`` and ``context import`` are refused with one error line; ``check``, ``context list`` work."""
     project = str(project_of(holder))
-    run = subprocess.run(
-        [SHIPAGENT, "run", "-C", project, "-m", "test", "hello"], capture_output=True, text=True, timeout=60
-    )
-    assert run.returncode == 2
-    lines = run.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: project ") and f"pid {holder.pid}" in lines[0]
-
     export = tmp_path / "export.json"
     export.write_text(json.dumps({"version": 1, "chatKey": "k:1", "items": []}), encoding="utf-8")
-    imported = subprocess.run(
-        [SHIPAGENT, "context", "import", "k:1", str(export), "-C", project],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert imported.returncode == 2 and "in use by another process" in imported.stderr
 
-    for command in (["check", "-C", project], ["context", "list", "k:1", "-C", project]):
-        ok = subprocess.run([SHIPAGENT, *command], capture_output=True, text=True, timeout=60)
-        assert ok.returncode == 0, (command, ok.stderr)
+    run = runner.invoke(cli.app, ["run", "-C", project, "-m", "test", "hello"])
+    assert run.exit_code == 2
+    lines = run.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: project ") and f"pid {holder.pid}" in lines[0]
+    imported = runner.invoke(cli.app, ["context", "import", "k:1", str(export), "-C", project])
+    assert imported.exit_code == 2 and "in use by another process" in imported.output
+
+    for reader in (["check", "-C", project], ["context", "list", "k:1", "-C", project]):
+        result = runner.invoke(cli.app, reader)
+        assert result.exit_code == 0, (reader, result.output)
 
 
 async def test_one_process_shares_the_lock_and_durable_mode_skips_it(tmp_path: Path) -> None:
