@@ -8,6 +8,7 @@ history in memory stays within ``inMemoryMaxMessages`` through compaction.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -49,6 +50,7 @@ class ChatHistories:
         self._chats: dict[str, _Chat] = {}
         self.compaction_hooks: list[CompactionHook] = []
         self.reconciler: Reconciler | None = None
+        self._hydrating = threading.Lock()
         """Run once per chat when it is hydrated from disk, and after a failed log write."""
 
     def _chat(self, chat_key: str) -> _Chat:
@@ -66,18 +68,21 @@ class ChatHistories:
 
         Reconciling costs a few backward reads, and only here: on the first sight of a chat in this
         process (after a restart or a crash) or after a log write failed, never on every turn.
+        One at a time (``history()`` may run while a turn's hydration is in a worker thread), so a
+        missing entry is never appended twice.
         """
-        if chat.messages is None:
-            chat.messages = self.log.rebuild(chat_key)
-            chat.logs_behind = True
-        if chat.logs_behind and self.reconciler is not None:
-            try:
-                self.reconciler(chat_key)
+        with self._hydrating:
+            if chat.messages is None:
+                chat.messages = self.log.rebuild(chat_key)
+                chat.logs_behind = True
+            if chat.logs_behind and self.reconciler is not None:
+                try:
+                    self.reconciler(chat_key)
+                    chat.logs_behind = False
+                except Exception:  # the logs stay behind; the model history is intact: keep going
+                    log.exception("chat %r: could not reconcile the transcript and logs", chat_key)
+            else:
                 chat.logs_behind = False
-            except Exception:  # the logs stay behind; the model history is intact: keep going
-                log.exception("chat %r: could not reconcile the transcript and logs", chat_key)
-        else:
-            chat.logs_behind = False
 
     def get(self, chat_key: str) -> list[ModelMessage]:
         """The chat's history (a copy), rebuilt from disk the first time this process sees it."""
