@@ -97,7 +97,9 @@ def check_cli_writers_are_refused_and_readers_are_not(holder: subprocess.Popen[s
 
     for reader in (["check", "-C", project], ["context", "list", "k:1", "-C", project]):
         result = runner.invoke(cli.app, reader)
-        assert result.exit_code == 0, (reader, result.output)
+        # not refused (``check`` may still exit 1 for problems of its own, such as no model)
+        assert result.exit_code in (0, 1) and "in use" not in result.output, (reader, result.output)
+        assert "ship.json OK" in result.output or "no context files" in result.output
 
 
 async def test_one_process_shares_the_lock_and_durable_mode_skips_it(tmp_path: Path) -> None:
