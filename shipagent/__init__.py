@@ -9,6 +9,7 @@ from .errors import (
     ChatKeyError,
     ConfigError,
     NotFoundError,
+    ProjectLockedError,
     ShipAgentError,
     ToolContextError,
 )
@@ -29,6 +30,7 @@ __all__ = [
     "InjectionResult",
     "NotFoundError",
     "Problem",
+    "ProjectLockedError",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",

@@ -15,7 +15,11 @@ from typing import Any
 
 from .errors import ConfigError
 
-__all__ = ["expand_tree", "read_dotenv"]
+__all__ = ["MAX_DEPTH", "check_depth", "expand_tree", "read_dotenv"]
+
+MAX_DEPTH = 64
+"""How deeply ship.json may nest. Real configs use under ten levels; the bound keeps the recursive
+``${VAR}`` expansion and validation far from Python's recursion limit."""
 
 _REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
@@ -61,6 +65,22 @@ def _expand_str(text: str, env: Mapping[str, str], path: str) -> str:
         )
 
     return _REF.sub(repl, text)
+
+
+def check_depth(node: Any, *, what: str = "ship.json") -> None:
+    """Raise ``ConfigError`` if ``node`` nests deeper than :data:`MAX_DEPTH` (checked without recursion)."""
+    stack: list[tuple[Any, int, str]] = [(node, 0, "")]
+    while stack:
+        current, depth, path = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(
+                f"{what}: nested more than {MAX_DEPTH} levels deep (at {path[:120] or '<root>'}...)",
+                path=path[:120] or None,
+            )
+        if isinstance(current, dict):
+            stack.extend((v, depth + 1, f"{path}.{k}" if path else str(k)) for k, v in current.items())
+        elif isinstance(current, list):
+            stack.extend((v, depth + 1, f"{path}[{i}]") for i, v in enumerate(current))
 
 
 def expand_tree(node: Any, env: Mapping[str, str], path: str = "") -> Any:

@@ -30,6 +30,7 @@ from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 from . import instructions as _instructions
 from ._explain import explain_failure
 from ._guard import GuardedToolset
+from ._lock import ProjectLock
 from ._retry import report_retries
 from ._steps import StepCallback, StepReporter, tool_call_records
 from ._subagents import sub_agent_factory
@@ -43,6 +44,7 @@ from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
 from .history.placement import ContextWindow
+from .history.reconcile import reconcile
 from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
 from .models import build_model, build_model_settings
@@ -93,6 +95,7 @@ class ShipAgent:
         providers: Sequence[Any] = (),
         profile_models: Mapping[str, Model | str] | None = None,
         agent_md: str | None = None,
+        project_lock: bool = True,
     ) -> None:
         self.project_root = project_root
         self.config = config
@@ -111,6 +114,8 @@ class ShipAgent:
         self._context_toolset = context_toolset()
         self.transcript = Transcript(self.paths)
         self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
+        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
         self.instruction_sources: list[_instructions.InstructionSource] = []
         # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
         # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
@@ -131,6 +136,8 @@ class ShipAgent:
         self.instruction_sources.append(self.context_runtime.instructions)
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
         self._entered = 0
+        # ``.ship/lock``, held while started; durable mode (several processes) turns it off
+        self.project_lock = ProjectLock(project_root, enabled=project_lock)
         # Cards, boxes and delegation (seed 001); the store opens on first use.
         self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self))
 
@@ -144,6 +151,7 @@ class ShipAgent:
         on_approval: ApprovalCallback | None = None,
         providers: Sequence[Any] = (),
         profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
     ) -> ShipAgent:
         """Load ``root/ship.json`` (defaults when absent) and build the agent.
 
@@ -155,6 +163,8 @@ class ShipAgent:
             on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
             providers: context providers to register (see ``shipagent.context``).
             profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
 
         Raises:
             ConfigError: ship.json is invalid, or the directory does not exist.
@@ -170,21 +180,27 @@ class ShipAgent:
             on_approval=on_approval,
             providers=providers,
             profile_models=profile_models,
+            project_lock=project_lock,
         )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> ShipAgent:
         if self._entered == 0:
-            # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
-            await anyio.to_thread.run_sync(
-                warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
-            )
-            await self.mcp.start()  # in parallel; raises only for a tool-name collision
+            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
             try:
-                await self.context_runtime.start()
+                # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
+                await anyio.to_thread.run_sync(
+                    warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
+                )
+                await self.mcp.start()  # in parallel; raises only for a tool-name collision
+                try:
+                    await self.context_runtime.start()
+                except BaseException:
+                    await self.mcp.stop()  # a failed start leaves no MCP server process behind
+                    raise
             except BaseException:
-                await self.mcp.stop()  # a failed start leaves no MCP server process behind
+                await self.project_lock.arelease()
                 raise
         self._entered += 1
         return self
@@ -205,7 +221,10 @@ class ShipAgent:
             try:
                 await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
             finally:
-                await self.handover.aclose()
+                try:
+                    await self.handover.aclose()
+                finally:
+                    await self.project_lock.arelease()
 
     # -- assembly --------------------------------------------------------------------------------
 

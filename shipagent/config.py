@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 from pydantic.alias_generators import to_camel
 
-from ._env import expand_tree, merged_environment
+from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
 from .errors import ConfigError
 
 __all__ = [
@@ -269,6 +269,7 @@ def parse_config(data: Any, *, env: dict[str, str] | None = None) -> ShipConfig:
     """Validate an already-parsed ship.json tree (after ``${VAR}`` expansion with ``env``)."""
     if not isinstance(data, dict):
         raise ConfigError("ship.json: the top level must be a JSON object", path="")
+    check_depth(data)
     expanded = expand_tree(data, env if env is not None else {})
     try:
         return ShipConfig.model_validate(expanded)
@@ -287,6 +288,8 @@ def _read_json(path: Path) -> Any:
         raise ConfigError(
             f"{path.name}: invalid JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise ConfigError(f"{path.name}: nested too deeply to read (more than {MAX_DEPTH} levels)") from None
 
 
 def load_config(project_root: Path) -> ShipConfig:

@@ -8,7 +8,8 @@ of anybody else's::
      ├── ChatKeyError       a chat key is empty, too long or holds control characters
      ├── ToolContextError   current_tool_context() was called outside a run
      ├── BadRequestError    a handover / packing request is malformed (wrong type, missing field)
-     └── NotFoundError      a card, box, profile or context ref does not exist
+     ├── NotFoundError      a card, box, profile or context ref does not exist
+     └── ProjectLockedError another process has the project open (holds ``.ship/lock``)
 
 Failures *inside* a run (model errors, tool crashes, limits) are not raised: they come back as
 ``AgentResult(success=False, ...)`` so a caller's loop over chats never dies on one bad turn.
@@ -21,6 +22,7 @@ __all__ = [
     "ChatKeyError",
     "ConfigError",
     "NotFoundError",
+    "ProjectLockedError",
     "ShipAgentError",
     "ToolContextError",
 ]
@@ -57,3 +59,17 @@ class BadRequestError(ShipAgentError, ValueError):
 
 class NotFoundError(ShipAgentError, LookupError):
     """The thing asked for (card, box, profile, context ref) does not exist."""
+
+
+class ProjectLockedError(ShipAgentError):
+    """Another process holds the project's ``.ship/lock``: two writers would lose each other's turns.
+
+    Attributes:
+        pid: the holder's process id, when it could be read from the lock file.
+        command: the holder's command (program and subcommand), when known.
+    """
+
+    def __init__(self, message: str, *, pid: int | None = None, command: str | None = None) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.command = command

@@ -8,6 +8,7 @@ file that is renamed over the original.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,6 +23,7 @@ __all__ = [
     "iter_objects_backward",
     "read_all",
     "read_last",
+    "remove_stale_tmp",
     "rewrite",
 ]
 
@@ -145,9 +147,52 @@ def rewrite(path: Path, objs: Iterable[Any]) -> None:
     """Replace the file's content atomically: write a temp file, fsync, rename over."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as fh:
-        for obj in objs:
-            fh.write(_dumps(obj))
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            for obj in objs:
+                fh.write(_dumps(obj))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # disk full, a bad object: leave the original and no temp file
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, owned by someone else
+        return True
+    return True
+
+
+def remove_stale_tmp(folder: Path) -> int:
+    """Delete the temp files (``.NAME.PID[.TID].tmp``) of atomic rewrites a dead process left.
+
+    A process killed between writing a temp file and renaming it leaves the temp file behind; the
+    original is intact, so the temp file is garbage. Only files whose writer process is gone are
+    removed (another live process may be mid-rewrite). Returns how many were removed.
+    """
+    try:
+        names = os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return 0
+    removed = 0
+    for name in names:
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            continue
+        pid = next((int(p) for p in reversed(name[1:-4].split(".")) if p.isdigit() and len(p) < 8), None)
+        if pid is None or pid == os.getpid() or _alive(pid):
+            continue
+        try:
+            os.unlink(folder / name)
+            removed += 1
+        except OSError:
+            continue
+    if removed:
+        log.info("%s: removed %d stale temp file(s) of interrupted rewrites", folder, removed)
+    return removed

@@ -32,6 +32,7 @@ def test_all_is_pinned() -> None:
         "InjectionResult",
         "NotFoundError",
         "Problem",
+        "ProjectLockedError",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",
@@ -64,6 +65,7 @@ def test_error_tree() -> None:
         ToolContextError,
         shipagent.BadRequestError,
         shipagent.NotFoundError,
+        shipagent.ProjectLockedError,
     ):
         assert issubclass(error, ShipAgentError)
     assert issubclass(ShipAgentError, Exception)

@@ -17,9 +17,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._lock import ProjectLock
 from ..chatkeys import ShipPaths
 from ..config import load_config
-from ..errors import ConfigError, ShipAgentError
+from ..errors import ConfigError, ProjectLockedError, ShipAgentError
 from ._ref import CONTEXT_KINDS
 from ._store import ContextFiles
 
@@ -118,7 +119,10 @@ def import_(
         raise _fail(f"{file}: not a JSON export ({exc})") from None
     files = _files(project)
     try:
-        refs = files.import_(chat_key, data)
+        with ProjectLock(files.paths.project_root).hold():  # a writer: one process at a time
+            refs = files.import_(chat_key, data)
+    except ProjectLockedError as exc:
+        raise _fail(str(exc)) from None
     except ShipAgentError as exc:
         raise _fail(f"{file}: {exc}") from None
     _out.print(f"imported {len(refs)} context files into {escape(chat_key)}")

@@ -15,6 +15,7 @@ each time it is used: an index line or an import may have been tampered with.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import os
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import BadRequestError, NotFoundError
-from ..jsonl import append_lines
+from ..jsonl import append_lines, remove_stale_tmp
 from ._catalog_memo import forget_catalog
 from ._grep import GrepEngine, GrepResult, grep_file
 from ._paging import Page, Tail, read_page, read_tail
@@ -88,11 +89,16 @@ def safe_child(folder: Path, relative: object, *, what: str) -> Path:
 def _write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # disk full: no temp file left behind
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 class ContextFiles:
@@ -120,7 +126,10 @@ class ContextFiles:
     def _refs(self, chat_key: str) -> dict[str, ContextRef]:
         index = self.folder(chat_key) / INDEX_NAME
         with _cache_lock:
-            state = _cache.pop(index, None) or _IndexState()
+            state = _cache.pop(index, None)
+            if state is None:  # first look at this chat's folder in this process
+                state = _IndexState()
+                remove_stale_tmp(index.parent)  # temp files of writes a killed process never renamed
             _cache[index] = state
             while len(_cache) > _CACHE_SIZE:
                 _cache.popitem(last=False)

@@ -8,6 +8,7 @@ history in memory stays within ``inMemoryMaxMessages`` through compaction.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,7 +20,7 @@ from ..config import ChatHistoryConfig
 from .compaction import CompactionResult, compact
 from .stores import MessageLog
 
-__all__ = ["ChatHistories", "CompactionHook"]
+__all__ = ["ChatHistories", "CompactionHook", "Reconciler"]
 
 log = logging.getLogger("shipagent.history")
 
@@ -27,10 +28,17 @@ CompactionHook = Callable[[str, CompactionResult], None]
 """Called (in a worker thread) with the chat key and what a compaction removed."""
 
 
+Reconciler = Callable[[str], object]
+"""Called (in a worker thread) when a chat is hydrated: brings the transcript and agent-context
+log in line with the message log (see ``history.reconcile``)."""
+
+
 @dataclass
 class _Chat:
     lock: anyio.Lock
     messages: list[ModelMessage] | None = None
+    logs_behind: bool = False
+    """A log write after a committed turn failed: reconcile before the next turn."""
 
 
 class ChatHistories:
@@ -41,6 +49,9 @@ class ChatHistories:
         self.log = MessageLog(paths)
         self._chats: dict[str, _Chat] = {}
         self.compaction_hooks: list[CompactionHook] = []
+        self.reconciler: Reconciler | None = None
+        self._hydrating = threading.Lock()
+        """Run once per chat when it is hydrated from disk, and after a failed log write."""
 
     def _chat(self, chat_key: str) -> _Chat:
         chat = self._chats.get(chat_key)
@@ -52,17 +63,40 @@ class ChatHistories:
         """The lock that serialises turns of ``chat_key``."""
         return self._chat(chat_key).lock
 
+    def _hydrate(self, chat: _Chat, chat_key: str) -> None:
+        """Load the chat from disk if needed and make the other stores agree with the message log.
+
+        Reconciling costs a few backward reads, and only here: on the first sight of a chat in this
+        process (after a restart or a crash) or after a log write failed, never on every turn.
+        One at a time (``history()`` may run while a turn's hydration is in a worker thread), so a
+        missing entry is never appended twice.
+        """
+        with self._hydrating:
+            if chat.messages is None:
+                chat.messages = self.log.rebuild(chat_key)
+                chat.logs_behind = True
+            if chat.logs_behind and self.reconciler is not None:
+                try:
+                    self.reconciler(chat_key)
+                    chat.logs_behind = False
+                except Exception:  # the logs stay behind; the model history is intact: keep going
+                    log.exception("chat %r: could not reconcile the transcript and logs", chat_key)
+            else:
+                chat.logs_behind = False
+
     def get(self, chat_key: str) -> list[ModelMessage]:
         """The chat's history (a copy), rebuilt from disk the first time this process sees it."""
         chat = self._chat(chat_key)
-        if chat.messages is None:
-            chat.messages = self.log.rebuild(chat_key)
+        if chat.messages is None or chat.logs_behind:
+            self._hydrate(chat, chat_key)
+        assert chat.messages is not None
         return list(chat.messages)
 
     async def aget(self, chat_key: str) -> list[ModelMessage]:
         chat = self._chat(chat_key)
-        if chat.messages is None:
-            chat.messages = await anyio.to_thread.run_sync(self.log.rebuild, chat_key)
+        if chat.messages is None or chat.logs_behind:
+            await anyio.to_thread.run_sync(self._hydrate, chat, chat_key)
+        assert chat.messages is not None
         return list(chat.messages)
 
     def clear_memory(self, chat_key: str) -> None:
@@ -103,18 +137,33 @@ class ChatHistories:
         any. ``also`` runs in the same worker-thread hop (the transcript and agent-context
         writes), so a turn pays for one thread round trip, not three. Must be called while
         holding the chat's lock.
+
+        Once the turn record is in the message log the turn is committed: a failure of ``also``
+        (disk full, a damaged log) is logged and repaired from the message log before the chat's
+        next turn, never reported as a failed turn (a caller would retry it and say it twice).
         """
         chat = self._chat(chat_key)
         history = [*base, *new]
         result: CompactionResult | None = None
+        behind = False
 
         def write() -> CompactionResult | None:
+            nonlocal behind
             if base_compaction is not None:
                 self.log.append_compaction(chat_key, request_id, base)
                 self._run_hooks(chat_key, base_compaction)
             self.log.append_turn(chat_key, request_id, new)
             if also is not None:
-                also()
+                try:
+                    also()
+                except Exception:
+                    behind = True
+                    log.exception(
+                        "chat %r: turn %s is saved, but writing its transcript/logs failed; "
+                        "they are rebuilt from the message log before the next turn",
+                        chat_key,
+                        request_id,
+                    )
             if len(history) > self.config.in_memory_max_messages:
                 done = compact(history, self.config.compact_keep_last_messages)
                 if done is not None:
@@ -129,4 +178,5 @@ class ChatHistories:
             chat.messages = None  # part of the turn may be on disk: the next turn re-reads the truth
             raise
         chat.messages = result.history if result is not None else history
+        chat.logs_behind = behind
         return result

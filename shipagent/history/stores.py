@@ -15,17 +15,21 @@ The model-message log holds two kinds of records:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
 from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
 
 __all__ = ["AgentContextLog", "MessageLog", "Transcript", "now_iso"]
+
+log = logging.getLogger("shipagent.history")
 
 
 def now_iso() -> str:
@@ -39,6 +43,27 @@ def dump_messages(messages: list[ModelMessage]) -> list[Any]:
 
 def load_messages(data: Any) -> list[ModelMessage]:
     return ModelMessagesTypeAdapter.validate_python(data)
+
+
+def record_messages(record: Any, field: str, path: Path) -> list[ModelMessage] | None:
+    """The messages a message-log record holds under ``field``, or ``None`` if it is not a valid record.
+
+    A line that parses as JSON but is not a record (``{"t": "turn"}``, ``"messages": "oops"``, a
+    message of a kind this version does not know) is skipped with a warning, exactly like a torn
+    line: one damaged record must not make a whole chat unreadable.
+    """
+    try:
+        return load_messages(record[field])
+    except (KeyError, TypeError, ValueError, ValidationError) as exc:
+        rid = record.get("requestId") if isinstance(record, dict) else None
+        log.warning(
+            "%s: skipping a %r record that is not valid (request %s): %s",
+            path,
+            record.get("t") if isinstance(record, dict) else None,
+            rid,
+            str(exc).splitlines()[0][:200],
+        )
+        return None
 
 
 class Transcript:
@@ -71,13 +96,17 @@ class Transcript:
         output: str,
         *,
         sent: Sequence[str] = (),
+        recovered: bool = False,
     ) -> None:
         """One turn, in the order it was said: the user, ``chat_send`` texts, the answer.
 
-        Written with a single append, so a crash never leaves half a turn.
+        Written with a single append, so a crash never leaves half a turn. ``recovered`` marks
+        entries rebuilt from the message log after a crash (see ``history.reconcile``).
         """
         ts = now_iso()
-        base = {"v": 1, "ts": ts, "chatKey": chat_key, "requestId": request_id}
+        base: dict[str, Any] = {"v": 1, "ts": ts, "chatKey": chat_key, "requestId": request_id}
+        if recovered:
+            base["recovered"] = True
         lines = [{**base, "role": "user", "text": user_text}]
         lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
         if output:
@@ -85,7 +114,19 @@ class Transcript:
         jsonl.append_lines(self.path(chat_key), lines)
 
     def last(self, chat_key: str, count: int) -> list[dict[str, Any]]:
-        return jsonl.read_last(self.path(chat_key), count)
+        """The newest ``count`` entries, oldest first; a line that is not an entry is skipped."""
+        out: list[dict[str, Any]] = []
+        for entry in jsonl.iter_objects_backward(self.path(chat_key)):
+            if (
+                isinstance(entry, dict)
+                and isinstance(entry.get("role"), str)
+                and isinstance(entry.get("text"), str)
+            ):
+                out.append(entry)
+                if len(out) >= count:
+                    break
+        out.reverse()
+        return out
 
 
 class MessageLog:
@@ -115,19 +156,23 @@ class MessageLog:
 
         Reads backwards to the newest compaction record, then replays the turns after it.
         """
-        turns: list[dict[str, Any]] = []
+        path = self.path(chat_key)
+        turns: list[list[ModelMessage]] = []
         base: list[ModelMessage] = []
-        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+        for record in jsonl.iter_objects_backward(path):
             if not isinstance(record, dict):
                 continue
             if record.get("t") == "compaction":
-                base = load_messages(record["history"])
+                found = record_messages(record, "history", path)
+                if found is None:  # a damaged compaction: keep reading back to the one before
+                    continue
+                base = found
                 break
-            if record.get("t") == "turn":
-                turns.append(record)
+            if record.get("t") == "turn" and (messages := record_messages(record, "messages", path)):
+                turns.append(messages)
         history = list(base)
-        for record in reversed(turns):
-            history.extend(load_messages(record["messages"]))
+        for messages in reversed(turns):
+            history.extend(messages)
         return history
 
 
@@ -142,6 +187,7 @@ class AgentContextLog:
         self._paths = paths
         self.window = window
         self._counts: dict[str, int] = {}
+        self._swept = False
 
     def path(self, chat_key: str) -> Path:
         return self._paths.agent_context(chat_key)
@@ -153,8 +199,10 @@ class AgentContextLog:
         user_text: str,
         output: str,
         tool_calls: list[dict[str, Any]],
+        *,
+        recovered: bool = False,
     ) -> None:
-        entry = {
+        entry: dict[str, Any] = {
             "v": 1,
             "ts": now_iso(),
             "chatKey": chat_key,
@@ -170,10 +218,13 @@ class AgentContextLog:
                 for c in tool_calls
             ],
         }
+        if recovered:
+            entry["recovered"] = True
         path = self.path(chat_key)
         jsonl.append_line(path, entry)
         count = self._counts.get(chat_key)
         if count is None:
+            self._sweep_once()
             count = len(jsonl.read_all(path))
         else:
             count += 1
@@ -181,25 +232,40 @@ class AgentContextLog:
         if count > self.window:
             self._counts[chat_key] = self._compact(chat_key)
 
+    def _sweep_once(self) -> None:
+        """Remove temp files that an interrupted window rewrite left behind (once per process)."""
+        if not self._swept:
+            self._swept = True
+            jsonl.remove_stale_tmp(self._paths.ship_dir / "memory" / "agent-context")
+
     def _compact(self, chat_key: str) -> int:
         path = self.path(chat_key)
-        entries = jsonl.read_all(path)
+        # Any line may be damaged (a hand edit, a disk error): a line that is not an entry is
+        # dropped from the window rather than allowed to fail the commit that triggered the rewrite.
+        entries = [e for e in jsonl.read_all(path) if isinstance(e, dict)]
         keep = self.window - 1
+        if len(entries) <= keep:
+            jsonl.rewrite(path, entries)
+            return len(entries)
         older, recent = entries[:-keep], entries[-keep:]
-        runs = sum(int(e.get("runs", 1)) for e in older)
+        runs = sum(_int(e.get("runs"), 1) for e in older)
         tools: dict[str, int] = {}
         for e in older:
-            for call in e.get("toolCalls", []):
-                tools[call["tool"]] = tools.get(call["tool"], 0) + 1
+            calls = e.get("toolCalls")
+            for call in calls if isinstance(calls, list) else []:
+                name = call.get("tool") if isinstance(call, dict) else None
+                if isinstance(name, str):
+                    tools[name] = tools.get(name, 0) + 1
         tool_text = ", ".join(f"{name}×{n}" for name, n in sorted(tools.items())) or "none"
+        first, last = str(older[0].get("ts")), str(older[-1].get("ts") or now_iso())
         summary = {
             "v": 1,
-            "ts": older[-1].get("ts", now_iso()),
+            "ts": last,
             "chatKey": chat_key,
-            "requestId": older[-1].get("requestId", ""),
+            "requestId": str(older[-1].get("requestId") or ""),
             "summary": True,
             "runs": runs,
-            "userPreview": f"Summary of {runs} earlier runs (from {older[0].get('ts')} to {older[-1].get('ts')})",
+            "userPreview": f"Summary of {runs} earlier runs (from {first} to {last})",
             "outputPreview": f"Tools used in those runs: {tool_text}"[:2000],
             "toolCalls": [],
         }
@@ -207,4 +273,21 @@ class AgentContextLog:
         return len(recent) + 1
 
     def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
-        return jsonl.read_last(self.path(chat_key), count, skip=skip)
+        """The newest ``count`` entries after ``skip``, oldest first; non-entries are skipped."""
+        out: list[dict[str, Any]] = []
+        for entry in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(entry, dict):
+                continue
+            if skip:
+                skip -= 1
+                continue
+            out.append(entry)
+            if len(out) >= count:
+                break
+        out.reverse()
+        return out
+
+
+def _int(value: Any, default: int) -> int:
+    """``value`` as a positive int, else ``default`` (a damaged entry's ``runs``)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default

@@ -9,8 +9,10 @@ again, because silently dropping one tool would make the model call the wrong th
 
 stdio servers get the process environment plus their ``env``, run in ``cwd`` (default: the project
 root) and write stderr to ``.ship/logs/mcp/<server>.log``, whose last lines explain a server that
-exits during start-up. Stopping is shielded from cancellation and the MCP SDK kills each server's
-whole process group, so no child outlives the agent, also when a run crashed.
+exits during start-up. Stopping is shielded from cancellation and each stdio server's whole process
+group is killed once its session is over (``_stdio``), so no child outlives the agent, also when a
+run crashed or the server exited on its own and left background processes. A server writing bytes
+that are not UTF-8 to stdout is failed at once, not after a timeout.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from typing import Any, Self, TextIO
 
 import anyio
 import mcp_types
-from fastmcp.client.transports import ClientTransport, SSETransport, StdioTransport, StreamableHttpTransport
+from fastmcp.client.transports import ClientTransport, SSETransport, StreamableHttpTransport
 from mcp import MCPError
 from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import RunContext
@@ -39,6 +41,7 @@ from ..config import McpHttpServer, McpServerConfig, McpStdioServer, ShipConfig
 from ._naming import ToolName, assign_names, exposed_name
 from ._redact import Redactor, install_log_redaction, safe_url
 from ._status import McpServerStatus, McpToolInfo, ServerState
+from ._stdio import ShipStdioTransport
 from ._toolset import McpServerToolset, tool_definition, visible_to_model
 
 __all__ = ["McpManager"]
@@ -107,6 +110,7 @@ class McpManager:
         self._toolsets: dict[str, McpServerToolset] = {}
         self._tools: dict[str, tuple[McpServerToolset, ToolName]] = {}
         self._logs: dict[str, TextIO] = {}
+        self._stdio: dict[str, ShipStdioTransport] = {}
         self._started = False
         self._unredact_logs: Callable[[], None] | None = None
         self.toolset: AbstractToolset[Any] = _AllServers(self)
@@ -247,7 +251,7 @@ class McpManager:
     def _build(self, name: str, cfg: McpServerConfig) -> MCPToolset[Any]:
         transport: ClientTransport
         if isinstance(cfg, McpStdioServer):
-            transport = StdioTransport(
+            transport = self._stdio[name] = ShipStdioTransport(
                 command=cfg.command,
                 args=list(cfg.args),
                 env={**os.environ, **cfg.env},
@@ -262,7 +266,10 @@ class McpManager:
         return MCPToolset(transport, id=name, init_timeout=cfg.init_timeout_seconds)
 
     def _reason(self, name: str, cfg: McpServerConfig, exc: BaseException) -> str:
-        if _caused_by(exc, TimeoutError):
+        stdio = self._stdio.get(name)
+        if stdio is not None and stdio.problem is not None:
+            reason = stdio.problem
+        elif _caused_by(exc, TimeoutError):
             reason = (
                 f"no answer to the MCP handshake within {cfg.init_timeout_seconds:g}s "
                 f"(mcp.servers.{name}.initTimeoutSeconds)"
@@ -344,6 +351,7 @@ class McpManager:
                 timeout=self._servers[name].timeout_seconds,
                 redact=self._redact,
                 on_dead=functools.partial(self._died, name),
+                problem=functools.partial(self._stream_problem, name),
             )
             self._toolsets[name] = toolset
             for entry in entries:
@@ -359,6 +367,10 @@ class McpManager:
             )
             logger.info("MCP server %r connected with %d tool(s)", name, len(entries))
 
+    def _stream_problem(self, name: str) -> str | None:
+        stdio = self._stdio.get(name)
+        return stdio.problem if stdio is not None else None
+
     def _died(self, name: str, reason: str) -> None:
         cfg = self._servers[name]
         if isinstance(cfg, McpStdioServer) and (tail := self._stderr_tail(name)):
@@ -371,11 +383,17 @@ class McpManager:
         """Exit each toolset (ending its process), in parallel, whatever cancellation is under way."""
 
         async def exit_one(mcp: MCPToolset[Any]) -> None:
-            with anyio.move_on_after(_STOP_TIMEOUT_SECONDS):
-                try:
-                    await mcp.__aexit__(None, None, None)
-                except Exception as exc:  # a server that died already: nothing left to stop
-                    logger.debug("stopping MCP server %r: %s", mcp.id, self._redact(_describe(exc)))
+            try:
+                with anyio.move_on_after(_STOP_TIMEOUT_SECONDS):
+                    try:
+                        await mcp.__aexit__(None, None, None)
+                    except Exception as exc:  # a server that died already: nothing left to stop
+                        logger.debug("stopping MCP server %r: %s", mcp.id, self._redact(_describe(exc)))
+            finally:
+                # The SDK kills the group only if the server hangs; one that exits promptly may
+                # leave background children: end the whole group, as exec_shell does.
+                if (stdio := self._stdio.get(str(mcp.id))) is not None:
+                    stdio.kill_group()
 
         with anyio.CancelScope(shield=True):
             async with anyio.create_task_group() as tg:

@@ -67,6 +67,8 @@ class McpServerToolset(AbstractToolset[Any]):
         timeout: ``timeoutSeconds``: how long one call may take.
         redact: masks secrets in error text the model (and logs) would otherwise see.
         on_dead: told the reason once the server's connection is gone, so status reflects it.
+        problem: why the transport broke (stdout that is not UTF-8), once it has; such a server
+            is dead at once, whatever the SDK reports for the call.
     """
 
     def __init__(
@@ -78,6 +80,7 @@ class McpServerToolset(AbstractToolset[Any]):
         timeout: float,
         redact: Redactor,
         on_dead: Callable[[str], None],
+        problem: Callable[[], str | None] = lambda: None,
     ) -> None:
         self.server = server
         self.mcp = mcp
@@ -85,6 +88,7 @@ class McpServerToolset(AbstractToolset[Any]):
         self._timeout = timeout
         self._redact = redact
         self._on_dead = on_dead
+        self._problem = problem
         self.dead_reason: str | None = None
 
     @property
@@ -124,6 +128,8 @@ class McpServerToolset(AbstractToolset[Any]):
 
     async def call(self, name: ToolName, args: dict[str, Any]) -> Any:
         """Call one tool on the server; every failure comes back as a failure dict."""
+        if self.dead_reason is None and (problem := self._problem()) is not None:
+            self.mark_dead(problem)
         if self.dead_reason is not None:
             return failure(
                 f"MCP server {self.server!r} is not available ({self.dead_reason}); "
@@ -132,9 +138,22 @@ class McpServerToolset(AbstractToolset[Any]):
         try:
             with anyio.fail_after(self._timeout + _BACKSTOP_SECONDS):
                 result = await self.mcp.client.call_tool_mcp(name.original, args, timeout=self._timeout)
-        except TimeoutError:
+        except Exception as exc:
+            if (problem := self._problem()) is not None:  # the transport broke: say why, not "closed"
+                self.mark_dead(problem)
+                return failure(
+                    self._redact(
+                        f"MCP server {self.server!r} broke the connection while running {name.exposed!r}: "
+                        f"{problem}; its tools are unavailable for the rest of this session"
+                    )
+                )
+            return self._call_failed(name, exc)
+        return convert_result(result, tool=name.exposed, server=self.server)
+
+    def _call_failed(self, name: ToolName, exc: Exception) -> dict[str, Any]:
+        if isinstance(exc, TimeoutError):
             return self._timed_out(name)
-        except MCPError as exc:
+        if isinstance(exc, MCPError):
             if exc.error.code == mcp_types.REQUEST_TIMEOUT:
                 return self._timed_out(name)
             if exc.error.code == mcp_types.CONNECTION_CLOSED:
@@ -146,15 +165,14 @@ class McpServerToolset(AbstractToolset[Any]):
             return failure(
                 self._redact(f"MCP server {self.server!r} refused {name.original!r}: {exc.error.message}")
             )
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError, BrokenPipeError) as exc:
+        if isinstance(exc, anyio.ClosedResourceError | anyio.BrokenResourceError | BrokenPipeError):
             self.mark_dead(f"connection lost: {type(exc).__name__}")
             return failure(f"MCP server {self.server!r} is not reachable: its connection was lost")
-        except Exception as exc:  # transport errors (HTTP connection refused, a server restart): data
-            detail = str(exc) or type(exc).__name__
-            return failure(
-                self._redact(f"calling {name.exposed!r} on MCP server {self.server!r} failed: {detail}")
-            )
-        return convert_result(result, tool=name.exposed, server=self.server)
+        # transport errors (HTTP connection refused, a server restart): data for the model
+        detail = str(exc) or type(exc).__name__
+        return failure(
+            self._redact(f"calling {name.exposed!r} on MCP server {self.server!r} failed: {detail}")
+        )
 
     def _timed_out(self, name: ToolName) -> dict[str, Any]:
         return failure(

@@ -8,12 +8,18 @@ Run as ``python stdio_server.py [--crash-on-start] [--extra-tool NAME ...]``. It
   mid-session);
 - ``sleep(seconds)``: sleeps, for per-call timeouts;
 - ``fail(message)``: a tool result with ``isError: true``;
+- ``garbage()``: writes bytes that are not UTF-8 to stdout, then hangs (a corrupt transport);
 - one more echo tool per ``--extra-tool NAME`` (to provoke name collisions).
+
+``--garbage-on-start`` writes non-UTF-8 bytes before the handshake; ``--grandchild PIDFILE`` starts
+a background ``sleep`` (its pid written to PIDFILE) that outlives the server unless its process
+group is killed.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -22,6 +28,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, TextContent
 
 server = MCPServer("ship-test-stdio")
+_WIRE = os.dup(1)  # the protocol pipe: once running, the SDK points fd 1 at stderr to protect it
 
 
 @server.tool()
@@ -56,7 +63,23 @@ def fail(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
 
 
+@server.tool()
+def garbage() -> str:
+    """Write bytes that are not UTF-8 to stdout, then hang."""
+    os.write(_WIRE, b"\xff\xfe\xfa not utf-8 \xc3\x28\n")
+    time.sleep(60)
+    return "unreachable"
+
+
 if __name__ == "__main__":
+    if "--garbage-on-start" in sys.argv:
+        os.write(1, b"\xff\xfe\xfa not utf-8\n")
+    if "--grandchild" in sys.argv:
+        child = subprocess.Popen(
+            ["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        with open(sys.argv[sys.argv.index("--grandchild") + 1], "w") as fh:
+            fh.write(str(child.pid))
     if "--crash-on-start" in sys.argv:
         print("boom: config file /nowhere/settings.toml not found", file=sys.stderr, flush=True)
         sys.exit(3)
