@@ -34,7 +34,7 @@ from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
-from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .execution import ApprovalCallback, ToolExecutionContext, current_tool_context, use_tool_context
 from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
@@ -407,10 +407,7 @@ class ShipAgent:
         instructions: str,
         steps: StepReporter,
     ) -> _LoopResult:
-        window = ContextWindow(
-            self.config.context.chat_history.max_history_tokens,
-            max_injected_messages=self.config.context.injection.max_injected_messages,
-        )
+        window = self._context_window()
         async with self._pa_agent.iter(
             text,
             message_history=history,
@@ -429,6 +426,25 @@ class ShipAgent:
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
+
+    def _context_window(self) -> ContextWindow:
+        """The run's context-window capability, configured from ship.json ``context``."""
+        ctx, context = current_tool_context(), self.config.context
+        return ContextWindow(
+            context.chat_history.max_history_tokens,
+            max_injected_messages=context.injection.max_injected_messages,
+            max_tokens=context.budget.max_tokens,
+            reserve_output=context.budget.reserve_output,
+            section_caps=context.budget.sections.model_dump(exclude_none=True, by_alias=True),
+            keep_result=partial(self._keep_elided, ctx.chat_key),
+        )
+
+    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
+        """Keep a tool result the budget elided as a context file, so the model can read it back."""
+        ref = self.context_files.add_artifact(
+            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
+        )
+        return ref.id
 
     def _final_output(self, output: str, ctx: ToolExecutionContext, channel: Any, records: list[Any]) -> str:
         pieces: list[str] = []

@@ -56,7 +56,15 @@ def context_files_for(ctx: ToolExecutionContext) -> ContextFiles:
 
 def _token_cap(ctx: ToolExecutionContext) -> int:
     """The most tokens one result may cost: under the request budget's per-part cut."""
-    return max(256, ctx.config.context.chat_history.max_history_tokens // 4 - 256)
+    context = ctx.config.context
+    budget = context.chat_history.max_history_tokens
+    if context.budget.max_tokens is not None:
+        budget = context.budget.max_tokens - context.budget.reserve_output
+    cap = budget // 4
+    section = context.budget.sections.tool_results
+    if section is not None:  # a page must fit its section whole (issue 13 §3)
+        cap = min(cap, int(section * budget if section <= 1 else section))
+    return max(256, cap - 256)
 
 
 def _tokens(result: dict[str, Any]) -> int:
