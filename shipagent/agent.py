@@ -244,6 +244,14 @@ class ShipAgent:
         """The chat's current history (loaded from ``.ship/`` if this process has not seen it)."""
         return self.chats.get(validate_chat_key(chat_key))
 
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
+
+        Raises:
+            KeyError: the chat has no summary with that id.
+        """
+        return self.chats.log.expand(validate_chat_key(chat_key), summary_id)
+
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
         await self.chats.reset(validate_chat_key(chat_key), uuid.uuid4().hex)
@@ -388,7 +396,10 @@ class ShipAgent:
             except Exception as exc:
                 if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
                     return exc
-                shrunk = compact(history, max(keep >> (attempt + 1), 1)) or compact(history, 0)
+                sources = self.chats.sources(ctx.chat_key)
+                shrunk = compact(history, max(keep >> (attempt + 1), 1), sources=sources) or compact(
+                    history, 0, sources=sources
+                )
                 if shrunk is not None:
                     base, base_compaction = shrunk.history, shrunk
                 ctx.reset_injections()  # the retry is a fresh tool loop

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from pydantic_ai.messages import ModelMessage
@@ -32,6 +33,9 @@ CompactionHook = Callable[[str, CompactionResult], None]
 class _Chat:
     lock: anyio.Lock
     messages: list[ModelMessage] | None = None
+    sources: list[str] | None = None
+    """``history:<seq>`` / ``summary:<id>`` per message of :attr:`messages` (issue 13 §4)."""
+    next_seq: int = 0
 
 
 class ChatHistories:
@@ -53,18 +57,36 @@ class ChatHistories:
         """The lock that serialises turns of ``chat_key``."""
         return self._chat(chat_key).lock
 
+    def _load(self, chat_key: str) -> tuple[list[ModelMessage], list[str], int]:
+        messages = self.log.rebuild(chat_key)
+        sources, next_seq = self.log.sources(chat_key)
+        if len(sources) != len(messages):  # a record rebuild skipped: name messages by position
+            log.warning("chat %r: message seqs do not line up with the history; numbering afresh", chat_key)
+            sources = [f"history:@{n}" for n in range(len(messages))]
+        return messages, sources, next_seq
+
+    def _hydrate(self, chat: _Chat, loaded: tuple[list[ModelMessage], list[str], int]) -> None:
+        chat.messages, chat.sources, chat.next_seq = loaded
+
     def get(self, chat_key: str) -> list[ModelMessage]:
         """The chat's history (a copy), rebuilt from disk the first time this process sees it."""
         chat = self._chat(chat_key)
         if chat.messages is None:
-            chat.messages = self.log.rebuild(chat_key)
+            self._hydrate(chat, self._load(chat_key))
+        assert chat.messages is not None
         return list(chat.messages)
 
     async def aget(self, chat_key: str) -> list[ModelMessage]:
         chat = self._chat(chat_key)
         if chat.messages is None:
-            chat.messages = await anyio.to_thread.run_sync(self.log.rebuild, chat_key)
+            self._hydrate(chat, await anyio.to_thread.run_sync(self._load, chat_key))
+        assert chat.messages is not None
         return list(chat.messages)
+
+    def sources(self, chat_key: str) -> list[str]:
+        """The source (``history:<seq>`` / ``summary:<id>``) of each message of :meth:`get`."""
+        self.get(chat_key)
+        return list(self._chat(chat_key).sources or [])
 
     def clear_memory(self, chat_key: str) -> None:
         """Forget the in-memory copy (the next turn rebuilds it from disk)."""
@@ -77,8 +99,12 @@ class ChatHistories:
         """
         chat = self._chat(chat_key)
         async with chat.lock:
-            await anyio.to_thread.run_sync(self.log.append_compaction, chat_key, request_id, [])
-            chat.messages = []
+            await self.aget(chat_key)  # the seq counter continues after a /clear
+            write = partial(
+                self.log.append_compaction, chat_key, request_id, [], sources=[], next_seq=chat.next_seq
+            )
+            await anyio.to_thread.run_sync(write)
+            chat.messages, chat.sources = [], []
 
     def _run_hooks(self, chat_key: str, result: CompactionResult) -> None:
         for hook in self.compaction_hooks:
@@ -109,19 +135,32 @@ class ChatHistories:
         new = strip_injections(new)  # injections live for one run (seed 002 §3)
         history = [*base, *new]
         result: CompactionResult | None = None
+        before = list(chat.sources or [])
+        if base_compaction is not None:
+            before = base_compaction.sources(before)
+        if len(before) != len(base):
+            before = [f"history:@{n}" for n in range(len(base))]
+        first_seq = chat.next_seq
+        sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
+        next_seq = first_seq + len(new)
+        final_sources = sources
 
         def write() -> CompactionResult | None:
+            nonlocal final_sources
             if base_compaction is not None:
-                self.log.append_compaction(chat_key, request_id, base)
+                self.log.append_compaction(chat_key, request_id, base, sources=before, next_seq=first_seq)
                 self._run_hooks(chat_key, base_compaction)
-            self.log.append_turn(chat_key, request_id, new)
+            self.log.append_turn(chat_key, request_id, new, seq=first_seq)
             if also is not None:
                 also()
             if len(history) > self.config.in_memory_max_messages:
-                done = compact(history, self.config.compact_keep_last_messages)
+                done = compact(history, self.config.compact_keep_last_messages, sources=sources)
                 if done is not None:
                     self._run_hooks(chat_key, done)
-                    self.log.append_compaction(chat_key, request_id, done.history)
+                    final_sources = done.sources(sources)
+                    self.log.append_compaction(
+                        chat_key, request_id, done.history, sources=final_sources, next_seq=next_seq
+                    )
                     return done
             return None
 
@@ -131,4 +170,5 @@ class ChatHistories:
             chat.messages = None  # part of the turn may be on disk: the next turn re-reads the truth
             raise
         chat.messages = result.history if result is not None else history
+        chat.sources, chat.next_seq = final_sources, next_seq
         return result
