@@ -42,6 +42,8 @@ from .history.compaction import CompactionResult, compact
 from .history.injections import InjectionToolset
 from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
+from .history.tokens import TokenCalibration
+from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
@@ -71,6 +73,27 @@ def is_context_overflow(exc: BaseException) -> bool:
         text = f"{exc.body} {exc}".lower()
         return any(marker in text for marker in _OVERFLOW_MARKERS)
     return False
+
+
+def _instrumentation(config: ShipConfig) -> list[Any] | None:
+    """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
+    if not config.observability.otel:
+        return None
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+
+    return [Instrumentation()]
+
+
+def _then(first: Any, second: Any) -> Any:
+    """``first`` then ``second`` (if any), as one blocking callable."""
+    if second is None:
+        return first
+
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 class ShipAgent:
@@ -127,7 +150,12 @@ class ShipAgent:
         )
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
-        self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
+        # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
+        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        self.token_calibration = TokenCalibration()
+        self._pa_agent: Agent[None, str] = Agent(
+            output_type=str, name=config.name, retries=1, capabilities=_instrumentation(config)
+        )
         self._entered = 0
         # Cards, boxes and delegation (seed 001); the store opens on first use.
         self.handover = Handover.for_agent(self)
@@ -252,6 +280,18 @@ class ShipAgent:
         """
         return self.chats.log.expand(validate_chat_key(chat_key), summary_id)
 
+    def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
+        """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
+        return self._ledger.records(validate_chat_key(chat_key), last=last)
+
+    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
+
+        Raises:
+            KeyError: no such record, or the stores no longer hold what it names.
+        """
+        return self._ledger.reconstruct(validate_chat_key(chat_key), request_id, step)
+
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
         await self.chats.reset(validate_chat_key(chat_key), uuid.uuid4().hex)
@@ -341,6 +381,7 @@ class ShipAgent:
             logs = partial(
                 self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
             )
+            logs = _then(logs, self._ledger.flush(ctx, new))  # same worker-thread hop
             try:
                 compaction = await self.chats.commit(
                     chat_key, request_id, base, new, base_compaction=base_compaction, also=logs
@@ -448,6 +489,9 @@ class ShipAgent:
             reserve_output=context.budget.reserve_output,
             section_caps=context.budget.sections.model_dump(exclude_none=True, by_alias=True),
             keep_result=partial(self._keep_elided, ctx.chat_key),
+            history_sources=self.chats.sources(ctx.chat_key),
+            observer=self._ledger.recorder(ctx),
+            calibration=self.token_calibration,
         )
 
     def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:

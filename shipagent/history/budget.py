@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
 from pydantic_ai.messages import (
     ModelMessage,
@@ -80,17 +81,20 @@ class Plan:
         return out
 
 
-def budget_note(count: int) -> ModelRequest:
-    """The system line that says older messages were left out (sent after the summary)."""
+def budget_note(count: int, when: datetime) -> ModelRequest:
+    """The system line that says older messages were left out (sent after the summary).
+
+    ``when`` is the newest dropped message's time, so the note is the same whenever it is rebuilt.
+    """
+    text = (
+        f"[shipagent left out {count} older messages of this chat from this request "
+        "to stay within the token budget; they are still on disk — call "
+        "chat_load_history to see them.]"
+    )
     return ModelRequest(
-        parts=[
-            SystemPromptPart(
-                f"[shipagent left out {count} older messages of this chat from this request "
-                "to stay within the token budget; they are still on disk — call "
-                "chat_load_history to see them.]"
-            )
-        ],
+        parts=[SystemPromptPart(text, timestamp=when)],
         metadata={MARKER: {"kind": "budget-note"}},
+        timestamp=when,
     )
 
 
@@ -241,17 +245,17 @@ def _plain_items(
 def render_prior(items: Sequence[Item]) -> list[ModelMessage]:
     """The prior-history items as sent: the summary, the budget note if any was dropped, the rest."""
     out: list[ModelMessage] = []
-    dropped = sum(1 for i in items if i.section == "history" and i.edit == "dropped")
-    noted = False
+    gone = [i.message for i in items if i.section == "history" and i.edit == "dropped"]
+    note = budget_note(len(gone), gone[-1].timestamp or datetime.now(UTC)) if gone else None
     for item in items:
-        if dropped and not noted and item.section == "history":
-            out.append(budget_note(dropped))
-            noted = True
+        if note is not None and item.section == "history" and item.edit != "dropped":
+            out.append(note)
+            note = None
         message = render_item(item)
         if message is not None:
             out.append(message)
-    if dropped and not noted:
-        out.append(budget_note(dropped))
+    if note is not None:
+        out.append(note)
     return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic_ai import RunContext
@@ -46,6 +47,8 @@ class RunInjection:
 
     message: InjectedMessage
     tool_call_id: str
+    timestamp: datetime | None = None
+    """When the injecting call returned: the injected message's time, so rebuilding is exact."""
 
 
 def attach_injections(result: Any, injected: Sequence[InjectedMessage]) -> Any:
@@ -118,7 +121,7 @@ def run_injections(messages: Sequence[ModelMessage], limit: int) -> list[RunInje
                 if injected.fingerprint in seen or len(out) >= limit:
                     continue
                 seen.add(injected.fingerprint)
-                out.append(RunInjection(injected, part.tool_call_id))
+                out.append(RunInjection(injected, part.tool_call_id, part.timestamp))
     return out
 
 

@@ -42,16 +42,18 @@ from .budget import Budget, Plan, plan_request, render_prior
 from .compaction import MARKER, is_summary
 from .injections import RunInjection, run_injections, strip_injections
 from .sections import Item, render_item
-from .tokens import count_tokens
+from .tokens import TokenCalibration, count_tokens
 
 __all__ = [
     "ContextWindow",
     "RequestObserver",
     "RequestReport",
     "build_items",
+    "injected_message",
     "lay_injections",
     "place_injections",
     "prefix_of",
+    "render_plan",
     "split_fused_summary",
 ]
 
@@ -83,14 +85,21 @@ def split_fused_summary(prior: list[ModelMessage]) -> list[ModelMessage]:
     return [replace(prior[0], parts=parts[:n]), replace(prior[0], parts=parts[n:]), *prior[1:]]
 
 
-def _injected_message(injection: RunInjection) -> ModelMessage:
+def injected_message(injection: RunInjection) -> ModelMessage:
+    """The message an injection is sent as (marked in metadata, never persisted)."""
     item = injection.message
     meta = {
         MARKER: {"kind": "injected", "fingerprint": item.fingerprint, "toolCallId": injection.tool_call_id}
     }
+    when = injection.timestamp
     if item.role == "system":
-        return ModelRequest(parts=[SystemPromptPart(item.content)], metadata=meta)
-    return ModelResponse(parts=[TextPart(item.content)], metadata=meta)
+        part = (
+            SystemPromptPart(item.content) if when is None else SystemPromptPart(item.content, timestamp=when)
+        )
+        return ModelRequest(parts=[part], metadata=meta, timestamp=when)
+    if when is None:
+        return ModelResponse(parts=[TextPart(item.content)], metadata=meta)
+    return ModelResponse(parts=[TextPart(item.content)], metadata=meta, timestamp=when)
 
 
 def lay_injections(
@@ -114,7 +123,7 @@ def place_injections(
     prior: list[ModelMessage], current: list[ModelMessage], *, limit: int = 120
 ) -> list[ModelMessage]:
     """``prior + current`` with the injections recorded in ``current`` laid in (pure)."""
-    injected = [_injected_message(i) for i in run_injections(current, limit)]
+    injected = [injected_message(i) for i in run_injections(current, limit)]
     systems = [m for m in injected if isinstance(m, ModelRequest)]
     assistants = [m for m in injected if isinstance(m, ModelResponse)]
     return lay_injections(prior, current, systems, assistants)
@@ -158,7 +167,7 @@ def build_items(
         source = sources[n] if aligned and sources is not None else f"history:@{n}"
         before.append(Item(message, section, source, _call_ids(message)))
     injected = [
-        Item(_injected_message(i), "injections", f"injection:{i.message.fingerprint}", (i.tool_call_id,))
+        Item(injected_message(i), "injections", f"injection:{i.message.fingerprint}", (i.tool_call_id,))
         for i in injections
     ]
     run = [
@@ -207,6 +216,26 @@ class RequestReport:
     tool_tokens: int
     messages: list[ModelMessage]
     """The list handed to pydantic-ai (which may still merge consecutive requests before sending)."""
+    estimate: int = 0
+    """Our o200k count of the whole request: instructions + tool definitions + messages."""
+    ratio: float = 1.0
+    """The token correction the budget used for this model."""
+    previous_usage: tuple[int, int] | None = None
+    """``(input tokens, cached input tokens)`` the provider reported for the previous request."""
+
+    def section_tokens(self) -> dict[str, int]:
+        """Tokens per section, the prefix included, as the ledger names them."""
+        out = {"instructions": self.instruction_tokens, "toolDefinitions": self.tool_tokens}
+        sections = self.plan.section_tokens()
+        out["summary"] = sections.get("summary", 0)
+        out["history"] = sections.get("history", 0)
+        out["injectedSystem"] = sum(i.tokens for i in self.injections if isinstance(i.message, ModelRequest))
+        out["injectedAssistant"] = sum(
+            i.tokens for i in self.injections if isinstance(i.message, ModelResponse)
+        )
+        out["turn"] = sections.get("turn", 0)
+        out["toolResults"] = sections.get("toolResults", 0)
+        return out
 
 
 class RequestObserver(Protocol):
@@ -233,13 +262,25 @@ class ContextWindow(AbstractCapability[Any]):
     history_sources: Sequence[str] | None = None
     keep_result: KeepResult | None = None
     observer: RequestObserver | None = None
-    estimate_ratio: Callable[[str], float] | None = None
-    """Per model name, how provider-counted input tokens compare to ours (token correction)."""
+    calibration: TokenCalibration | None = None
+    """Per model, how provider-counted input tokens compare to ours (token correction)."""
     _kept: dict[str, str] = field(default_factory=dict, repr=False)
     _steps: int = field(default=0, repr=False)
+    _last_estimate: int = field(default=0, repr=False)
+
+    def _previous_usage(self, current: Sequence[ModelMessage], model: str) -> tuple[int, int] | None:
+        """What the provider reported for this run's previous request; feeds the calibration."""
+        if self._steps == 0:
+            return None
+        last = next((m for m in reversed(current) if isinstance(m, ModelResponse)), None)
+        if last is None or not last.usage.input_tokens:
+            return None
+        if self.calibration is not None:
+            self.calibration.observe(model, self._last_estimate, last.usage.input_tokens)
+        return last.usage.input_tokens, last.usage.cache_read_tokens
 
     def _budget(self, prefix_tokens: int, model: str) -> Budget:
-        ratio = self.estimate_ratio(model) if self.estimate_ratio is not None else 1.0
+        ratio = self.calibration.ratio(model) if self.calibration is not None else 1.0
         if self.max_tokens is not None:
             whole = self.max_tokens
             total = max(whole - self.reserve_output - prefix_tokens, whole // 4)
@@ -305,6 +346,7 @@ class ContextWindow(AbstractCapability[Any]):
         params = request_context.model_request_parameters
         prefix_hash, instruction_tokens, tool_tokens = prefix_of(_instructions(params), params)
         model = request_context.model.model_name
+        previous_usage = self._previous_usage(current, model)
         budget = self._budget(instruction_tokens + tool_tokens, model)
         for _attempt in range(2):  # twice only when an elided result had to be kept first
             items = build_items(prior, self.history_sources, injections, current)
@@ -314,6 +356,8 @@ class ContextWindow(AbstractCapability[Any]):
         sent = render_plan(*items)
         request_context.messages = sent
         self._steps += 1
+        estimate = instruction_tokens + tool_tokens + sum(i.tokens for i in plan.items)
+        self._last_estimate = estimate
         if self.observer is not None:
             report = RequestReport(
                 run_id=ctx.run_id or "",
@@ -327,6 +371,9 @@ class ContextWindow(AbstractCapability[Any]):
                 instruction_tokens=instruction_tokens,
                 tool_tokens=tool_tokens,
                 messages=sent,
+                estimate=estimate,
+                ratio=self.calibration.ratio(model) if self.calibration is not None else 1.0,
+                previous_usage=previous_usage,
             )
             try:
                 self.observer.on_request(report)

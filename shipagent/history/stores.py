@@ -240,6 +240,44 @@ class MessageLog:
             raise KeyError(summary_id)
         return load_messages([found[n] for n in range(span[0], span[1] + 1) if n in found])
 
+    def find(
+        self, chat_key: str, sources: Sequence[str], request_id: str
+    ) -> tuple[list[ModelMessage], list[ModelMessage]]:
+        """``(messages named by sources, messages of turn request_id)``, read backwards (for the ledger).
+
+        Raises ``KeyError`` naming the first source or the turn that is not in the log.
+        """
+        wanted_seqs = {
+            int(v) for k, _, v in (x.partition(":") for x in sources) if k == "history" and v.isdigit()
+        }
+        wanted_ids = {v for k, _, v in (x.partition(":") for x in sources) if k == "summary"}
+        by_source: dict[str, Any] = {}
+        turn: list[Any] | None = None
+        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(record, dict):
+                continue
+            if record.get("t") == "turn":
+                if turn is None and record.get("requestId") == request_id:
+                    turn = record.get("messages") or []
+                seq = record.get("seq")
+                if isinstance(seq, int):
+                    for i, message in enumerate(record.get("messages") or []):
+                        if seq + i in wanted_seqs:
+                            by_source[f"history:{seq + i}"] = message
+            elif record.get("t") == "compaction" and record.get("history"):
+                head = record["history"][0]
+                info = (head.get("metadata") or {}).get("shipagent") if isinstance(head, dict) else None
+                if isinstance(info, dict) and info.get("id") in wanted_ids:
+                    by_source.setdefault(f"summary:{info['id']}", head)
+            if turn is not None and len(by_source) == len(set(sources)):
+                break
+        if turn is None:
+            raise KeyError(f"turn {request_id}")
+        missing = [x for x in sources if x not in by_source]
+        if missing:
+            raise KeyError(missing[0])
+        return load_messages([by_source[x] for x in sources]), load_messages(turn)
+
 
 def _summary_span(history: Any, summary_id: str) -> tuple[int, int] | None:
     if not isinstance(history, list) or not history or not isinstance(history[0], dict):
