@@ -5,8 +5,20 @@ package keeps those reports per chat in ``.ship/chats/<key>/requests.jsonl``, re
 recorded request exactly (``agent.reconstruct``) and renders them (``shipagent inspect``).
 """
 
+from ._cli import inspect_command
+from ._inspect import ItemChange, diff_records, ledger_stats
 from ._ledger import Ledger, LedgerRecorder
 from ._records import LedgerItem, RequestRecord
 from ._store import LedgerStore
 
-__all__ = ["Ledger", "LedgerItem", "LedgerRecorder", "LedgerStore", "RequestRecord"]
+__all__ = [
+    "ItemChange",
+    "Ledger",
+    "LedgerItem",
+    "LedgerRecorder",
+    "LedgerStore",
+    "RequestRecord",
+    "diff_records",
+    "inspect_command",
+    "ledger_stats",
+]
