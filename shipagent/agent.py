@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -153,6 +154,8 @@ class ShipAgent:
         # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
         self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
         self.token_calibration = TokenCalibration()
+        self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
+        """Today's date in the instructions comes from here (tests move it)."""
         self._pa_agent: Agent[None, str] = Agent(
             output_type=str, name=config.name, retries=1, capabilities=_instrumentation(config)
         )
@@ -262,7 +265,7 @@ class ShipAgent:
         agent_md = (
             self._agent_md if self._agent_md is not None else _instructions.read_agent_md(self.project_root)
         )
-        parts = [agent_md, _instructions.default_prompt()]
+        parts = [agent_md, _instructions.default_prompt(self.clock())]
         parts.extend(await _instructions.collect(self.instruction_sources, ctx))
         return "\n\n".join(p for p in parts if p)
 

@@ -6,6 +6,8 @@ provider, ``temperature``, ``maxTokens`` and ``timeoutSeconds`` to the model set
 
 from __future__ import annotations
 
+from typing import cast
+
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.settings import ModelSettings
 
@@ -51,8 +53,25 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
         raise ConfigError(f"llm.model: cannot use model {name!r}: {exc}", path="llm.model") from None
 
 
+def _is_anthropic(llm: LlmConfig) -> bool:
+    return (llm.provider or "").lower() == "anthropic" or (llm.model or "").startswith("anthropic:")
+
+
 def build_model_settings(llm: LlmConfig) -> ModelSettings:
+    """Model settings from ship.json ``llm``.
+
+    With Anthropic, cache breakpoints on the instructions and the tool definitions are on by
+    default: shipagent keeps that prefix byte-identical across requests and turns (issue 13 §5),
+    so every request after the first reads it from the cache.
+    """
     settings: ModelSettings = {}
+    if _is_anthropic(llm):
+        settings.update(
+            cast(
+                ModelSettings,
+                {"anthropic_cache_instructions": True, "anthropic_cache_tool_definitions": True},
+            )
+        )
     if llm.temperature is not None:
         settings["temperature"] = llm.temperature
     if llm.max_tokens is not None:
