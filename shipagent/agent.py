@@ -495,6 +495,7 @@ class ShipAgent:
             history_sources=self.chats.sources(ctx.chat_key),
             observer=self._ledger.recorder(ctx),
             calibration=self.token_calibration,
+            chat_key=ctx.chat_key,
         )
 
     def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:

@@ -262,21 +262,25 @@ class ContextWindow(AbstractCapability[Any]):
     history_sources: Sequence[str] | None = None
     keep_result: KeepResult | None = None
     observer: RequestObserver | None = None
+    chat_key: str = ""
+    """Whose requests these are (token correction pairs a request with the chat's next one)."""
     calibration: TokenCalibration | None = None
     """Per model, how provider-counted input tokens compare to ours (token correction)."""
     _kept: dict[str, str] = field(default_factory=dict, repr=False)
     _steps: int = field(default=0, repr=False)
-    _last_estimate: int = field(default=0, repr=False)
 
-    def _previous_usage(self, current: Sequence[ModelMessage], model: str) -> tuple[int, int] | None:
-        """What the provider reported for this run's previous request; feeds the calibration."""
-        if self._steps == 0:
-            return None
-        last = next((m for m in reversed(current) if isinstance(m, ModelResponse)), None)
-        if last is None or not last.usage.input_tokens:
+    def _previous_usage(self, messages: Sequence[ModelMessage]) -> tuple[int, int] | None:
+        """What the provider reported for this chat's previous request; settles the calibration."""
+        position = next(
+            (n for n in range(len(messages) - 1, -1, -1) if isinstance(messages[n], ModelResponse)), -1
+        )
+        last = messages[position] if position >= 0 else None
+        if not isinstance(last, ModelResponse) or not last.usage.input_tokens:
             return None
         if self.calibration is not None:
-            self.calibration.observe(model, self._last_estimate, last.usage.input_tokens)
+            self.calibration.settle(self.chat_key, last.usage.input_tokens, position)
+        if self._steps == 0:
+            return None  # that one belongs to the previous turn (its record has it already)
         return last.usage.input_tokens, last.usage.cache_read_tokens
 
     def _budget(self, prefix_tokens: int, model: str) -> Budget:
@@ -346,7 +350,7 @@ class ContextWindow(AbstractCapability[Any]):
         params = request_context.model_request_parameters
         prefix_hash, instruction_tokens, tool_tokens = prefix_of(_instructions(params), params)
         model = request_context.model.model_name
-        previous_usage = self._previous_usage(current, model)
+        previous_usage = self._previous_usage(messages)
         budget = self._budget(instruction_tokens + tool_tokens, model)
         for _attempt in range(2):  # twice only when an elided result had to be kept first
             items = build_items(prior, self.history_sources, injections, current)
@@ -357,7 +361,8 @@ class ContextWindow(AbstractCapability[Any]):
         request_context.messages = sent
         self._steps += 1
         estimate = instruction_tokens + tool_tokens + sum(i.tokens for i in plan.items)
-        self._last_estimate = estimate
+        if self.calibration is not None:
+            self.calibration.expect(self.chat_key, model, estimate, len(messages))
         if self.observer is not None:
             report = RequestReport(
                 run_id=ctx.run_id or "",
