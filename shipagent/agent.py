@@ -43,6 +43,7 @@ from .history.compaction import CompactionResult, compact
 from .history.injections import InjectionToolset
 from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
+from .history.summarizer import model_summarizer
 from .history.tokens import TokenCalibration
 from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
@@ -130,6 +131,8 @@ class ShipAgent:
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = ContextFiles(self.paths)
         self.chats.compaction_hooks.append(self._keep_compacted)
+        if config.context.chat_history.summarizer == "model":  # issue 13 §6; falls back to extract
+            self.chats.summarizer = model_summarizer(self._summary_model)
         self._context_toolset = context_toolset()
         self.transcript = Transcript(self.paths)
         self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
@@ -240,6 +243,11 @@ class ShipAgent:
         if self._model is None:
             self._model = build_model(self.config.llm, self._model_override)
         return self._model
+
+    def _summary_model(self) -> Model:
+        """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
+        name = self.config.context.chat_history.summary_model
+        return build_model(self.config.llm, name) if name else self.model
 
     def _toolsets(self) -> list[AbstractToolset[Any]]:
         """Every toolset a run offers the model, each guarded so a crash becomes a failure result."""
@@ -405,7 +413,12 @@ class ShipAgent:
                     StepEvent(
                         "compaction",
                         f"compacted {len(done.removed)} older messages into a summary",
-                        {"removed": len(done.removed), "kept": len(done.history) - 1},
+                        {
+                            "removed": len(done.removed),
+                            "kept": len(done.history) - 1,
+                            "summarizer": done.summarizer,
+                            "summaryId": done.span.id if done.span else None,
+                        },
                     )
                 )
         await steps.emit(StepEvent("done", output, {"requestId": request_id}))

@@ -68,6 +68,11 @@ class ChatHistoryConfig(_Model):
     in_memory_max_messages: int = Field(default=60, ge=4)
     compact_keep_last_messages: int = Field(default=30, ge=1)
     max_history_tokens: int = Field(default=32000, ge=256)
+    summarizer: Literal["extract", "model"] = "extract"
+    """Who writes a compaction summary: ``extract`` (mechanical lines) or ``model`` (falls back to
+    ``extract`` on any failure)."""
+    summary_model: str | None = None
+    """The model for ``summarizer: "model"`` (a pydantic-ai model string); default: the agent's."""
 
 
 class AgentContextConfig(_Model):

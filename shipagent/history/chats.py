@@ -8,7 +8,7 @@ history in memory stays within ``inMemoryMaxMessages`` through compaction.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 
@@ -17,16 +17,19 @@ from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
 from ..config import ChatHistoryConfig
-from .compaction import CompactionResult, compact
+from .compaction import CompactionResult, compact, compaction_input
 from .injections import strip_injections
 from .stores import MessageLog
 
-__all__ = ["ChatHistories", "CompactionHook"]
+__all__ = ["ChatHistories", "CompactionHook", "Summarizer"]
 
 log = logging.getLogger("shipagent.history")
 
 CompactionHook = Callable[[str, CompactionResult], None]
 """Called (in a worker thread) with the chat key and what a compaction removed."""
+
+Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
+"""``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
 
 
 @dataclass
@@ -46,6 +49,8 @@ class ChatHistories:
         self.log = MessageLog(paths)
         self._chats: dict[str, _Chat] = {}
         self.compaction_hooks: list[CompactionHook] = []
+        self.summarizer: Summarizer | None = None
+        """Writes summaries when ``chatHistory.summarizer`` is ``model`` (the agent sets it)."""
 
     def _chat(self, chat_key: str) -> _Chat:
         chat = self._chats.get(chat_key)
@@ -113,6 +118,28 @@ class ChatHistories:
             except Exception:  # a hook must never cost the user the turn
                 log.exception("compaction hook %r failed for chat %r", hook, chat_key)
 
+    async def _model_summary(self, chat_key: str, history: list[ModelMessage]) -> str | None:
+        """A model-written summary body when this commit will compact, else ``None``.
+
+        Any failure (the model errs, times out, returns nothing) falls back to the extract.
+        """
+        if self.summarizer is None or len(history) <= self.config.in_memory_max_messages:
+            return None
+        found = compaction_input(history, self.config.compact_keep_last_messages)
+        if found is None:
+            return None
+        try:
+            body = (await self.summarizer(*found)).strip()
+        except Exception as exc:
+            log.warning(
+                "chat %r: the model summary failed (%s: %s); using the extract",
+                chat_key,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        return body or None
+
     async def commit(
         self,
         chat_key: str,
@@ -144,6 +171,7 @@ class ChatHistories:
         sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
         next_seq = first_seq + len(new)
         final_sources = sources
+        body = await self._model_summary(chat_key, history)
 
         def write() -> CompactionResult | None:
             nonlocal final_sources
@@ -154,7 +182,13 @@ class ChatHistories:
             if also is not None:
                 also()
             if len(history) > self.config.in_memory_max_messages:
-                done = compact(history, self.config.compact_keep_last_messages, sources=sources)
+                done = compact(
+                    history,
+                    self.config.compact_keep_last_messages,
+                    sources=sources,
+                    body=body,
+                    summarizer="model" if body is not None else "extract",
+                )
                 if done is not None:
                     self._run_hooks(chat_key, done)
                     final_sources = done.sources(sources)

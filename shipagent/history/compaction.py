@@ -35,6 +35,7 @@ __all__ = [
     "CompactionResult",
     "SummarySpan",
     "compact",
+    "compaction_input",
     "is_injected",
     "is_summary",
     "message_text",
@@ -155,6 +156,8 @@ class CompactionResult:
     summary: ModelRequest
     span: SummarySpan | None = None
     """The summary's id and the seqs it replaced (when the caller passed sources)."""
+    summarizer: str = "extract"
+    """Which summarizer wrote the summary: ``extract`` or ``model``."""
 
     def sources(self, before: Sequence[str]) -> list[str]:
         """The sources of :attr:`history`, given those of the messages compacted."""
@@ -170,14 +173,21 @@ def _summary_body(message: ModelMessage) -> tuple[int, str]:
     return int(count), str(body)
 
 
-def summary_message(count: int, body: str, *, span: SummarySpan | None = None) -> ModelRequest:
+def summary_message(
+    count: int, body: str, *, span: SummarySpan | None = None, summarizer: str = "extract"
+) -> ModelRequest:
     """The summary message itself: a leading system part, marked in metadata.
 
     With a ``span`` the summary has an id, records the seqs it replaced and its parent, and tells
     the model that ``context_expand`` gives those messages back.
     """
     header = _HEADER.format(count=count)
-    meta: dict[str, Any] = {"kind": "summary", "compactedMessages": count, "body": body}
+    meta: dict[str, Any] = {
+        "kind": "summary",
+        "compactedMessages": count,
+        "body": body,
+        "summarizer": summarizer,
+    }
     if span is not None:
         header += "\n" + _EXPAND.format(id=span.id, count=span.to_seq - span.from_seq + 1)
     text = header + ("\n" + body if body else "")
@@ -185,7 +195,7 @@ def summary_message(count: int, body: str, *, span: SummarySpan | None = None) -
         meta.update(id=span.id, fromSeq=span.from_seq, toSeq=span.to_seq, parent=span.parent)
     return ModelRequest(
         # The part is marked too, so the summary is still recognised in a merged request.
-        parts=[SystemPromptPart(text, metadata={MARKER: {"kind": "summary"}})],
+        parts=[SystemPromptPart(text, metadata={MARKER: {"kind": "summary", "summarizer": summarizer}})],
         metadata={MARKER: meta},
     )
 
@@ -221,8 +231,26 @@ def _span(removed_sources: Sequence[str], parent: str | None) -> SummarySpan | N
     return SummarySpan(f"S{lo}-{hi}", lo, hi, parent)
 
 
+def compaction_input(messages: Sequence[ModelMessage], keep: int) -> tuple[str, list[ModelMessage]] | None:
+    """``(previous summary body, messages a compaction would fold)``, or ``None`` if nothing would be.
+
+    What a model-written summary is made from: the same pair-safe cut :func:`compact` makes.
+    """
+    start = 1 if messages and is_summary(messages[0]) else 0
+    cut = safe_cut_index(list(messages[start:]), keep)
+    if cut == 0:
+        return None
+    previous = _summary_body(messages[0])[1] if start else ""
+    return previous, list(messages[start : start + cut])
+
+
 def compact(
-    messages: Sequence[ModelMessage], keep: int, *, sources: Sequence[str] | None = None
+    messages: Sequence[ModelMessage],
+    keep: int,
+    *,
+    sources: Sequence[str] | None = None,
+    body: str | None = None,
+    summarizer: str = "extract",
 ) -> CompactionResult | None:
     """Fold all but about the last ``keep`` messages into one summary message.
 
@@ -240,15 +268,19 @@ def compact(
     if cut == 0:
         return None
     removed, kept = body_msgs[:cut], body_msgs[cut:]
-    lines = [previous_body] if previous_body else []
-    for message in removed:
-        lines.extend(f"{role}: {_clip(text, _LINE_CHARS)}" for role, text in message_text(message))
-    body = "\n".join(lines)
+    if body is None:  # the mechanical extract; a model-written body comes in from the caller
+        summarizer = "extract"
+        lines = [previous_body] if previous_body else []
+        for message in removed:
+            lines.extend(f"{role}: {_clip(text, _LINE_CHARS)}" for role, text in message_text(message))
+        body = "\n".join(lines)
     if len(body) > _SUMMARY_CHARS:  # keep the newest lines; the oldest are the most condensed
         body = "…" + body[-(_SUMMARY_CHARS - 1) :]
         body = body[:1] + body[body.find("\n") + 1 :] if "\n" in body else body
     span = None
     if sources is not None and len(sources) == len(messages):
         span = _span(sources[start : start + cut], summary_id(messages[0]) if start else None)
-    summary = summary_message(previous_count + len(removed), body, span=span)
-    return CompactionResult(history=[summary, *kept], removed=removed, summary=summary, span=span)
+    summary = summary_message(previous_count + len(removed), body, span=span, summarizer=summarizer)
+    return CompactionResult(
+        history=[summary, *kept], removed=removed, summary=summary, span=span, summarizer=summarizer
+    )

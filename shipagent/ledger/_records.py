@@ -203,6 +203,14 @@ def record_from_report(
     ordered = [*summary, *systems, *history, *assistants, *report.current]
     items = [_ledger_item(i, blobs) for i in ordered]
     budget = {"total": report.plan.budget.total, "caps": dict(report.plan.budget.caps)}
+    summarizer = None
+    for item in report.prior:
+        # the part's metadata survives pydantic-ai merging the summary into the next request
+        first = item.message.parts[0] if item.section == "summary" and item.message.parts else None
+        meta = first.metadata if isinstance(first, SystemPromptPart) else None
+        info = meta.get("shipagent") if isinstance(meta, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("summarizer"), str):
+            summarizer = info["summarizer"]
     return RequestRecord(
         request_id=request_id,
         step=report.step,
@@ -216,4 +224,5 @@ def record_from_report(
         budget=budget,
         estimate=report.estimate,
         ratio=report.ratio,
+        summarizer=summarizer,
     )
