@@ -352,6 +352,11 @@ class ContextWindow(AbstractCapability[Any]):
         model = request_context.model.model_name
         previous_usage = self._previous_usage(messages)
         budget = self._budget(instruction_tokens + tool_tokens, model)
+        cap = budget.caps.get("instructions")
+        if cap is not None and instruction_tokens > cap and self._steps == 0:
+            # Instructions are the user's own text (Agent.md, skills, providers): shipagent reports
+            # an overrun rather than cutting them; the ledger shows the section's size.
+            log.warning("instructions use %d tokens, over their section cap of %d", instruction_tokens, cap)
         for _attempt in range(2):  # twice only when an elided result had to be kept first
             items = build_items(prior, self.history_sources, injections, current)
             plan = plan_request(*items, budget, self._hint)

@@ -66,7 +66,7 @@ def _show(record: RequestRecord) -> None:
         usage = f" · provider input {record.input_tokens} (cached {record.cached_tokens or 0})"
     _out.print(
         f"[bold]request {record.request_id} step {record.step}[/] · {record.ts} · {escape(record.model)}\n"
-        f"prefix {record.prefix_hash} · budget {record.budget.get('total')} · "
+        f"prefix {record.prefix_hash} · message budget {record.budget.get('total')} · "
         f"estimate {record.estimate}{usage}"
     )
     sections = Table(title="sections", title_justify="left")
