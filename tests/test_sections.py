@@ -88,6 +88,15 @@ async def test_paging_a_1mb_multibyte_file_in_one_run_gets_every_page_whole(tmp_
     assert sum(message_tokens(m) for m in last) <= 64000
     elided = [p for p in _returns(last) if p.model_response_str().startswith("[shipagent elided")]
     assert len(elided) >= len(pages) - 5
+    # the ledger shows each edit: older pages elided (with how to re-read them), the newest whole
+    records = agent.ledger(KEY)
+    assert len(records) == len(requests)
+    final = records[-1]
+    results = [i for i in final.items if i.section == "toolResults" and i.source != "turn:0"]
+    assert results[-1].edit == "whole" and results[-1].tokens > 1000  # the newest page, whole
+    hints = [h for i in results if i.edit == "elided" for h in i.hints.values()]
+    assert len(hints) == len(elided) and all('"offset":' in h for h in hints)
+    assert not any(i.edit == "cut" for r in records for i in r.items)
 
 
 def inject_huge() -> str:
