@@ -392,7 +392,7 @@ class ShipAgent:
             logs = partial(
                 self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
             )
-            logs = _then(logs, self._ledger.flush(ctx, new))  # same worker-thread hop
+            logs = _then(logs, self._ledger.flush(chat_key, request_id, new))  # same worker-thread hop
             try:
                 compaction = await self.chats.commit(
                     chat_key, request_id, base, new, base_compaction=base_compaction, also=logs
@@ -506,7 +506,7 @@ class ShipAgent:
             section_caps=context.budget.sections.model_dump(exclude_none=True, by_alias=True),
             keep_result=partial(self._keep_elided, ctx.chat_key),
             history_sources=self.chats.sources(ctx.chat_key),
-            observer=self._ledger.recorder(ctx),
+            observer=self._ledger.recorder(ctx.chat_key, ctx.request_id),
             calibration=self.token_calibration,
             chat_key=ctx.chat_key,
         )

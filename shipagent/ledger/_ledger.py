@@ -13,6 +13,7 @@ pydantic-ai's agent-run span) carrying the chat key, request id, step and sectio
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -21,7 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart, re
 
 from ..chatkeys import ShipPaths
 from ..config import LedgerConfig
-from ..execution import InjectedMessage, ToolExecutionContext
+from ..execution import InjectedMessage
 from ..history.injections import RunInjection
 from ..history.placement import RequestReport, injected_message, render_plan
 from ..history.sections import Item
@@ -32,7 +33,7 @@ from ._store import LedgerStore
 __all__ = ["Ledger", "LedgerRecorder"]
 
 log = logging.getLogger("shipagent.ledger")
-_EXTRAS_KEY = "ledger"
+_MAX_OPEN_TURNS = 1024
 
 
 class LedgerRecorder:
@@ -93,32 +94,36 @@ class Ledger:
         self.otel = otel
         self.store = LedgerStore(paths, keep_requests=config.keep_requests)
         self._messages = MessageLog(paths)
+        self._recorders: OrderedDict[tuple[str, str], LedgerRecorder] = OrderedDict()
 
     @property
     def active(self) -> bool:
         return self.config.enabled or self.otel
 
-    def recorder(self, ctx: ToolExecutionContext) -> LedgerRecorder | None:
-        """The turn's recorder (one per turn, kept on its tool context), or ``None`` when off."""
+    def recorder(self, chat_key: str, request_id: str) -> LedgerRecorder | None:
+        """The turn's recorder (one per turn, until :meth:`flush` takes it), or ``None`` when off."""
         if not self.active:
             return None
-        found = ctx.extras.get(_EXTRAS_KEY)
-        if not isinstance(found, LedgerRecorder):
-            found = ctx.extras[_EXTRAS_KEY] = LedgerRecorder(ctx.chat_key, ctx.request_id, spans=self.otel)
+        key = (chat_key, request_id)
+        found = self._recorders.get(key)
+        if found is None:
+            found = self._recorders[key] = LedgerRecorder(chat_key, request_id, spans=self.otel)
+            while len(self._recorders) > _MAX_OPEN_TURNS:  # turns that failed never flush
+                self._recorders.popitem(last=False)
         return found
 
-    def flush(self, ctx: ToolExecutionContext, new: Sequence[ModelMessage]) -> Callable[[], None] | None:
+    def flush(self, chat_key: str, request_id: str, new: Sequence[ModelMessage]) -> Callable[[], None] | None:
         """A blocking writer of the turn's records, for ``ChatHistories.commit(also=...)``."""
-        recorder = ctx.extras.get(_EXTRAS_KEY)
-        if not self.config.enabled or not isinstance(recorder, LedgerRecorder):
+        recorder = self._recorders.pop((chat_key, request_id), None)
+        if not self.config.enabled or recorder is None:
             return None
         records, blobs = recorder.finish(new), dict(recorder.blobs)
 
         def write() -> None:
             try:
-                self.store.append(ctx.chat_key, records, blobs)
+                self.store.append(chat_key, records, blobs)
             except OSError as exc:  # the ledger is an account of the turn, not the turn itself
-                log.error("chat %r: could not write the ledger: %s", ctx.chat_key, exc)
+                log.error("chat %r: could not write the ledger: %s", chat_key, exc)
 
         return write
 
