@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -38,14 +39,18 @@ from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
-from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .execution import ApprovalCallback, ToolExecutionContext, current_tool_context, use_tool_context
 from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
+from .history.injections import InjectionToolset
 from .history.placement import ContextWindow
 from .history.reconcile import reconcile
 from .history.stores import AgentContextLog, Transcript
+from .history.summarizer import model_summarizer
+from .history.tokens import TokenCalibration
+from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
@@ -75,6 +80,27 @@ def is_context_overflow(exc: BaseException) -> bool:
         text = f"{exc.body} {exc}".lower()
         return any(marker in text for marker in _OVERFLOW_MARKERS)
     return False
+
+
+def _instrumentation(config: ShipConfig) -> list[Any] | None:
+    """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
+    if not config.observability.otel:
+        return None
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+
+    return [Instrumentation()]
+
+
+def _then(first: Any, second: Any) -> Any:
+    """``first`` then ``second`` (if any), as one blocking callable."""
+    if second is None:
+        return first
+
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 class ShipAgent:
@@ -111,6 +137,8 @@ class ShipAgent:
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = ContextFiles(self.paths)
         self.chats.compaction_hooks.append(self._keep_compacted)
+        if config.context.chat_history.summarizer == "model":  # issue 13 §6; falls back to extract
+            self.chats.summarizer = model_summarizer(self._summary_model)
         self._context_toolset = context_toolset()
         self.transcript = Transcript(self.paths)
         self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
@@ -134,7 +162,14 @@ class ShipAgent:
         )
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
-        self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
+        # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
+        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        self.token_calibration = TokenCalibration()
+        self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
+        """Today's date in the instructions comes from here (tests move it)."""
+        self._pa_agent: Agent[None, str] = Agent(
+            output_type=str, name=config.name, retries=1, capabilities=_instrumentation(config)
+        )
         self._entered = 0
         # ``.ship/lock``, held while started; durable mode (several processes) turns it off
         self.project_lock = ProjectLock(project_root, enabled=project_lock)
@@ -235,6 +270,11 @@ class ShipAgent:
             self._model = build_model(self.config.llm, self._model_override)
         return self._model
 
+    def _summary_model(self) -> Model:
+        """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
+        name = self.config.context.chat_history.summary_model
+        return build_model(self.config.llm, name) if name else self.model
+
     def _toolsets(self) -> list[AbstractToolset[Any]]:
         """Every toolset a run offers the model, each guarded so a crash becomes a failure result."""
         toolsets: list[AbstractToolset[Any]] = [
@@ -249,7 +289,8 @@ class ShipAgent:
         if self.handover.toolset is not None:
             toolsets.append(self.handover.toolset)
         # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
-        return self.handover.restrict([GuardedToolset(SpillToolset(t)) for t in toolsets])
+        # outermost: each call's injections travel with its result (history.injections)
+        return self.handover.restrict([InjectionToolset(GuardedToolset(SpillToolset(t))) for t in toolsets])
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
@@ -258,7 +299,7 @@ class ShipAgent:
         agent_md = (
             self._agent_md if self._agent_md is not None else _instructions.read_agent_md(self.project_root)
         )
-        parts = [agent_md, _instructions.default_prompt()]
+        parts = [agent_md, _instructions.default_prompt(self.clock())]
         parts.extend(await _instructions.collect(self.instruction_sources, ctx))
         return "\n\n".join(p for p in parts if p)
 
@@ -267,6 +308,26 @@ class ShipAgent:
     def history(self, chat_key: str) -> list[ModelMessage]:
         """The chat's current history (loaded from ``.ship/`` if this process has not seen it)."""
         return self.chats.get(validate_chat_key(chat_key))
+
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
+
+        Raises:
+            KeyError: the chat has no summary with that id.
+        """
+        return self.chats.log.expand(validate_chat_key(chat_key), summary_id)
+
+    def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
+        """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
+        return self._ledger.records(validate_chat_key(chat_key), last=last)
+
+    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
+
+        Raises:
+            KeyError: no such record, or the stores no longer hold what it names.
+        """
+        return self._ledger.reconstruct(validate_chat_key(chat_key), request_id, step)
 
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
@@ -356,6 +417,7 @@ class ShipAgent:
             logs = partial(
                 self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
             )
+            logs = _then(logs, self._ledger.flush(chat_key, request_id, new))  # same worker-thread hop
             try:
                 compaction = await self.chats.commit(
                     chat_key, request_id, base, new, base_compaction=base_compaction, also=logs
@@ -376,7 +438,12 @@ class ShipAgent:
                     StepEvent(
                         "compaction",
                         f"compacted {len(done.removed)} older messages into a summary",
-                        {"removed": len(done.removed), "kept": len(done.history) - 1},
+                        {
+                            "removed": len(done.removed),
+                            "kept": len(done.history) - 1,
+                            "summarizer": done.summarizer,
+                            "summaryId": done.span.id if done.span else None,
+                        },
                     )
                 )
         await steps.emit(StepEvent("done", output, {"requestId": request_id}))
@@ -411,7 +478,10 @@ class ShipAgent:
             except Exception as exc:
                 if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
                     return exc
-                shrunk = compact(history, max(keep >> (attempt + 1), 1)) or compact(history, 0)
+                sources = self.chats.sources(ctx.chat_key)
+                shrunk = compact(history, max(keep >> (attempt + 1), 1), sources=sources) or compact(
+                    history, 0, sources=sources
+                )
                 if shrunk is not None:
                     base, base_compaction = shrunk.history, shrunk
                 ctx.reset_injections()  # the retry is a fresh tool loop
@@ -430,7 +500,7 @@ class ShipAgent:
         instructions: str,
         steps: StepReporter,
     ) -> _LoopResult:
-        window = ContextWindow(self.config.context.chat_history.max_history_tokens)
+        window = self._context_window()
         async with self._pa_agent.iter(
             text,
             message_history=history,
@@ -449,6 +519,29 @@ class ShipAgent:
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
+
+    def _context_window(self) -> ContextWindow:
+        """The run's context-window capability, configured from ship.json ``context``."""
+        ctx, context = current_tool_context(), self.config.context
+        return ContextWindow(
+            context.chat_history.max_history_tokens,
+            max_injected_messages=context.injection.max_injected_messages,
+            max_tokens=context.budget.max_tokens,
+            reserve_output=context.budget.reserve_output,
+            section_caps=context.budget.sections.model_dump(exclude_none=True, by_alias=True),
+            keep_result=partial(self._keep_elided, ctx.chat_key),
+            history_sources=self.chats.sources(ctx.chat_key),
+            observer=self._ledger.recorder(ctx.chat_key, ctx.request_id),
+            calibration=self.token_calibration,
+            chat_key=ctx.chat_key,
+        )
+
+    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
+        """Keep a tool result the budget elided as a context file, so the model can read it back."""
+        ref = self.context_files.add_artifact(
+            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
+        )
+        return ref.id
 
     def _final_output(self, output: str, ctx: ToolExecutionContext, channel: Any, records: list[Any]) -> str:
         pieces: list[str] = []

@@ -34,6 +34,7 @@ from .config import ShipConfig, load_config
 from .errors import ShipAgentError
 from .execution import ApprovalRequest
 from .files import context_app
+from .ledger import inspect_command
 from .mcp import mcp_app
 from .models import describe_model
 from .results import AgentResult, StepEvent
@@ -51,6 +52,7 @@ app = typer.Typer(
 )
 app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
+app.command("inspect")(inspect_command)  # shipagent inspect CHAT_KEY: what the model saw (ledger)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 

@@ -21,17 +21,21 @@ from .errors import ConfigError
 __all__ = [
     "AgentContextConfig",
     "AgentMetaConfig",
+    "BudgetConfig",
+    "BudgetSectionsConfig",
     "ChatHistoryConfig",
     "ContextConfig",
     "ExecShellPermission",
     "FilesConfig",
     "HandoverConfig",
     "InjectionConfig",
+    "LedgerConfig",
     "LlmConfig",
     "McpConfig",
     "McpHttpServer",
     "McpServerConfig",
     "McpStdioServer",
+    "ObservabilityConfig",
     "PermissionsConfig",
     "ProfileConfig",
     "ShipConfig",
@@ -68,6 +72,11 @@ class ChatHistoryConfig(_Model):
     in_memory_max_messages: int = Field(default=60, ge=4)
     compact_keep_last_messages: int = Field(default=30, ge=1)
     max_history_tokens: int = Field(default=32000, ge=256)
+    summarizer: Literal["extract", "model"] = "extract"
+    """Who writes a compaction summary: ``extract`` (mechanical lines) or ``model`` (falls back to
+    ``extract`` on any failure)."""
+    summary_model: str | None = None
+    """The model for ``summarizer: "model"`` (a pydantic-ai model string); default: the agent's."""
 
 
 class AgentContextConfig(_Model):
@@ -82,11 +91,46 @@ class FilesConfig(_Model):
     spill_threshold_bytes: int = Field(default=16384, ge=1024)
 
 
+SectionCap = Annotated[float, Field(gt=0)]
+"""A section cap: tokens (a number > 1) or a fraction of the budget (a number in (0, 1])."""
+
+
+class BudgetSectionsConfig(_Model):
+    """``context.budget.sections``: optional caps, each enforced by its section's own policy."""
+
+    instructions: SectionCap | None = None
+    injections: SectionCap | None = None
+    history: SectionCap | None = None
+    tool_results: SectionCap | None = None
+
+
+class BudgetConfig(_Model):
+    """``context.budget``: what one model request may carry (issue 13 §3).
+
+    ``maxTokens`` is the whole request: instructions, tool definitions and messages, plus
+    ``reserveOutput`` kept free for the answer. Without it, ``chatHistory.maxHistoryTokens`` still
+    works as before (the messages alone get that budget).
+    """
+
+    max_tokens: int | None = Field(default=None, ge=1024)
+    reserve_output: int = Field(default=4000, ge=0)
+    sections: BudgetSectionsConfig = Field(default_factory=BudgetSectionsConfig)
+
+
+class LedgerConfig(_Model):
+    """``context.ledger``: the per-request record of what the model was sent (issue 13 §2)."""
+
+    enabled: bool = True
+    keep_requests: int = Field(default=1000, ge=10)
+
+
 class ContextConfig(_Model):
     chat_history: ChatHistoryConfig = Field(default_factory=ChatHistoryConfig)
     agent_context: AgentContextConfig = Field(default_factory=AgentContextConfig)
     injection: InjectionConfig = Field(default_factory=InjectionConfig)
     files: FilesConfig = Field(default_factory=FilesConfig)
+    budget: BudgetConfig = Field(default_factory=BudgetConfig)
+    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
 
 
 class SkillsConfig(_Model):
@@ -177,6 +221,12 @@ class HandoverConfig(_Model):
     max_subagents_per_run: int = Field(default=8, ge=1)
 
 
+class ObservabilityConfig(_Model):
+    """``observability``: ``otel: true`` turns on pydantic-ai's OpenTelemetry instrumentation."""
+
+    otel: bool = False
+
+
 class ShipConfig(_Model):
     """The whole of ship.json."""
 
@@ -193,6 +243,7 @@ class ShipConfig(_Model):
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     handover: HandoverConfig = Field(default_factory=HandoverConfig)
+    observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
 
 
 # ---------------------------------------------------------------------------------------------------

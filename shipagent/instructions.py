@@ -1,7 +1,7 @@
 """Assembling a run's instructions (the system prompt), in the seed's order.
 
 1. ``Agent.md`` from the project root — the agent's role, written by the user;
-2. the built-in default prompt (``shipagent/prompts/default.md``), with the current time evaluated
+2. the built-in default prompt (``shipagent/prompts/default.md``), with today's date evaluated
    per run (the seed froze it at start-up);
 3. additions from context sources: the skills overview, context providers, the capability catalog.
 
@@ -30,13 +30,20 @@ def read_agent_md(project_root: Path) -> str:
 
 
 def default_prompt(now: datetime | None = None) -> str:
-    """The built-in default prompt with ``{now}`` replaced by the current UTC time."""
+    """The built-in default prompt with ``{date}`` replaced by today's UTC date.
+
+    Date only, on purpose (issue 13 §5): the instructions open every request, and provider prompt
+    caches (OpenAI, Anthropic, llama.cpp) reuse only an unchanged prefix. A time to the minute made
+    the prefix change every minute; a date changes it once a day. A per-turn time line next to the
+    user's message was the alternative; it would vary the request anyway and add a message the
+    ledger must account for, for a value a tool call gives when it matters.
+    """
     try:
         text = resources.files("shipagent").joinpath("prompts/default.md").read_text(encoding="utf-8")
     except FileNotFoundError:
-        text = "Current time: {now}"
-    stamp = (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC (%A)")
-    return text.replace("{now}", stamp).strip()
+        text = "Today's date: {date}."
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d (%A, UTC)")
+    return text.replace("{date}", stamp).strip()
 
 
 async def collect(sources: list[InstructionSource], ctx: ToolExecutionContext) -> list[str]:

@@ -15,7 +15,7 @@ import inspect
 import os
 import re
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 from pydantic_ai.models import Model, infer_model
 from pydantic_ai.providers import Provider, infer_provider_class
@@ -206,9 +206,25 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
     return RetryingModel(model, max_retries=llm.max_retries)
 
 
+def _is_anthropic(llm: LlmConfig) -> bool:
+    return (llm.provider or "").lower() == "anthropic" or (llm.model or "").startswith("anthropic:")
+
+
 def build_model_settings(llm: LlmConfig) -> ModelSettings:
-    """Model settings from ``llm``: the provider SDK never retries on its own (we do, visibly)."""
+    """Model settings from ship.json ``llm``: the provider SDK never retries on its own (we do, visibly).
+
+    With Anthropic, cache breakpoints on the instructions and the tool definitions are on by
+    default: shipagent keeps that prefix byte-identical across requests and turns (issue 13 §5),
+    so every request after the first reads it from the cache.
+    """
     settings: ModelSettings = {"max_retries": 0}
+    if _is_anthropic(llm):
+        settings.update(
+            cast(
+                ModelSettings,
+                {"anthropic_cache_instructions": True, "anthropic_cache_tool_definitions": True},
+            )
+        )
     if llm.temperature is not None:
         settings["temperature"] = llm.temperature
     if llm.max_tokens is not None:

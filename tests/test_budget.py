@@ -259,8 +259,8 @@ async def test_injected_messages_count_against_the_budget(tmp_path: Path) -> Non
     assert rendered[2] == ("request", "user-prompt", "load everything")
 
 
-def test_over_budget_run_cuts_its_oldest_tool_result_first() -> None:
-    """When a run's own results overflow, the oldest loses text first; the newest page stays whole."""
+def test_over_budget_run_elides_its_oldest_tool_result_first() -> None:
+    """When a run's own results overflow, the oldest are elided to a stub; the newest page stays whole."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
     from shipagent.history.budget import fit_to_budget, message_tokens
@@ -277,4 +277,9 @@ def test_over_budget_run_cuts_its_oldest_tool_result_first() -> None:
     assert sum(message_tokens(m) for m in fitted) <= 8000
     returns = [p.content for m in fitted for p in m.parts if isinstance(p, ToolReturnPart)]
     assert returns[-1] == page  # the newest page arrives whole
-    assert "shipagent cut" in returns[0]  # the oldest paid for it
+    # the oldest paid for it: elided (not cut into invalid text), saying how to read it again
+    assert returns[0] == (
+        "[shipagent elided this earlier result of `context_read` (call c0) from this request so the "
+        "newest results arrive whole; to see it again: call `context_read` again]"
+    )
+    assert not any("shipagent cut" in r for r in returns)

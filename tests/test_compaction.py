@@ -159,7 +159,7 @@ async def test_compaction_at_the_60_30_boundary_keeps_tool_pairs_and_persists(tm
         StepEvent(
             "compaction",
             "compacted 33 older messages into a summary",
-            {"removed": 33, "kept": 31},
+            {"removed": 33, "kept": 31, "summarizer": "extract", "summaryId": "S0-32"},
         )
     ]
     # The compaction is reported before the run's "done".

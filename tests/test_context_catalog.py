@@ -226,8 +226,12 @@ def test_agent_context_provider_renders_the_live_pool_each_time() -> None:
     meta = AgentInstanceMeta("orchestrator", "employee")
     before = provider.get_system_context("orchestrator", meta)
     assert "## Capability catalog" not in before
-    assert provider.revision() != provider.revision()  # never reused from a cache
+    # Between pool changes the rendering is reused byte for byte (a stable prompt prefix, issue 13 §5)
+    assert provider.revision() == provider.revision()
+    assert provider.get_system_context("orchestrator", meta) == before
+    revision = provider.revision()
 
     pool.grant_tool("worker", "write_file")
+    assert provider.revision() != revision
     after = provider.get_system_context("orchestrator", meta)
     assert "| file_ops | 1 | 1 | worker |" in after

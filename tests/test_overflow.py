@@ -82,7 +82,7 @@ async def test_overflow_retries_with_a_compacted_history_then_succeeds(tmp_path:
     assert is_summary(history[0])
     assert user_texts(history) == ["m17", "m18", "m19", "after overflow"]
     assert [e.type for e in events] == ["assistant", "compaction", "done"]
-    assert events[1].data == {"removed": 33, "kept": 7}
+    assert events[1].data == {"removed": 33, "kept": 7, "summarizer": "extract", "summaryId": "S0-32"}
 
     # The compaction was persisted: a new process rebuilds the same history.
     restarted = ShipAgent.from_project(root, model=model.scripted.model)

@@ -112,7 +112,7 @@ async def test_the_overview_is_in_the_instructions_of_a_run(project: Path) -> No
     await make_agent(project, script).run(KEY, "hello")
     instructions = script.infos[0].instructions or ""
     assert "- pdf-forms — Fill in PDF forms." in instructions
-    assert instructions.index("Current time:") < instructions.index("## Skills")
+    assert instructions.index("Today's date:") < instructions.index("## Skills")
 
 
 async def test_skills_load_injects_skill_md_as_a_system_block_at_the_top(project: Path) -> None:

@@ -7,7 +7,6 @@ implements — so the runtime's own prompt sections get no privileges a plugin w
 from __future__ import annotations
 
 import inspect
-import itertools
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -102,8 +101,8 @@ class AgentContextProvider:
     """``agent-context``: the resource pool and capability catalog, freshly rendered every run (seed 004).
 
     The catalog is live state — a resource turns busy, a tool is granted — so :meth:`revision`
-    never repeats: every run re-prepares the session context and the model always sees the pool
-    as it is now, with a new timestamp.
+    follows the pool's revision: a run after a change re-prepares the session context and the
+    model sees the pool as it is now; between changes the text (and its "As of") stays the same.
     """
 
     name = "agent-context"
@@ -111,14 +110,22 @@ class AgentContextProvider:
     def __init__(self, pool: ResourcePool, *, orchestrator_note: str | None = None) -> None:
         self.pool = pool
         self.orchestrator_note = orchestrator_note
-        self._counter = itertools.count()
+        self._rendered: tuple[int, str] | None = None
 
     def revision(self) -> object:
-        """A new value on every call: the rendering carries the time and must never be reused."""
-        return (self.pool.revision, next(self._counter))
+        """The pool's revision: the rendering changes exactly when the pool did."""
+        return self.pool.revision
 
     def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str:
-        """The rendered pool status and capability catalog."""
-        return context_to_system_prompt(
-            build_agent_context(self.pool, orchestrator_note=self.orchestrator_note)
-        )
+        """The rendered pool status and capability catalog.
+
+        Rendered again only when the pool changed, so its "As of" time is that of the last
+        change and the instructions stay byte-identical between changes (issue 13 §5: a fresh
+        timestamp every run broke the provider's prompt cache and re-issued the session token).
+        """
+        if self._rendered is None or self._rendered[0] != self.pool.revision:
+            text = context_to_system_prompt(
+                build_agent_context(self.pool, orchestrator_note=self.orchestrator_note)
+            )
+            self._rendered = (self.pool.revision, text)
+        return self._rendered[1]

@@ -24,14 +24,34 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from ..errors import ShipAgentError
 from ..execution import ToolExecutionContext, current_tool_context
+from ..history.stores import MessageLog
 from ..history.tokens import count_tokens
+from ._expand import expand_result
 from ._grep import GrepMatch, InvalidPatternError
 from ._ref import CONTEXT_KINDS, ContextRef
 from ._store import ContextFiles
 
+
+async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -> dict[str, Any]:
+    """Return, verbatim, the messages a compaction summary replaced (its id is in the summary).
+
+    Args:
+        summary_id: the summary's id, like "S12-41" (shown in the summary text).
+        offset: byte offset into the rendered messages (default 0); continue from `nextOffset`.
+        limit: bytes to return (default 32768, at most 65536).
+    """
+    ctx = current_tool_context()
+    log = MessageLog(ctx.paths)
+    return await anyio.to_thread.run_sync(
+        lambda: expand_result(log, ctx.chat_key, summary_id, offset, limit, token_cap(ctx))
+    )
+
+
 __all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset"]
 
-CONTEXT_TOOL_NAMES = frozenset({"context_list", "context_read", "context_tail", "context_grep"})
+CONTEXT_TOOL_NAMES = frozenset(
+    {"context_list", "context_read", "context_tail", "context_grep", "context_expand"}
+)
 NO_SPILL_METADATA: dict[str, Any] = {"shipagent_no_spill": True}
 """Tool metadata that tells :class:`SpillToolset` to pass a tool's results through untouched."""
 
@@ -52,9 +72,17 @@ def context_files_for(ctx: ToolExecutionContext) -> ContextFiles:
     return ctx.context_files
 
 
-def _token_cap(ctx: ToolExecutionContext) -> int:
+def token_cap(ctx: ToolExecutionContext) -> int:
     """The most tokens one result may cost: under the request budget's per-part cut."""
-    return max(256, ctx.config.context.chat_history.max_history_tokens // 4 - 256)
+    context = ctx.config.context
+    budget = context.chat_history.max_history_tokens
+    if context.budget.max_tokens is not None:
+        budget = context.budget.max_tokens - context.budget.reserve_output
+    cap = budget // 4
+    section = context.budget.sections.tool_results
+    if section is not None:  # a page must fit its section whole (issue 13 §3)
+        cap = min(cap, int(section * budget if section <= 1 else section))
+    return max(256, cap - 256)
 
 
 def _tokens(result: dict[str, Any]) -> int:
@@ -84,7 +112,7 @@ async def _run(work: Work) -> dict[str, Any]:
     try:
         ctx = current_tool_context()
         files = context_files_for(ctx)
-        result = await anyio.to_thread.run_sync(work, files, ctx.chat_key, _token_cap(ctx))
+        result = await anyio.to_thread.run_sync(work, files, ctx.chat_key, token_cap(ctx))
     except (ShipAgentError, InvalidPatternError, OSError) as exc:
         return {"success": False, "error": str(exc)}
     return {"success": True, **result}
@@ -278,6 +306,7 @@ _TOOLS: tuple[Callable[..., Awaitable[dict[str, Any]]], ...] = (
     context_read,
     context_tail,
     context_grep,
+    context_expand,
 )
 
 

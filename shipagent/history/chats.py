@@ -9,23 +9,28 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from functools import partial
 
 import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
 from ..config import ChatHistoryConfig
-from .compaction import CompactionResult, compact
+from .compaction import CompactionResult, compact, compaction_input
+from .injections import strip_injections
 from .stores import MessageLog
 
-__all__ = ["ChatHistories", "CompactionHook", "Reconciler"]
+__all__ = ["ChatHistories", "CompactionHook", "Reconciler", "Summarizer"]
 
 log = logging.getLogger("shipagent.history")
 
 CompactionHook = Callable[[str, CompactionResult], None]
 """Called (in a worker thread) with the chat key and what a compaction removed."""
+
+Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
+"""``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
 
 
 Reconciler = Callable[[str], object]
@@ -39,6 +44,9 @@ class _Chat:
     messages: list[ModelMessage] | None = None
     logs_behind: bool = False
     """A log write after a committed turn failed: reconcile before the next turn."""
+    sources: list[str] | None = None
+    """``history:<seq>`` / ``summary:<id>`` per message of :attr:`messages` (issue 13 §4)."""
+    next_seq: int = 0
 
 
 class ChatHistories:
@@ -52,6 +60,8 @@ class ChatHistories:
         self.reconciler: Reconciler | None = None
         self._hydrating = threading.Lock()
         """Run once per chat when it is hydrated from disk, and after a failed log write."""
+        self.summarizer: Summarizer | None = None
+        """Writes summaries when ``chatHistory.summarizer`` is ``model`` (the agent sets it)."""
 
     def _chat(self, chat_key: str) -> _Chat:
         chat = self._chats.get(chat_key)
@@ -63,6 +73,14 @@ class ChatHistories:
         """The lock that serialises turns of ``chat_key``."""
         return self._chat(chat_key).lock
 
+    def _load(self, chat_key: str) -> tuple[list[ModelMessage], list[str], int]:
+        messages = self.log.rebuild(chat_key)
+        sources, next_seq = self.log.sources(chat_key)
+        if len(sources) != len(messages):  # a record rebuild skipped: name messages by position
+            log.warning("chat %r: message seqs do not line up with the history; numbering afresh", chat_key)
+            sources = [f"history:@{n}" for n in range(len(messages))]
+        return messages, sources, next_seq
+
     def _hydrate(self, chat: _Chat, chat_key: str) -> None:
         """Load the chat from disk if needed and make the other stores agree with the message log.
 
@@ -73,7 +91,7 @@ class ChatHistories:
         """
         with self._hydrating:
             if chat.messages is None:
-                chat.messages = self.log.rebuild(chat_key)
+                chat.messages, chat.sources, chat.next_seq = self._load(chat_key)
                 chat.logs_behind = True
             if chat.logs_behind and self.reconciler is not None:
                 try:
@@ -99,6 +117,11 @@ class ChatHistories:
         assert chat.messages is not None
         return list(chat.messages)
 
+    def sources(self, chat_key: str) -> list[str]:
+        """The source (``history:<seq>`` / ``summary:<id>``) of each message of :meth:`get`."""
+        self.get(chat_key)
+        return list(self._chat(chat_key).sources or [])
+
     def clear_memory(self, chat_key: str) -> None:
         """Forget the in-memory copy (the next turn rebuilds it from disk)."""
         self._chat(chat_key).messages = None
@@ -110,8 +133,12 @@ class ChatHistories:
         """
         chat = self._chat(chat_key)
         async with chat.lock:
-            await anyio.to_thread.run_sync(self.log.append_compaction, chat_key, request_id, [])
-            chat.messages = []
+            await self.aget(chat_key)  # the seq counter continues after a /clear
+            write = partial(
+                self.log.append_compaction, chat_key, request_id, [], sources=[], next_seq=chat.next_seq
+            )
+            await anyio.to_thread.run_sync(write)
+            chat.messages, chat.sources = [], []
 
     def _run_hooks(self, chat_key: str, result: CompactionResult) -> None:
         for hook in self.compaction_hooks:
@@ -119,6 +146,28 @@ class ChatHistories:
                 hook(chat_key, result)
             except Exception:  # a hook must never cost the user the turn
                 log.exception("compaction hook %r failed for chat %r", hook, chat_key)
+
+    async def _model_summary(self, chat_key: str, history: list[ModelMessage]) -> str | None:
+        """A model-written summary body when this commit will compact, else ``None``.
+
+        Any failure (the model errs, times out, returns nothing) falls back to the extract.
+        """
+        if self.summarizer is None or len(history) <= self.config.in_memory_max_messages:
+            return None
+        found = compaction_input(history, self.config.compact_keep_last_messages)
+        if found is None:
+            return None
+        try:
+            body = (await self.summarizer(*found)).strip()
+        except Exception as exc:
+            log.warning(
+                "chat %r: the model summary failed (%s: %s); using the extract",
+                chat_key,
+                type(exc).__name__,
+                exc,
+            )
+            return None
+        return body or None
 
     async def commit(
         self,
@@ -143,16 +192,27 @@ class ChatHistories:
         next turn, never reported as a failed turn (a caller would retry it and say it twice).
         """
         chat = self._chat(chat_key)
+        new = strip_injections(new)  # injections live for one run (seed 002 §3)
         history = [*base, *new]
         result: CompactionResult | None = None
         behind = False
+        before = list(chat.sources or [])
+        if base_compaction is not None:
+            before = base_compaction.sources(before)
+        if len(before) != len(base):
+            before = [f"history:@{n}" for n in range(len(base))]
+        first_seq = chat.next_seq
+        sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
+        next_seq = first_seq + len(new)
+        final_sources = sources
+        body = await self._model_summary(chat_key, history)
 
         def write() -> CompactionResult | None:
-            nonlocal behind
+            nonlocal final_sources, behind
             if base_compaction is not None:
-                self.log.append_compaction(chat_key, request_id, base)
+                self.log.append_compaction(chat_key, request_id, base, sources=before, next_seq=first_seq)
                 self._run_hooks(chat_key, base_compaction)
-            self.log.append_turn(chat_key, request_id, new)
+            self.log.append_turn(chat_key, request_id, new, seq=first_seq)
             if also is not None:
                 try:
                     also()
@@ -165,10 +225,19 @@ class ChatHistories:
                         request_id,
                     )
             if len(history) > self.config.in_memory_max_messages:
-                done = compact(history, self.config.compact_keep_last_messages)
+                done = compact(
+                    history,
+                    self.config.compact_keep_last_messages,
+                    sources=sources,
+                    body=body,
+                    summarizer="model" if body is not None else "extract",
+                )
                 if done is not None:
                     self._run_hooks(chat_key, done)
-                    self.log.append_compaction(chat_key, request_id, done.history)
+                    final_sources = done.sources(sources)
+                    self.log.append_compaction(
+                        chat_key, request_id, done.history, sources=final_sources, next_seq=next_seq
+                    )
                     return done
             return None
 
@@ -179,4 +248,5 @@ class ChatHistories:
             raise
         chat.messages = result.history if result is not None else history
         chat.logs_behind = behind
+        chat.sources, chat.next_seq = final_sources, next_seq
         return result

@@ -33,11 +33,14 @@ from pydantic_ai.messages import (
 
 __all__ = [
     "CompactionResult",
+    "SummarySpan",
     "compact",
+    "compaction_input",
     "is_injected",
     "is_summary",
     "message_text",
     "safe_cut_index",
+    "summary_id",
     "summary_message",
 ]
 
@@ -48,6 +51,9 @@ _HEADER = (
     "[Summary of the earlier conversation: {count} older messages were compacted. Their full text "
     "is still on disk — call chat_load_history (or search the history context files) when you "
     "need details.]"
+)
+_EXPAND = (
+    "[Summary {id}: context_expand(summary_id={id!r}) returns the {count} messages it replaced, verbatim.]"
 )
 
 
@@ -148,6 +154,15 @@ class CompactionResult:
     removed: list[ModelMessage]
     """The messages folded into the summary (the previous summary excluded)."""
     summary: ModelRequest
+    span: SummarySpan | None = None
+    """The summary's id and the seqs it replaced (when the caller passed sources)."""
+    summarizer: str = "extract"
+    """Which summarizer wrote the summary: ``extract`` or ``model``."""
+
+    def sources(self, before: Sequence[str]) -> list[str]:
+        """The sources of :attr:`history`, given those of the messages compacted."""
+        head = [f"summary:{self.span.id}" if self.span else "summary:"]
+        return head + list(before[len(before) - (len(self.history) - 1) :]) if len(self.history) > 1 else head
 
 
 def _summary_body(message: ModelMessage) -> tuple[int, str]:
@@ -158,20 +173,90 @@ def _summary_body(message: ModelMessage) -> tuple[int, str]:
     return int(count), str(body)
 
 
-def summary_message(count: int, body: str) -> ModelRequest:
-    """The summary message itself: a leading system part, marked in metadata."""
-    text = _HEADER.format(count=count) + ("\n" + body if body else "")
+def summary_message(
+    count: int, body: str, *, span: SummarySpan | None = None, summarizer: str = "extract"
+) -> ModelRequest:
+    """The summary message itself: a leading system part, marked in metadata.
+
+    With a ``span`` the summary has an id, records the seqs it replaced and its parent, and tells
+    the model that ``context_expand`` gives those messages back.
+    """
+    header = _HEADER.format(count=count)
+    meta: dict[str, Any] = {
+        "kind": "summary",
+        "compactedMessages": count,
+        "body": body,
+        "summarizer": summarizer,
+    }
+    if span is not None:
+        header += "\n" + _EXPAND.format(id=span.id, count=span.to_seq - span.from_seq + 1)
+    text = header + ("\n" + body if body else "")
+    if span is not None:
+        meta.update(id=span.id, fromSeq=span.from_seq, toSeq=span.to_seq, parent=span.parent)
     return ModelRequest(
         # The part is marked too, so the summary is still recognised in a merged request.
-        parts=[SystemPromptPart(text, metadata={MARKER: {"kind": "summary"}})],
-        metadata={MARKER: {"kind": "summary", "compactedMessages": count, "body": body}},
+        parts=[SystemPromptPart(text, metadata={MARKER: {"kind": "summary", "summarizer": summarizer}})],
+        metadata={MARKER: meta},
     )
 
 
-def compact(messages: Sequence[ModelMessage], keep: int) -> CompactionResult | None:
+@dataclass(frozen=True, slots=True)
+class SummarySpan:
+    """Which message seqs a summary replaced, and the summary it folded in (if any)."""
+
+    id: str
+    from_seq: int
+    to_seq: int
+    parent: str | None = None
+
+
+def summary_id(message: ModelMessage) -> str | None:
+    """The id of a compaction summary (``None`` for other messages and summaries without one)."""
+    meta = message.metadata if isinstance(message, ModelRequest) else None
+    info = meta.get(MARKER) if isinstance(meta, dict) else None
+    found = info.get("id") if isinstance(info, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _span(removed_sources: Sequence[str], parent: str | None) -> SummarySpan | None:
+    seqs: list[int] = []
+    for source in removed_sources:
+        kind, _, value = source.partition(":")
+        if kind != "history" or not value.isdigit():
+            return None  # positions we cannot name: no expandable span
+        seqs.append(int(value))
+    if not seqs:
+        return None
+    lo, hi = min(seqs), max(seqs)
+    return SummarySpan(f"S{lo}-{hi}", lo, hi, parent)
+
+
+def compaction_input(messages: Sequence[ModelMessage], keep: int) -> tuple[str, list[ModelMessage]] | None:
+    """``(previous summary body, messages a compaction would fold)``, or ``None`` if nothing would be.
+
+    What a model-written summary is made from: the same pair-safe cut :func:`compact` makes.
+    """
+    start = 1 if messages and is_summary(messages[0]) else 0
+    cut = safe_cut_index(list(messages[start:]), keep)
+    if cut == 0:
+        return None
+    previous = _summary_body(messages[0])[1] if start else ""
+    return previous, list(messages[start : start + cut])
+
+
+def compact(
+    messages: Sequence[ModelMessage],
+    keep: int,
+    *,
+    sources: Sequence[str] | None = None,
+    body: str | None = None,
+    summarizer: str = "extract",
+) -> CompactionResult | None:
     """Fold all but about the last ``keep`` messages into one summary message.
 
-    Returns ``None`` when there is nothing to fold (the safe cut lands at the start).
+    ``sources`` (``history:<seq>`` per message, as :class:`~.chats.ChatHistories` tracks them)
+    gives the summary an id and the seq range it replaced. Returns ``None`` when there is nothing
+    to fold (the safe cut lands at the start).
     """
     previous_count, previous_body = 0, ""
     start = 0
@@ -183,12 +268,19 @@ def compact(messages: Sequence[ModelMessage], keep: int) -> CompactionResult | N
     if cut == 0:
         return None
     removed, kept = body_msgs[:cut], body_msgs[cut:]
-    lines = [previous_body] if previous_body else []
-    for message in removed:
-        lines.extend(f"{role}: {_clip(text, _LINE_CHARS)}" for role, text in message_text(message))
-    body = "\n".join(lines)
+    if body is None:  # the mechanical extract; a model-written body comes in from the caller
+        summarizer = "extract"
+        lines = [previous_body] if previous_body else []
+        for message in removed:
+            lines.extend(f"{role}: {_clip(text, _LINE_CHARS)}" for role, text in message_text(message))
+        body = "\n".join(lines)
     if len(body) > _SUMMARY_CHARS:  # keep the newest lines; the oldest are the most condensed
         body = "…" + body[-(_SUMMARY_CHARS - 1) :]
         body = body[:1] + body[body.find("\n") + 1 :] if "\n" in body else body
-    summary = summary_message(previous_count + len(removed), body)
-    return CompactionResult(history=[summary, *kept], removed=removed, summary=summary)
+    span = None
+    if sources is not None and len(sources) == len(messages):
+        span = _span(sources[start : start + cut], summary_id(messages[0]) if start else None)
+    summary = summary_message(previous_count + len(removed), body, span=span, summarizer=summarizer)
+    return CompactionResult(
+        history=[summary, *kept], removed=removed, summary=summary, span=span, summarizer=summarizer
+    )

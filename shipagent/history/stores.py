@@ -138,17 +138,38 @@ class MessageLog:
     def path(self, chat_key: str) -> Path:
         return self._paths.message_log(chat_key)
 
-    def append_turn(self, chat_key: str, request_id: str, messages: list[ModelMessage]) -> None:
-        record = {"t": "turn", "ts": now_iso(), "requestId": request_id, "messages": dump_messages(messages)}
+    def append_turn(
+        self, chat_key: str, request_id: str, messages: list[ModelMessage], *, seq: int | None = None
+    ) -> None:
+        """Append a committed turn; ``seq`` is its first message's sequence number."""
+        record: dict[str, Any] = {
+            "t": "turn",
+            "ts": now_iso(),
+            "requestId": request_id,
+            "messages": dump_messages(messages),
+        }
+        if seq is not None:
+            record["seq"] = seq
         jsonl.append_line(self.path(chat_key), record)
 
-    def append_compaction(self, chat_key: str, request_id: str, history: list[ModelMessage]) -> None:
-        record = {
+    def append_compaction(
+        self,
+        chat_key: str,
+        request_id: str,
+        history: list[ModelMessage],
+        *,
+        sources: Sequence[str] | None = None,
+        next_seq: int | None = None,
+    ) -> None:
+        """Append the history right after a compaction, with each message's source and the counter."""
+        record: dict[str, Any] = {
             "t": "compaction",
             "ts": now_iso(),
             "requestId": request_id,
             "history": dump_messages(history),
         }
+        if sources is not None and next_seq is not None:
+            record["sources"], record["nextSeq"] = list(sources), next_seq
         jsonl.append_line(self.path(chat_key), record)
 
     def rebuild(self, chat_key: str) -> list[ModelMessage]:
@@ -174,6 +195,144 @@ class MessageLog:
         for messages in reversed(turns):
             history.extend(messages)
         return history
+
+    # -- message seqs (issue 13 §4); kept apart from rebuild on purpose ---------------------------
+
+    def sources(self, chat_key: str) -> tuple[list[str], int]:
+        """``(source of each message of the rebuilt history, next seq)``.
+
+        A source is ``history:<seq>`` (the message's stable sequence number in this chat) or
+        ``summary:<id>``. Reads backwards to the newest compaction like :meth:`rebuild`, looking
+        only at the seq fields. Files written before seqs existed get implicit ones: every turn
+        message numbered in file order (one forward read, only for such files).
+        """
+        counts: list[tuple[int | None, int]] = []
+        base: list[str] = []
+        next_seq: int | None = 0
+        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(record, dict):
+                continue
+            if record.get("t") == "compaction":
+                got, nxt = record.get("sources"), record.get("nextSeq")
+                if isinstance(got, list) and isinstance(nxt, int):
+                    base, next_seq = [str(x) for x in got], nxt
+                else:  # written before seqs (or a /clear of that time): number from the start
+                    return self._implicit_sources(chat_key)
+                break
+            if record.get("t") == "turn":
+                seq = record.get("seq")
+                messages = record.get("messages")
+                counts.append(
+                    (
+                        seq if isinstance(seq, int) else None,
+                        len(messages) if isinstance(messages, list) else 0,
+                    )
+                )
+        out = list(base)
+        for seq, count in reversed(counts):
+            if seq is None:
+                return self._implicit_sources(chat_key)
+            out.extend(f"history:{seq + i}" for i in range(count))
+            next_seq = seq + count
+        return out, next_seq or 0
+
+    def _implicit_sources(self, chat_key: str) -> tuple[list[str], int]:
+        """Seqs for a log with records from before seqs: turn messages numbered in file order."""
+        current: list[str] = []
+        counter = 0
+        for record in jsonl.read_all(self.path(chat_key)):
+            if not isinstance(record, dict):
+                continue
+            if record.get("t") == "turn":
+                seq = record.get("seq")
+                start = seq if isinstance(seq, int) else counter
+                count = len(record.get("messages") or [])
+                current.extend(f"history:{start + i}" for i in range(count))
+                counter = start + count
+            elif record.get("t") == "compaction":
+                got = record.get("sources")
+                history = record.get("history") or []
+                if isinstance(got, list):
+                    current = [str(x) for x in got]
+                else:  # the kept tail is the newest messages; a leading summary has no seq
+                    tail = current[-(len(history) - 1) :] if len(history) > 1 else []
+                    current = (["summary:legacy"] if history else []) + tail
+                    if len(current) != len(history):
+                        current = [f"history:@{n}" for n in range(len(history))]
+                if isinstance(record.get("nextSeq"), int):
+                    counter = record["nextSeq"]
+        return current, counter
+
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages a compaction summary replaced, verbatim as they were committed.
+
+        Reads the summary's seq range from its metadata (any compaction record holding it), then
+        the turn records holding those seqs. Raises ``KeyError`` for an unknown summary id.
+        """
+        span: tuple[int, int] | None = None
+        found: dict[int, Any] = {}
+        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(record, dict):
+                continue
+            if span is None and record.get("t") == "compaction":
+                span = _summary_span(record.get("history"), summary_id)
+            elif record.get("t") == "turn" and isinstance(record.get("seq"), int):
+                for i, message in enumerate(record.get("messages") or []):
+                    found[record["seq"] + i] = message
+                if span is not None and found and min(found) <= span[0]:
+                    break
+        if span is None:
+            raise KeyError(summary_id)
+        return load_messages([found[n] for n in range(span[0], span[1] + 1) if n in found])
+
+    def find(
+        self, chat_key: str, sources: Sequence[str], request_id: str
+    ) -> tuple[list[ModelMessage], list[ModelMessage]]:
+        """``(messages named by sources, messages of turn request_id)``, read backwards (for the ledger).
+
+        Raises ``KeyError`` naming the first source or the turn that is not in the log.
+        """
+        wanted_seqs = {
+            int(v) for k, _, v in (x.partition(":") for x in sources) if k == "history" and v.isdigit()
+        }
+        wanted_ids = {v for k, _, v in (x.partition(":") for x in sources) if k == "summary"}
+        by_source: dict[str, Any] = {}
+        turn: list[Any] | None = None
+        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+            if not isinstance(record, dict):
+                continue
+            if record.get("t") == "turn":
+                if turn is None and record.get("requestId") == request_id:
+                    turn = record.get("messages") or []
+                seq = record.get("seq")
+                if isinstance(seq, int):
+                    for i, message in enumerate(record.get("messages") or []):
+                        if seq + i in wanted_seqs:
+                            by_source[f"history:{seq + i}"] = message
+            elif record.get("t") == "compaction" and record.get("history"):
+                head = record["history"][0]
+                info = (head.get("metadata") or {}).get("shipagent") if isinstance(head, dict) else None
+                if isinstance(info, dict) and info.get("id") in wanted_ids:
+                    by_source.setdefault(f"summary:{info['id']}", head)
+            if turn is not None and len(by_source) == len(set(sources)):
+                break
+        if turn is None:
+            raise KeyError(f"turn {request_id}")
+        missing = [x for x in sources if x not in by_source]
+        if missing:
+            raise KeyError(missing[0])
+        return load_messages([by_source[x] for x in sources]), load_messages(turn)
+
+
+def _summary_span(history: Any, summary_id: str) -> tuple[int, int] | None:
+    if not isinstance(history, list) or not history or not isinstance(history[0], dict):
+        return None
+    info = (history[0].get("metadata") or {}).get("shipagent") or {}
+    if isinstance(info, dict) and info.get("id") == summary_id:
+        lo, hi = info.get("fromSeq"), info.get("toSeq")
+        if isinstance(lo, int) and isinstance(hi, int):
+            return lo, hi
+    return None
 
 
 class AgentContextLog:

@@ -17,7 +17,7 @@ from typing import Any
 
 import tiktoken
 
-__all__ = ["O200K_SHA256", "count_tokens", "cut_text", "encoding", "token_upper_bound"]
+__all__ = ["O200K_SHA256", "TokenCalibration", "count_tokens", "cut_text", "encoding", "token_upper_bound"]
 
 O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
 _lock = threading.Lock()
@@ -90,3 +90,51 @@ def cut_text(text: str, max_tokens: int) -> str:
         f"budget allows …]\n"
     )
     return head + marker + tail
+
+
+class TokenCalibration:
+    """Per model, how the provider's input-token count compares to our o200k estimate.
+
+    o200k_base is exact for OpenAI's current models and an estimate for the rest: a Claude or
+    llama tokenizer can need noticeably more tokens for the same text, so a budget in o200k
+    tokens would overfill their window. Each request leaves its estimate pending (per chat);
+    the next request of that chat finds the provider's ``input_tokens`` on the response and
+    settles it. The ratio actual / estimated is kept bounded to ``[1, MAX_RATIO]`` — a model that
+    needs fewer tokens than we count is merely under-filled, never overflowed — and the next
+    request's budget is divided by it.
+    """
+
+    MAX_RATIO = 2.0
+
+    def __init__(self) -> None:
+        self._ratios: dict[str, float] = {}
+        self._pending: dict[str, tuple[str, int, int]] = {}
+
+    def ratio(self, model: str) -> float:
+        """The correction for ``model`` (1.0 until the provider reported a count)."""
+        return self._ratios.get(model, 1.0)
+
+    def observe(self, model: str, estimated: int, actual: int) -> float:
+        """Record one request's estimate and the provider's count; returns the new ratio."""
+        if estimated <= 0 or actual <= 0:
+            return self.ratio(model)
+        ratio = min(max(actual / estimated, 1.0), self.MAX_RATIO)
+        self._ratios[model] = ratio
+        return ratio
+
+    def expect(self, key: str, model: str, estimated: int, sent_messages: int) -> None:
+        """A request of conversation ``key`` sent ``sent_messages`` messages with this estimate."""
+        self._pending[key] = (model, estimated, sent_messages)
+
+    def settle(self, key: str, actual: int, position: int) -> tuple[int, float] | None:
+        """The response at ``position`` of the chat's messages counted ``actual`` input tokens.
+
+        It answers the pending request only if it comes after what that request sent (an older
+        response of the history must not be paired with it). Returns ``(estimate, new ratio)``.
+        """
+        pending = self._pending.get(key)
+        if pending is None or actual <= 0 or position < pending[2]:
+            return None
+        del self._pending[key]
+        model, estimated, _ = pending
+        return estimated, self.observe(model, estimated, actual)

@@ -1,0 +1,24 @@
+"""The ledger (issue 13 §2): what each model request carried, and why.
+
+A room beside the core: the core's context window reports every request to an observer; this
+package keeps those reports per chat in ``.ship/chats/<key>/requests.jsonl``, rebuilds any
+recorded request exactly (``agent.reconstruct``) and renders them (``shipagent inspect``).
+"""
+
+from ._cli import inspect_command
+from ._inspect import ItemChange, diff_records, ledger_stats
+from ._ledger import Ledger, LedgerRecorder
+from ._records import LedgerItem, RequestRecord
+from ._store import LedgerStore
+
+__all__ = [
+    "ItemChange",
+    "Ledger",
+    "LedgerItem",
+    "LedgerRecorder",
+    "LedgerStore",
+    "RequestRecord",
+    "diff_records",
+    "inspect_command",
+    "ledger_stats",
+]

@@ -1,0 +1,99 @@
+"""Read-only views of a chat's ledger: one request, the diff from the one before, per-chat stats.
+
+Pure functions over :class:`RequestRecord` s (the CLI in :mod:`._cli` prints them), so they are
+tested directly and used by ``bench/ledger_stats.py`` too.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._records import SECTION_NAMES, LedgerItem, RequestRecord
+
+__all__ = ["ItemChange", "diff_records", "find_record", "ledger_stats"]
+
+
+@dataclass(frozen=True, slots=True)
+class ItemChange:
+    """One difference between two consecutive requests."""
+
+    change: str
+    """``added``, ``removed`` or ``edited``."""
+    source: str
+    before: LedgerItem | None
+    after: LedgerItem | None
+
+
+def find_record(records: Sequence[RequestRecord], request: str | None) -> RequestRecord:
+    """The record named ``<requestId>`` (its last step) or ``<requestId>:<step>``; the newest if None.
+
+    Raises:
+        KeyError: no such record (the message names what was asked for).
+    """
+    if not records:
+        raise KeyError("this chat has no ledger records yet")
+    if request is None:
+        return records[-1]
+    request_id, _, step = request.partition(":")
+    matches = [r for r in records if r.request_id == request_id and (not step or str(r.step) == step)]
+    if not matches:
+        raise KeyError(f"no ledger record {request!r} in this chat")
+    return matches[-1]
+
+
+def previous_of(records: Sequence[RequestRecord], record: RequestRecord) -> RequestRecord | None:
+    for index, candidate in enumerate(records):
+        if candidate is record:
+            return records[index - 1] if index else None
+    return None
+
+
+def diff_records(before: RequestRecord | None, after: RequestRecord) -> list[ItemChange]:
+    """Items added, removed or edited (edit or token count changed) from ``before`` to ``after``."""
+    old = {i.source: i for i in before.items} if before is not None else {}
+    new = {i.source: i for i in after.items}
+    changes: list[ItemChange] = []
+    for source, item in new.items():
+        was = old.get(source)
+        if was is None or (was.edit == "dropped") != (item.edit == "dropped"):
+            if item.edit != "dropped":
+                changes.append(ItemChange("added", source, was, item))
+            elif was is not None:
+                changes.append(ItemChange("removed", source, was, item))
+        elif (was.edit, was.tokens) != (item.edit, item.tokens):
+            changes.append(ItemChange("edited", source, was, item))
+    changes.extend(
+        ItemChange("removed", s, i, None) for s, i in old.items() if s not in new and i.edit != "dropped"
+    )
+    return changes
+
+
+def ledger_stats(records: Sequence[RequestRecord]) -> dict[str, Any]:
+    """Per chat: requests, turns, mean tokens per section, prefix-stable and cached-token shares."""
+    count = len(records)
+    means = {
+        name: (sum(r.sections.get(name, 0) for r in records) / count if count else 0.0)
+        for name in SECTION_NAMES
+    }
+    stable = sum(1 for a, b in itertools.pairwise(records) if a.prefix_hash == b.prefix_hash)
+    reported = [r for r in records if r.input_tokens]
+    input_tokens = sum(r.input_tokens or 0 for r in reported)
+    cached = sum(r.cached_tokens or 0 for r in reported)
+    edits: dict[str, int] = {}
+    for record in records:
+        for item in record.items:
+            edits[item.edit] = edits.get(item.edit, 0) + 1
+    return {
+        "requests": count,
+        "turns": len({r.request_id for r in records}),
+        "meanTokens": {k: round(v, 1) for k, v in means.items()},
+        "meanTotalTokens": round(sum(means.values()), 1),
+        "prefixStableShare": round(stable / (count - 1), 4) if count > 1 else None,
+        "distinctPrefixes": len({r.prefix_hash for r in records}),
+        "providerReported": len(reported),
+        "cachedTokenShare": round(cached / input_tokens, 4) if input_tokens else None,
+        "edits": edits,
+    }
