@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -302,7 +302,7 @@ class ShipAgent:
         channel: Any = None,
         on_step: StepCallback | None = None,
         approval_timeout: float | None = None,
-    ) -> AsyncIterator[RunEvent]:
+    ) -> AsyncGenerator[RunEvent, None]:
         """Run one turn like :meth:`run`, yielding its events as they happen; :class:`Done` is last.
 
         Model requests are streamed from the provider, so :class:`TextDelta`s arrive as the model
