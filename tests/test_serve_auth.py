@@ -177,3 +177,15 @@ def test_access_log_has_one_line_per_request_and_never_a_key(
     everything = "\n".join(r.getMessage() for r in caplog.records)
     for secret in (K_WEB, K_ALL, "a-wrong-key-that-must-not-be-logged", "secret body"):
         assert secret not in everything
+
+
+def test_check_reports_who_serve_would_answer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_project(tmp_path, {"llm": {"model": "test"}})
+    plain = CliRunner().invoke(cli.app, ["check", "-C", str(tmp_path)])
+    assert "serve: no API keys (serve.apiKeys): `shipagent serve` listens on loopback only" in plain.output
+    monkeypatch.setenv("WEB_KEY", K_WEB)
+    keys = [{"key": "${WEB_KEY}", "chatKeys": ["web:*"]}, {"key": K_ALL}]
+    make_project(tmp_path, {"llm": {"model": "test"}, "serve": {"apiKeys": keys}})
+    keyed = CliRunner().invoke(cli.app, ["check", "-C", str(tmp_path)])
+    assert "serve: 2 API key(s) for chats *, web:*" in keyed.output
+    assert K_WEB not in keyed.output and K_ALL not in keyed.output

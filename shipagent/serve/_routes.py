@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..chatkeys import validate_chat_key
 from ..errors import NotFoundError
@@ -21,7 +21,7 @@ from ._auth import ApiKey
 from ._chats import list_chats, read_transcript_page
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
 from ._stream import SSE_HEADERS, EventStream, native_events, openai_chunks
-from ._wire import ApiError, read_json, result_json
+from ._wire import ApiError, JSONResponse, read_json, result_json
 
 if TYPE_CHECKING:
     from ._app import ServeState
