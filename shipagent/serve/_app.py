@@ -57,9 +57,13 @@ class ServeState:
         self._idle = anyio.Event()
         self._idle.set()
 
-    def turn_started(self) -> None:
+    def check_open(self) -> None:
+        """503 once shutdown began: running turns finish, new ones go elsewhere."""
         if self.closing:
             raise ApiError(503, "shutting_down", "the server is shutting down; retry on another instance")
+
+    def turn_started(self) -> None:
+        self.check_open()
         self.active += 1
         self._idle = anyio.Event() if self.active == 1 else self._idle
 

@@ -156,6 +156,7 @@ class Api:
         if not isinstance(stream, bool):
             raise ApiError(400, "invalid_request", "'stream' must be true or false")
         if stream or "text/event-stream" in request.headers.get("accept", ""):
+            self.state.check_open()  # before the 200 of an event stream goes out
             events = self.agent.run_stream(
                 chat_key, text, approval_timeout=self.state.settings.approval_timeout_seconds
             )
@@ -177,6 +178,7 @@ class Api:
         self.state.caller(request, turn.chat_key)
         headers = {IGNORED_HEADER: "system-message"} if turn.ignored_system else {}
         if turn.stream:
+            self.state.check_open()
             events = self.agent.run_stream(
                 turn.chat_key, turn.text, approval_timeout=self.state.settings.approval_timeout_seconds
             )
