@@ -162,7 +162,7 @@ def test_unknown_route_and_method_are_json(server: tuple[str, ShipAgent, StreamS
     wrong = httpx.get(f"{url}/v1/chats/{KEY}/messages")
     assert wrong.status_code == 405 and wrong.json()["error"]["type"] == "method_not_allowed"
     health = httpx.get(f"{url}/healthz").json()
-    assert health == {"status": "ok", "activeTurns": 0}
+    assert health == {"status": "ok", "activeTurns": 0, "auth": False}
     assert httpx.get(url).status_code == 200  # the web page (or its placeholder)
 
 

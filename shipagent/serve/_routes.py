@@ -76,7 +76,10 @@ class Api:
 
     async def healthz(self, request: Request) -> Response:
         status = "stopping" if self.state.closing else "ok"
-        return JSONResponse({"status": status, "activeTurns": self.state.active})
+        # ``auth`` tells a client (the web page) whether to ask for an API key
+        return JSONResponse(
+            {"status": status, "activeTurns": self.state.active, "auth": self.state.auth.enabled}
+        )
 
     async def models(self, request: Request) -> Response:
         self.state.caller(request)
