@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import FileResponse, HTMLResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -183,7 +183,7 @@ def create_app(
         return FileResponse(page) if page.is_file() else HTMLResponse(_PLACEHOLDER)
 
     chat = "/v1/chats/{chat_key:path}"
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/", index),
         Route("/healthz", api.healthz),
         Route("/v1/models", _handle(api.models)),
@@ -195,8 +195,9 @@ def create_app(
         Route(f"{chat}/context-files/{{ref_id}}", _handle(api.context_file)),
         Route("/v1/chat/completions", _handle(api.chat_completions), methods=["POST"]),
         Route("/v1/approvals/{approval_id}", _handle(api.answer_approval), methods=["POST"]),
-        Mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
     ]
+    if STATIC_DIR.is_dir():  # the web page's scripts and styles
+        routes.append(Mount("/static", StaticFiles(directory=STATIC_DIR), name="static"))
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
