@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _core_support import answer, tool_call, user_texts
 from _serve_support import serving
 from _stream_support import StreamScript
 from typer.testing import CliRunner
@@ -37,7 +38,15 @@ def test_run_stream_example_prints_the_answer_as_it_streams(
 ) -> None:
     _demo(tmp_path)
     monkeypatch.chdir(tmp_path)
-    script = StreamScript(chunk=4)
+
+    def reply(messages, info, n):  # type: ignore[no-untyped-def]
+        if n == 1:  # a command the default project asks about
+            return tool_call("exec_shell", {"command": "touch approved.txt"}, "c1")
+        return answer(f"echo: {user_texts(messages)[-1]}")
+
+    script = StreamScript(reply, chunk=4)
+    asked: list[str] = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or "y")
     original = ShipAgent.from_project.__func__  # type: ignore[attr-defined]
 
     def scripted(cls: type[ShipAgent], root: Any, **kwargs: Any) -> ShipAgent:
@@ -47,8 +56,14 @@ def test_run_stream_example_prints_the_answer_as_it_streams(
     monkeypatch.setattr(ShipAgent, "from_project", classmethod(scripted))
     example = next(b for b in _blocks(README, "python") if "run_stream" in b)
     exec(compile(example, "README.md", "exec"), {"__name__": "__main__"})
-    assert capsys.readouterr().out == "echo: What is in this project?\n(1 model requests)\n"
-    assert script.streamed == [True]
+    assert asked == ["run touch approved.txt? [y/N] "]
+    assert (tmp_path / "demo" / "approved.txt").exists()
+    assert capsys.readouterr().out == (
+        "\n[exec_shell {'command': 'touch approved.txt'}]\n"
+        "[ran: touch approved.txt (exit 0)]\n"
+        "echo: What is in this project?\n(2 model requests)\n"
+    )
+    assert script.streamed == [True, True]
 
 
 def test_curl_and_openai_examples_run_against_a_served_agent(tmp_path: Path) -> None:
