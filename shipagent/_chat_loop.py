@@ -34,7 +34,7 @@ from rich.status import Status
 
 from .agent import ShipAgent
 from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
-from .results import AgentResult
+from .results import AgentResult, StepEvent
 
 __all__ = ["COMMANDS", "ChatLoop", "render_context"]
 
@@ -96,6 +96,11 @@ class _TurnView:
             self.console.out("")
             self.streamed += "\n"
         self.console.print(markup)
+
+    def step(self, event: StepEvent) -> None:
+        """``on_step``: most steps arrive as run events; a model request being retried does not."""
+        if event.type not in ("assistant", "step_finish", "compaction", "done"):
+            self.line(f"[yellow]· {escape(event.text)}[/]")
 
     def done(self, result: AgentResult) -> None:
         self.quiet()
@@ -197,7 +202,7 @@ class ChatLoop:
         view = _TurnView(self.console)
         view.wait("thinking…")
         try:
-            events = self.agent.run_stream(self.chat_key, text, channel=self.channel)
+            events = self.agent.run_stream(self.chat_key, text, channel=self.channel, on_step=view.step)
             async with aclosing(events) as stream:
                 async for event in stream:
                     if isinstance(event, TextDelta):
