@@ -6,7 +6,8 @@ blocking portal; ``async with agent`` runs in one task there, so MCP servers sta
 the same task). A turn runs as a portal task consuming :meth:`ShipAgent.run_stream`; the main
 thread waits for it, answers approval questions it posts, and on Ctrl-C cancels just that task —
 the turn's consumer leaves, so nothing of the turn is committed and the next prompt appears. At
-the prompt, Ctrl-C or Ctrl-D ends the chat cleanly.
+the prompt, Ctrl-D ends the chat and Ctrl-C raises ``KeyboardInterrupt`` once the agent stopped
+(the command exits with 130, as shells expect).
 """
 
 from __future__ import annotations
@@ -129,14 +130,20 @@ class ChatLoop:
         self.channel = channel
 
     def run(self) -> None:
-        """Prompt, run turns, until /exit, Ctrl-D or Ctrl-C at the prompt."""
+        """Prompt, run turns, until /exit or Ctrl-D; Ctrl-C at the prompt raises KeyboardInterrupt.
+
+        The agent (and its MCP servers) is stopped before either returns.
+        """
         with start_blocking_portal() as portal, portal.wrap_async_context_manager(self.agent):
             while True:
                 try:
                     line = self.console.input("[bold]> [/]")
-                except (EOFError, KeyboardInterrupt):
+                except EOFError:
                     self.console.out("")
                     return
+                except KeyboardInterrupt:  # leaves through the with blocks: the agent stops first
+                    self.console.out("")
+                    raise
                 text = line.strip()
                 if not text:
                     continue

@@ -23,12 +23,14 @@ import anyio
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
+    ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
     TextPart,
     TextPartDelta,
     ToolReturnPart,
 )
+from pydantic_ai.models.function import FunctionModel
 
 from ._steps import tool_failure, tool_summary
 from .events import ApprovalRequired, Done, RunEvent, TextDelta, ToolFinished, ToolStarted
@@ -41,6 +43,8 @@ __all__ = [
     "Emit",
     "PendingApprovals",
     "approval_bridge",
+    "can_stream",
+    "emit_response_text",
     "stream_model_request",
     "stream_tool_calls",
     "stream_turn",
@@ -80,6 +84,18 @@ async def _events(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGen
                 await asyncio.wait({task})
         if not task.cancelled():
             task.exception()  # retrieved: a turn that died after the consumer left is not "never retrieved"
+
+
+def can_stream(model: Any) -> bool:
+    """Whether ``model`` answers streamed requests (a ``FunctionModel`` needs a ``stream_function``)."""
+    return not (isinstance(model, FunctionModel) and model.stream_function is None)
+
+
+async def emit_response_text(response: ModelResponse, emit: Emit) -> None:
+    """A response that was not streamed reaches the consumer as one :class:`TextDelta`."""
+    text = "".join(p.content for p in response.parts if isinstance(p, TextPart))
+    if text:
+        await emit(TextDelta(text))
 
 
 async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> None:

@@ -37,6 +37,8 @@ from ._streaming import (
     Emit,
     PendingApprovals,
     approval_bridge,
+    can_stream,
+    emit_response_text,
     stream_model_request,
     stream_tool_calls,
     stream_turn,
@@ -468,6 +470,7 @@ class ShipAgent:
         steps: StepReporter,
     ) -> _LoopResult:
         window = ContextWindow(self.config.context.chat_history.max_history_tokens)
+        streamed = steps.streaming and can_stream(model)  # else a streamed turn gets whole answers
         async with self._pa_agent.iter(
             text,
             message_history=history,
@@ -482,10 +485,12 @@ class ShipAgent:
                 if Agent.is_call_tools_node(node):
                     await steps.on_response(node.model_response)
                     if steps.streaming:  # run the tools here, so each start and finish is an event
+                        if not streamed:
+                            await emit_response_text(node.model_response, steps.event)
                         await stream_tool_calls(node, agent_run.ctx, steps.event, self._is_mcp_tool)
                 elif Agent.is_model_request_node(node):
                     await steps.on_request(node.request)
-                    if steps.streaming:  # a streamed request: text deltas as the model writes
+                    if streamed:  # a streamed request: text deltas as the model writes
                         await stream_model_request(node, agent_run.ctx, steps.event)
             result = agent_run.result
             assert result is not None

@@ -156,6 +156,9 @@ def chat(
         ChatLoop(agent, chat_key, console, channel=_ConsoleChannel()).run()
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
+    except KeyboardInterrupt:  # at the prompt; the agent has stopped
+        err_console.print("[dim]interrupted[/]")
+        raise typer.Exit(130) from None
 
 
 @app.command()

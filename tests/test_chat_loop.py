@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from _core_support import answer, has_tool_return, make_project, tool_call, user_texts
 from _stream_support import StreamScript
+from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.models.function import FunctionModel
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -105,9 +107,26 @@ def _chat(root: Path, model: Any, lines: str, monkeypatch: pytest.MonkeyPatch) -
 
 def test_ctrl_c_at_the_prompt_ends_the_chat_cleanly(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     scripted = StreamScript()
-    agent, out = _chat(make_project(tmp_path), scripted.model, "hi\n^C\nnever sent\n", monkeypatch)
-    assert "echo: hi" in out
-    assert user_texts(agent.history(KEY)) == ["hi"]
+    with pytest.raises(KeyboardInterrupt):
+        _chat(make_project(tmp_path), scripted.model, "hi\n^C\nnever sent\n", monkeypatch)
+    assert [t for m in scripted.requests for t in user_texts(m)] == ["hi"]  # "never sent" was not
+
+    monkeypatch.setattr(
+        cli, "agent_factory", lambda root, **kw: ShipAgent.from_project(root, model=StreamScript().model)
+    )
+    monkeypatch.setattr(
+        "rich.console.Console.input", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt)
+    )
+    result = runner.invoke(cli.app, ["chat", "-C", str(tmp_path), "-k", KEY])
+    assert result.exit_code == 130 and "interrupted" in result.output and "Traceback" not in result.output
+
+
+def test_a_model_that_cannot_stream_still_chats(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FunctionModel without a stream_function: the streamed turn gets the answer whole."""
+    whole = FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("pong")]))
+    monkeypatch.setattr(cli, "agent_factory", lambda root, **kw: ShipAgent.from_project(root, model=whole))
+    result = runner.invoke(cli.app, ["chat", "-C", str(tmp_path), "-k", KEY], input="ping\n/exit\n")
+    assert result.exit_code == 0 and "pong" in result.output
 
 
 def test_ctrl_c_during_a_turn_cancels_only_that_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

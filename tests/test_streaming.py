@@ -290,3 +290,14 @@ async def test_compaction_is_an_event(tmp_path: Path) -> None:
     compacted = [e for e in events if isinstance(e, Compacted)]
     assert compacted and compacted[0].removed > 0 and compacted[0].kept >= 2
     assert events[-1].type == "done" and events[-2] is compacted[-1]
+
+
+@pytest.mark.anyio
+async def test_a_model_without_a_stream_function_answers_whole(tmp_path: Path) -> None:
+    from pydantic_ai.models.function import FunctionModel
+
+    whole = FunctionModel(lambda messages, info: answer("all at once"))
+    async with ShipAgent.from_project(make_project(tmp_path), model=whole) as agent:
+        events = await collect(agent, "hi")
+    assert [e.type for e in events] == ["text_delta", "done"]
+    assert events[0] == TextDelta("all at once") and events[1].result.output == "all at once"  # type: ignore[union-attr]
