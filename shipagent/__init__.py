@@ -1,5 +1,7 @@
 """shipagent: a runtime for chat agents on pydantic-ai whose context stays bounded and inspectable."""
 
+from . import _quiet  # noqa: F401  (first: pydantic-ai's banner off before any agent exists)
+from ._checks import Problem, check_project
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import (
@@ -30,6 +32,7 @@ __all__ = [
     "Done",
     "InjectionResult",
     "NotFoundError",
+    "Problem",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",
@@ -40,6 +43,7 @@ __all__ = [
     "ToolExecutionContext",
     "ToolFinished",
     "ToolStarted",
+    "check_project",
     "current_tool_context",
     "load_config",
 ]

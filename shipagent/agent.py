@@ -31,7 +31,9 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 
 from . import instructions as _instructions
+from ._explain import explain_failure
 from ._guard import GuardedToolset
+from ._retry import report_retries
 from ._steps import StepCallback, StepReporter, tool_call_records
 from ._streaming import (
     Emit,
@@ -43,6 +45,7 @@ from ._streaming import (
     stream_tool_calls,
     stream_turn,
 )
+from ._subagents import sub_agent_factory
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
@@ -58,7 +61,7 @@ from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
-from .tools import SkillsCache, builtin_toolset, load_tool_modules
+from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -145,7 +148,7 @@ class ShipAgent:
         self.approvals = PendingApprovals()
         self._entered = 0
         # Cards, boxes and delegation (seed 001); the store opens on first use.
-        self.handover = Handover.for_agent(self)
+        self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self))
 
     @classmethod
     def from_project(
@@ -189,6 +192,10 @@ class ShipAgent:
 
     async def __aenter__(self) -> ShipAgent:
         if self._entered == 0:
+            # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
+            await anyio.to_thread.run_sync(
+                warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
+            )
             await self.mcp.start()  # in parallel; raises only for a tool-name collision
             try:
                 await self.context_runtime.start()
@@ -346,9 +353,8 @@ class ShipAgent:
             max_injected_messages=self.config.context.injection.max_injected_messages,
             channel=channel,
             on_approval=self.on_approval,
+            context_files=self.context_files,
         )
-        ctx.extras["agent"] = self
-        ctx.extras["context_files"] = self.context_files
         return ctx
 
     async def _run_locked(
@@ -371,7 +377,7 @@ class ShipAgent:
             )
         steps = StepReporter(on_step, self._is_mcp_tool, emit=emit)
         try:
-            with use_tool_context(ctx):
+            with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
                 instructions = await self._instructions(ctx)
                 outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
         except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
@@ -557,8 +563,10 @@ class ShipAgent:
                 f"The conversation no longer fits the model's context window even after compacting "
                 f"{MAX_OVERFLOW_RETRIES} times ({kind}: {exc}). The chat's history is unchanged."
             )
-        else:
-            message = f"The run failed: {kind}: {exc}. The chat's history is unchanged."
+        else:  # in words that name what to change (URL, ship.json key, variable)
+            url = self._model.base_url if self._model is not None else self.config.llm.base_url
+            reason = explain_failure(exc, url=url, llm=self.config.llm)
+            message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
         log.warning("run %s failed: %s: %s", request_id, kind, exc)
         await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
         return AgentResult(success=False, output=message, request_id=request_id)

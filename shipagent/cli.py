@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,15 +20,25 @@ from rich.console import Console
 from rich.markup import escape
 
 from ._chat_loop import ChatLoop
+from ._checks import check_project, has_errors
+from ._cli_support import (
+    configure_logging,
+    ensure_gitignore,
+    interruptible,
+    preflight,
+    print_problems,
+    version_text,
+)
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import ShipAgentError
 from .files import context_app
 from .mcp import mcp_app
 from .models import describe_model
-from .results import AgentResult
+from .results import AgentResult, StepEvent
 from .serve._cli import serve, serve_check_hook
 from .skills import skills_check_hook
+from .tools import sandbox_check_hook
 
 __all__ = ["app", "main"]
 
@@ -43,6 +54,23 @@ app.add_typer(context_app, name="context")  # shipagent context list|export|impo
 app.command()(serve)  # shipagent serve (shipagent/serve/_cli.py)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(version_text())
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Run chat agents whose context stays bounded, inspectable and never silently lost."""
+    configure_logging(err_console)
+
 
 ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
 ChatKeyOpt = Annotated[str, typer.Option("--chat-key", "-k", help="Which conversation to use.")]
@@ -69,10 +97,16 @@ def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
 
 @app.command()
 def init(
-    directory: Annotated[Path, typer.Argument(help="Where to create the project.")] = Path("."),
+    directory: Annotated[Path, typer.Argument(help="Where to create the project (relative to -C).")] = Path(
+        "."
+    ),
     force: Annotated[bool, typer.Option("--force", help="Overwrite existing files.")] = False,
+    base: Annotated[
+        Path, typer.Option("--project", "-C", help="Run as if started in this directory.")
+    ] = Path("."),
 ) -> None:
-    """Create a project: ship.json, Agent.md, skills/ and .ship/."""
+    """Create a project: ship.json, Agent.md, skills/, .ship/ and a .gitignore for .ship/."""
+    directory = base / directory
     scaffold = resources.files("shipagent").joinpath("scaffold")
     targets = {
         "ship.json": "ship.json",
@@ -94,7 +128,9 @@ def init(
     (ship / "ship.schema.json").write_text(
         json.dumps(ShipConfig.model_json_schema(by_alias=True), indent=2), encoding="utf-8"
     )
-    console.print(f"created [bold]{escape(str(directory))}[/]: ship.json, Agent.md, skills/, .ship/")
+    ignored = ensure_gitignore(directory)
+    made = "ship.json, Agent.md, skills/, .ship/" + (", .gitignore" if ignored else "")
+    console.print(f"created [bold]{escape(str(directory))}[/]: {made}")
     console.print("next: set OPENAI_API_KEY (or edit llm in ship.json), then `shipagent chat`")
 
 
@@ -120,12 +156,16 @@ def run(
     """Run one turn and print the answer."""
     agent = _make_agent(project, model)
 
+    async def retries(event: StepEvent) -> None:  # stdout is the answer; progress goes to stderr
+        if event.type == "retry":
+            err_console.print(f"[yellow]· {escape(event.text)}[/]")
+
     async def go() -> AgentResult:
         async with agent:
-            return await agent.run(chat_key, text)
+            return await agent.run(chat_key, text, on_step=retries)
 
     try:
-        result = anyio.run(go)
+        result = interruptible(lambda: anyio.run(go), err_console)
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
     if as_json:
@@ -150,22 +190,26 @@ def chat(
     project: ProjectOpt = Path("."),
 ) -> None:
     """Talk to the agent. Commands: /help, /history, /clear, /exit."""
-    agent = _make_agent(project, model)
+    # the chat key and the checks of `shipagent check` before the prompt (exit 2 / 1)
+    agent = preflight(err_console, project, chat_key, lambda: agent_factory(project, model=model))
     console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /help for commands")
+    loop = ChatLoop(agent, chat_key, console, channel=_ConsoleChannel())
     try:
-        ChatLoop(agent, chat_key, console, channel=_ConsoleChannel()).run()
+        interruptible(loop.run, err_console)  # Ctrl-C at the prompt or at start-up: 130
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
-    except KeyboardInterrupt:  # at the prompt; the agent has stopped
-        err_console.print("[dim]interrupted[/]")
-        raise typer.Exit(130) from None
 
 
 @app.command()
 def check(project: ProjectOpt = Path(".")) -> None:
-    """Validate ship.json and print what the agent will use."""
+    """Validate ship.json, list every problem that would make a turn fail, print what the agent uses.
+
+    Exit status: 0 when a turn can run (warnings allowed), 1 when a problem would make it fail,
+    2 when ship.json itself does not load.
+    """
+    root = project.resolve()
     try:
-        config = load_config(project.resolve())
+        config = load_config(root)
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
     history = config.context.chat_history
@@ -183,7 +227,13 @@ def check(project: ProjectOpt = Path(".")) -> None:
     for module in config.tools.modules:
         console.print(f"tool module: {escape(module)}")
     for hook in check_hooks:
-        hook(project.resolve(), config, console)
+        hook(root, config, console)
+    problems = check_project(root, config=config)
+    print_problems(console, problems)
+    if has_errors(problems):
+        errors = sum(p.level == "error" for p in problems)
+        console.print(f"[bold red]{errors} problem(s) would make a turn fail[/]")
+        raise typer.Exit(1)
 
 
 CheckHook = Callable[[Path, ShipConfig, Console], None]
@@ -191,6 +241,8 @@ check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
 check_hooks.append(serve_check_hook)
+# exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)
+check_hooks.append(partial(sandbox_check_hook, report=False))
 
 
 @app.command()

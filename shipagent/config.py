@@ -60,6 +60,10 @@ class LlmConfig(_Model):
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, gt=0)
     timeout_seconds: float | None = Field(default=None, gt=0)
+    """The longest a user waits for one model request, retries included (``None``: the SDK's own)."""
+    max_retries: int = Field(default=1, ge=0, le=10)
+    """Retries of a model request that failed for a passing reason (connection, 429, 5xx, timeout of
+    one attempt); each retry is a ``retry`` step event. The provider SDK's own retries are off."""
 
 
 class ChatHistoryConfig(_Model):
@@ -96,6 +100,13 @@ class ExecShellPermission(_Model):
     mode: Literal["allow", "deny", "ask"] = "ask"
     allow: list[str] = Field(default_factory=list)
     deny: list[str] = Field(default_factory=list)
+    sandbox: Literal["auto", "required", "off"] = "auto"
+    """Run every command in a bubblewrap sandbox: when ``bwrap`` works (``auto``), always
+    (``required``: refuse commands without it), or never (``off``)."""
+    writable_paths: list[str] = Field(default_factory=list)
+    """Extra paths the sandboxed command may write: relative to the project, or absolute."""
+    network: bool = False
+    """Whether a sandboxed command keeps the network (off: a private, empty network namespace)."""
 
 
 class PermissionsConfig(_Model):

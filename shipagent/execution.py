@@ -24,6 +24,8 @@ from .errors import ToolContextError
 if TYPE_CHECKING:
     from .chatkeys import ShipPaths
     from .config import ShipConfig
+    from .context._types import SessionContext
+    from .files._store import ContextFiles
 
 __all__ = [
     "ApprovalRequest",
@@ -87,7 +89,14 @@ class ToolExecutionContext:
         session_token: the session token of the context injector, when one is issued.
         channel: the chat's outbound channel (``async send_text(chat_key, text)``), if any.
         on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
-        extras: a place for subsystems to hang per-run state (keyed by subsystem name).
+        context_files: the project's context files store (seed 003); the agent sets it, and tools
+            used outside an agent make one from ``paths`` on first use.
+        session: the chat's prepared session context (context providers, seed 000), once the
+            run's instructions were assembled; its tools are offered for this run.
+        subagents_started: sub-agents this run has started so far (ship.json
+            ``handover.maxSubagentsPerRun`` counts one run's delegations, whichever tool started them).
+        extras: a place for code outside shipagent (your own tools, providers) to hang per-run
+            state, keyed by your subsystem's name. shipagent's own state has typed fields above.
     """
 
     chat_key: str
@@ -99,6 +108,9 @@ class ToolExecutionContext:
     session_token: str | None = None
     channel: Any = None
     on_approval: ApprovalCallback | None = None
+    context_files: ContextFiles | None = None
+    session: SessionContext | None = None
+    subagents_started: int = 0
     extras: dict[str, Any] = field(default_factory=dict)
     sent_texts: list[str] = field(default_factory=list)
     _injected: list[InjectedMessage] = field(default_factory=list, repr=False)

@@ -1,64 +1,221 @@
 """Turning ship.json ``llm`` into a pydantic-ai model and its settings.
 
 Unlike the seed system, every ``llm`` field is applied: ``baseUrl`` and ``apiKey`` go to the
-provider, ``temperature``, ``maxTokens`` and ``timeoutSeconds`` to the model settings.
+provider, ``temperature``, ``maxTokens`` and ``timeoutSeconds`` to the model settings, and
+``maxRetries`` to the :class:`~shipagent._retry.RetryingModel` every model is wrapped in.
+
+Mistakes become a :class:`ConfigError` that names what to change — the environment variable, the
+ship.json key — never pydantic-ai's own advice about its classes (``OpenAIProvider(api_key=...)``).
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
+import os
+import re
+from functools import cache
+from typing import Any
+
 from pydantic_ai.models import Model, infer_model
+from pydantic_ai.providers import Provider, infer_provider_class
 from pydantic_ai.settings import ModelSettings
 
+from ._retry import RetryingModel
 from .config import LlmConfig
 from .errors import ConfigError
 
-__all__ = ["build_model", "build_model_settings", "describe_model"]
+__all__ = [
+    "build_model",
+    "build_model_settings",
+    "describe_model",
+    "known_providers",
+    "model_provider",
+]
 
 _OPENAI_LIKE = {"openai", "openai-compatible", "openai_compatible"}
+_COMPATIBLE = {"openai-compatible", "openai_compatible"}
+_ENV_VAR = re.compile(r"`([A-Z][A-Z0-9_]*)` environment variable")
+_FALLBACK_PROVIDERS = [
+    "anthropic",
+    "azure",
+    "bedrock",
+    "cerebras",
+    "cohere",
+    "deepseek",
+    "fireworks",
+    "github",
+    "google",
+    "google-cloud",
+    "groq",
+    "heroku",
+    "huggingface",
+    "litellm",
+    "mistral",
+    "moonshotai",
+    "nebius",
+    "ollama",
+    "openai",
+    "openrouter",
+    "together",
+    "vercel",
+    "vllm",
+    "xai",
+]
+
+
+@cache
+def known_providers() -> tuple[str, ...]:
+    """The provider names pydantic-ai accepts (read from its own lookup), plus ``openai-compatible``."""
+    try:
+        found = set(re.findall(r"case '([a-z0-9-]+)'", inspect.getsource(infer_provider_class)))
+    except (OSError, TypeError):  # source not available (a zipped install): the common ones
+        found = set(_FALLBACK_PROVIDERS)
+    return tuple(sorted(found | {"openai-compatible"}))
+
+
+def _is_known(provider: str) -> bool:
+    if provider in _OPENAI_LIKE or provider == "test":
+        return True
+    try:
+        infer_provider_class(provider)
+    except ValueError:
+        return False
+    return True
+
+
+def _unknown_provider(provider: str, key: str) -> ConfigError:
+    close = difflib.get_close_matches(provider, known_providers(), n=1, cutoff=0.6)
+    hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known_providers())})"
+    return ConfigError(f"{key}: unknown provider {provider!r}{hint}", path=key)
+
+
+def _resolve(llm: LlmConfig, override: str | None) -> LlmConfig:
+    """The ``llm`` section a model-string override stands for.
+
+    A bare name (``-m gpt-5-mini``) replaces only ``llm.model``: ship.json's ``provider``,
+    ``baseUrl`` and ``apiKey`` still apply. A ``provider:name`` string brings its own provider.
+    """
+    if override is None:
+        return llm
+    if ":" in override:
+        return llm.model_copy(update={"model": override, "provider": None, "base_url": None, "api_key": None})
+    return llm.model_copy(update={"model": override})
+
+
+def model_provider(llm: LlmConfig) -> str | None:
+    """The provider a turn will use: the ``provider:`` prefix of ``llm.model``, else ``llm.provider``."""
+    name = llm.model or ""
+    if ":" in name:
+        return name.split(":", 1)[0].lower()
+    return (llm.provider or "").lower() or None
+
+
+def _explain_build_error(exc: Exception, name: str, llm: LlmConfig) -> ConfigError:
+    text = str(exc)
+    match = _ENV_VAR.search(text)
+    if match:
+        return ConfigError(
+            f"llm.model {name!r} needs an API key: set the environment variable {match.group(1)} "
+            f"(or llm.apiKey in ship.json)",
+            path="llm.apiKey",
+        )
+    if isinstance(exc, ImportError):
+        return ConfigError(f"llm.model {name!r}: {text}", path="llm.model")
+    if text.startswith("Unknown model"):
+        if ":" not in name:
+            return ConfigError(
+                f"llm.model {name!r} names no provider: write it as 'provider:{name}' "
+                f"(e.g. 'openai:{name}') or set llm.provider",
+                path="llm.model",
+            )
+        return _unknown_provider(name.split(":", 1)[0], "llm.model")
+    first = text.split(". ")[0].strip()
+    return ConfigError(f"llm.model: cannot use model {name!r}: {first}", path="llm.model")
+
+
+def _provider_factory(llm: LlmConfig) -> Any:
+    """A pydantic-ai provider factory that applies ``llm.apiKey`` / ``llm.baseUrl`` to any provider."""
+
+    def make(provider: str) -> Provider[Any]:
+        cls = infer_provider_class(provider)
+        kwargs = {k: v for k, v in (("api_key", llm.api_key), ("base_url", llm.base_url)) if v}
+        try:
+            return cls(**kwargs)  # type: ignore[call-arg]
+        except TypeError:  # this provider takes other arguments: let it read its environment
+            return cls()
+
+    return make
 
 
 def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
     """The model for runs: ``override`` (a ``Model`` or model string) or the one ship.json names.
 
+    The result is a :class:`RetryingModel` doing ``llm.maxRetries`` announced retries.
+
     Raises:
-        ConfigError: no model configured, or pydantic-ai cannot build the one named.
+        ConfigError: no model configured, an unknown provider, a missing API key, or pydantic-ai
+            cannot build the model named — each naming the ship.json key or variable to change.
     """
-    if isinstance(override, Model):
+    if isinstance(override, RetryingModel):
         return override
-    name = override or llm.model
+    if isinstance(override, Model):
+        return RetryingModel(override, max_retries=llm.max_retries)
+    llm = _resolve(llm, override)
+    name = llm.model
     if not name:
         raise ConfigError(
             'llm.model is not set: put a model in ship.json (e.g. "openai:gpt-5-mini") or pass '
-            "model= to ShipAgent.from_project",
+            "model= to ShipAgent.from_project (-m on the command line)",
             path="llm.model",
         )
     provider = (llm.provider or "").lower()
+    if provider and ":" not in name and not _is_known(provider):
+        raise _unknown_provider(provider, "llm.provider")
+    if provider in _COMPATIBLE and not llm.base_url:
+        raise ConfigError(
+            "llm.baseUrl is not set: an openai-compatible provider needs the server's URL "
+            '(e.g. "http://localhost:8000/v1")',
+            path="llm.baseUrl",
+        )
     try:
-        if override is None and (provider in _OPENAI_LIKE or (llm.base_url and ":" not in name)):
+        if ":" not in name and (provider in _OPENAI_LIKE or llm.base_url):
             from pydantic_ai.models.openai import OpenAIChatModel
             from pydantic_ai.providers.openai import OpenAIProvider
 
-            bare = name.split(":", 1)[1] if name.startswith("openai:") else name
-            return OpenAIChatModel(
-                bare, provider=OpenAIProvider(base_url=llm.base_url, api_key=llm.api_key or "not-set")
+            key = llm.api_key or os.environ.get("OPENAI_API_KEY")
+            if not key and provider not in _COMPATIBLE and not llm.base_url:
+                raise ConfigError(
+                    f"llm.model {name!r} needs an API key: set the environment variable "
+                    "OPENAI_API_KEY (or llm.apiKey in ship.json)",
+                    path="llm.apiKey",
+                )
+            model: Model = OpenAIChatModel(
+                name, provider=OpenAIProvider(base_url=llm.base_url, api_key=key or "not-set")
             )
-        if provider and ":" not in name:
-            name = f"{provider}:{name}"
-        return infer_model(name)
+        else:
+            if provider and ":" not in name:
+                name = f"{provider}:{name}"
+            if ":" in name and not _is_known(name.split(":", 1)[0].lower()):
+                raise _unknown_provider(name.split(":", 1)[0], "llm.model")
+            model = infer_model(name, _provider_factory(llm))
     except ConfigError:
         raise
     except Exception as exc:  # pydantic-ai raises UserError / ImportError / ValueError here
-        raise ConfigError(f"llm.model: cannot use model {name!r}: {exc}", path="llm.model") from None
+        raise _explain_build_error(exc, name, llm) from None
+    return RetryingModel(model, max_retries=llm.max_retries)
 
 
 def build_model_settings(llm: LlmConfig) -> ModelSettings:
-    settings: ModelSettings = {}
+    """Model settings from ``llm``: the provider SDK never retries on its own (we do, visibly)."""
+    settings: ModelSettings = {"max_retries": 0}
     if llm.temperature is not None:
         settings["temperature"] = llm.temperature
     if llm.max_tokens is not None:
         settings["max_tokens"] = llm.max_tokens
     if llm.timeout_seconds is not None:
-        settings["timeout"] = llm.timeout_seconds
+        settings["timeout"] = llm.timeout_seconds  # one attempt
+        settings["request_timeout"] = llm.timeout_seconds  # the whole request, retries included
     return settings
 
 
@@ -71,4 +228,6 @@ def describe_model(llm: LlmConfig) -> str:
         parts.append(f"baseUrl={llm.base_url}")
     if llm.api_key:
         parts.append("apiKey=<set>")
+    timeout = f"{llm.timeout_seconds:g}s" if llm.timeout_seconds else "none (the SDK's own)"
+    parts.append(f"timeoutSeconds={timeout} maxRetries={llm.max_retries}")
     return " ".join(parts)

@@ -9,7 +9,7 @@ from pydantic_ai.usage import RunUsage
 
 __all__ = ["AgentResult", "StepEvent", "StepType", "ToolCallRecord"]
 
-StepType = Literal["assistant", "step_finish", "compaction", "done"]
+StepType = Literal["assistant", "step_finish", "compaction", "retry", "done"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,9 @@ class StepEvent:
     """A progress report sent to ``on_step`` while a run executes.
 
     Types: ``assistant`` (text the model said), ``step_finish`` (one short summary per tool call,
-    at most 500 characters), ``compaction`` (the chat's history was compacted), ``done``.
+    at most 500 characters), ``compaction`` (the chat's history was compacted), ``retry`` (a model
+    request failed for a passing reason and is tried again: ``data`` has ``attempt``, ``of``,
+    ``delaySeconds``, ``error``), ``done``.
     """
 
     type: StepType

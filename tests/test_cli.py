@@ -153,6 +153,7 @@ def test_check_reports_skills_and_skips_broken_ones(tmp_path: Path) -> None:
     broken.mkdir(parents=True)
     (good / "SKILL.md").write_text("---\nname: good\ndescription: does good things\n---\nbody\n")
     (broken / "SKILL.md").write_text("no front matter here\n")
+    (tmp_path / "ship.json").write_text('{"llm": {"model": "test"}}')  # a turn could run: exit 0
     result = runner.invoke(cli.app, ["check", "-C", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "skills: 1 usable (good)" in result.output

@@ -502,7 +502,7 @@ async def test_profile_agent_md_file_is_the_sub_agents_role(tmp_path: Path) -> N
 
 
 async def test_sub_agent_is_built_from_the_profile_and_shares_the_parents_mcp_servers(tmp_path: Path) -> None:
-    from shipagent.handover._delegation import build_sub_agent
+    from shipagent._subagents import build_sub_agent
 
     root = project(tmp_path, {"r": {"instructions": "R", "model": "test", "tools": ["context_*"]}})
     parent = ShipAgent.from_project(root, model=FunctionModel(text("p")))

@@ -17,7 +17,7 @@ SHIP_JSON = """\
 {
   "profiles": {
     "researcher": { "instructions": "You find risks. Answer in one line.", "tools": ["context_read"] },
-    "writer": { "agentMd": "profiles/writer.md", "model": "openai:gpt-5-mini" }
+    "writer": { "instructions": "You write short, punchy copy.", "model": "openai:gpt-5-mini" }
   },
   "handover": { "maxDepth": 2, "maxSubagentsPerRun": 4 }
 }
@@ -72,8 +72,6 @@ asyncio.run(main())
 
 def _run_example(root: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     (root / "ship.json").write_text(SHIP_JSON, encoding="utf-8")
-    (root / "profiles").mkdir()
-    (root / "profiles" / "writer.md").write_text("You write short, punchy copy.\n", encoding="utf-8")
     monkeypatch.chdir(root)
     out = io.StringIO()
     namespace: dict[str, Any] = {"__name__": "__main__"}

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
 
 from shipagent.config import McpHttpServer, McpStdioServer, load_config
-from shipagent.errors import ConfigError
 from shipagent.mcp import McpManager
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,18 +33,27 @@ def test_the_example_loads_with_the_documented_defaults(
 
     # what `shipagent mcp list` shows before anything starts: no token, no query
     statuses = {s.name: s for s in McpManager(load_config(tmp_path), tmp_path).servers}
-    assert statuses["docs"].target == "https://mcp.example.com/mcp"
+    assert statuses["docs"].target == "http://127.0.0.1:8931/mcp"
     assert statuses["legacy"].state == "disabled"
-    assert statuses["time"].target == "uvx mcp-server-time --local-timezone Europe/Berlin"
+    assert statuses["time"].target == "mcp-server-time --local-timezone Europe/Berlin"
 
 
-def test_the_example_names_its_missing_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_example_loads_without_the_variable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pasted as it is, on a machine without DOCS_TOKEN: the default applies, nothing is unset."""
     monkeypatch.delenv("DOCS_TOKEN", raising=False)
     shutil.copy(EXAMPLE, tmp_path / "ship.json")
-    with pytest.raises(
-        ConfigError, match=r"mcp\.servers\.docs\.headers\.Authorization: environment variable"
-    ):
-        load_config(tmp_path)
+    docs = load_config(tmp_path).mcp.servers["docs"]
+    assert isinstance(docs, McpHttpServer) and docs.headers == {"Authorization": "Bearer "}
+
+
+def test_the_example_uses_installed_commands_not_uvx() -> None:
+    """`pip install -e '.[dev]'` installs mcp-server-time and mcp-server-git as console scripts."""
+    for server in ("time", "git"):
+        assert f'"command": "mcp-server-{server}"' in EXAMPLE.read_text(encoding="utf-8")
+        assert (
+            shutil.which(f"mcp-server-{server}")
+            or (Path(sys.executable).parent / f"mcp-server-{server}").exists()
+        )
 
 
 def test_the_readme_shows_the_example_verbatim() -> None:

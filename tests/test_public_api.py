@@ -34,6 +34,7 @@ def test_all_is_pinned() -> None:
         "Done",
         "InjectionResult",
         "NotFoundError",
+        "Problem",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",
@@ -44,6 +45,7 @@ def test_all_is_pinned() -> None:
         "ToolExecutionContext",
         "ToolFinished",
         "ToolStarted",
+        "check_project",
         "current_tool_context",
         "load_config",
     ]

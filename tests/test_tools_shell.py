@@ -161,7 +161,10 @@ async def test_timeout_kills_the_whole_group_including_a_child_that_ignores_sigt
     )
     command = f'{sys.executable} -c "{stubborn}" & wait'
     started = time.monotonic()
-    result = await shell(root, command, timeout_ms=1500)
+    # Unsandboxed, so the pid the child writes is a host pid (tests/test_shell_sandbox.py kills a
+    # sandboxed command's tree the same way).
+    ship = {"permissions": {"execShell": {"mode": "allow", "sandbox": "off"}}}
+    result = await shell(root, command, ship=ship, timeout_ms=1500)
     elapsed = time.monotonic() - started
 
     assert result["timedOut"] is True and result["success"] is False

@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = ["AgentContextRuntime", "meta_from_config"]
 
 log = logging.getLogger(__name__)
-_SESSION_KEY = "session_context"
 
 
 class _SkillsSource(Protocol):
@@ -127,7 +126,7 @@ class AgentContextRuntime:
         """
         session = await self.session_context(ctx.chat_key)
         ctx.session_token = session.token
-        ctx.extras[_SESSION_KEY] = session
+        ctx.session = session
         text = "\n\n".join(a.strip() for a in session.system_context_additions if a.strip())
         return text or None
 
@@ -136,8 +135,8 @@ class AgentContextRuntime:
             ctx = current_tool_context()
         except ToolContextError:
             return None  # used outside a ShipAgent run: no session, no provider tools
-        session = ctx.extras.get(_SESSION_KEY)
-        if not isinstance(session, SessionContext) or not session.tools:
+        session = ctx.session
+        if session is None or not session.tools:
             return None
         cached = self._toolsets.get(ctx.chat_key)
         if cached is None or cached[0] is not session:  # built once per prepared session context

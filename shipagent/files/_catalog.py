@@ -9,8 +9,6 @@ rewrites the file only when the rendered text changes.
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +19,7 @@ from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
 from ..errors import ShipAgentError, ToolContextError
 from ..execution import ToolExecutionContext, current_tool_context
+from ._catalog_memo import already_written, forget_catalog, remember_catalog, remembered_catalog
 from ._render import render_catalog
 from ._store import ContextFiles
 from ._tools import context_files_for
@@ -32,39 +31,15 @@ log = logging.getLogger("shipagent.files")
 SkillsSource = Callable[[ToolExecutionContext], Awaitable[Iterable[Any]]]
 """Returns the agent's skills: objects with ``name`` and ``description``, or ``(name, description)``."""
 
-_REMEMBERED_CHATS = 1024
-# What was last written per chat folder, with the ref's timestamp, shared by every wrapper of the
-# process (agents build a new wrapper per run): an unchanged catalog costs a look at the cached index
-# instead of reading the file back; an import that replaced the catalog changes the timestamp.
-_written: OrderedDict[str, tuple[str, str]] = OrderedDict()
-_written_lock = threading.Lock()
-
-
-def forget_catalog(folder: str) -> None:
-    """Drop what is remembered of a chat's catalog (its file was replaced, e.g. by an import)."""
-    with _written_lock:
-        _written.pop(folder, None)
-
-
-def _already_written(folder: str, text: str) -> bool:
-    with _written_lock:
-        seen = _written.get(folder)
-    return seen is not None and seen[0] == text
-
 
 def _sync_catalog(files: ContextFiles, chat_key: str, text: str, description: str) -> None:
     key = str(files.folder(chat_key))
     current = files.list(chat_key, kind="catalog", limit=1)
     stamp = current[0].created_at if current else ""
-    with _written_lock:
-        if _written.get(key) == (text, stamp):
-            return
+    if remembered_catalog(key) == (text, stamp):
+        return
     ref = files.set_catalog(chat_key, text, description=description)
-    with _written_lock:
-        _written[key] = (text, ref.created_at)
-        _written.move_to_end(key)
-        while len(_written) > _REMEMBERED_CHATS:
-            _written.popitem(last=False)
+    remember_catalog(key, text, ref.created_at)
 
 
 def _pair(skill: Any) -> tuple[str, str]:
@@ -94,7 +69,7 @@ class CatalogToolset(WrapperToolset[Any]):
             rows = sorted((name, tool.tool_def.description or "") for name, tool in tools.items())
             text = render_catalog(skills=skills, tools=rows)
             files = context_files_for(run)
-            if _already_written(str(files.folder(run.chat_key)), text):
+            if already_written(str(files.folder(run.chat_key)), text):
                 return tools  # the hot path: every model request of every turn, no thread hop
             description = f"{len(skills)} skills, {len(rows)} tools available to this agent"
             await anyio.to_thread.run_sync(lambda: _sync_catalog(files, run.chat_key, text, description))

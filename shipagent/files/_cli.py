@@ -1,7 +1,8 @@
 """``shipagent context list|export|import``: a chat's context files from the command line.
 
-A typer sub-app mounted by ``shipagent.cli``. It goes through ``ShipAgent.context_files`` (the
-project is validated like every other command) but never starts the agent or needs a model.
+A typer sub-app mounted by ``shipagent.cli``. It validates the project like every other command
+(ship.json must load) and works on the same store as ``ShipAgent.context_files``, without building
+an agent or needing a model — so this package never imports the agent, which imports it.
 Mistakes print one ``error:`` line and exit with status 2, like the rest of the CLI.
 """
 
@@ -16,7 +17,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from ..errors import ShipAgentError
+from ..chatkeys import ShipPaths
+from ..config import load_config
+from ..errors import ConfigError, ShipAgentError
 from ._ref import CONTEXT_KINDS
 from ._store import ContextFiles
 
@@ -40,12 +43,14 @@ def _fail(message: str) -> typer.Exit:
 
 
 def _files(project: Path) -> ContextFiles:
-    from ..agent import ShipAgent  # the agent imports this package: import it only when used
-
+    root = project.expanduser().resolve()
     try:
-        return ShipAgent.from_project(project).context_files
+        if not root.is_dir():
+            raise ConfigError(f"project directory {str(project)!r} does not exist", path=None)
+        load_config(root)  # a broken ship.json is reported here, as by every command
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
+    return ContextFiles(ShipPaths(root))
 
 
 @context_app.command("list")

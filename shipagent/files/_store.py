@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import BadRequestError, NotFoundError
 from ..jsonl import append_lines
+from ._catalog_memo import forget_catalog
 from ._grep import GrepEngine, GrepResult, grep_file
 from ._paging import Page, Tail, read_page, read_tail
 from ._ref import ContextKind, ContextRef, utc_now_iso
@@ -409,7 +410,5 @@ class ContextFiles:
             written.append(replace(ref, size_bytes=len(payload)))
         if written:
             append_lines(folder / INDEX_NAME, [ref.to_json() for ref in written])
-        from ._catalog import forget_catalog  # a cycle at import time otherwise
-
         forget_catalog(str(self.folder(chat_key)))  # the import may have replaced the catalog
         return written

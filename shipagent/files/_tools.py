@@ -46,12 +46,10 @@ GREP_OUTPUT_CHARS = 65536
 
 
 def context_files_for(ctx: ToolExecutionContext) -> ContextFiles:
-    """The run's :class:`ContextFiles`: ``ctx.extras["context_files"]`` if the agent set one."""
-    files = ctx.extras.get("context_files")
-    if not isinstance(files, ContextFiles):
-        files = ContextFiles(ctx.paths)
-        ctx.extras["context_files"] = files
-    return files
+    """The run's :class:`ContextFiles`: ``ctx.context_files`` (made from ``ctx.paths`` if unset)."""
+    if ctx.context_files is None:
+        ctx.context_files = ContextFiles(ctx.paths)
+    return ctx.context_files
 
 
 def _token_cap(ctx: ToolExecutionContext) -> int:

@@ -20,7 +20,14 @@ from ._cards import (
     NewCard,
     TextContent,
 )
-from ._delegation import DelegationLimitError, DelegationTask, TaskStatus, delegate_chat_key
+from ._delegation import (
+    DelegationLimitError,
+    DelegationTask,
+    SubAgent,
+    SubAgentFactory,
+    TaskStatus,
+    delegate_chat_key,
+)
 from ._ids import Uuid7Generator, uuid7
 from ._inspect import format_box
 from ._packer import HandoverPacker, PackedContext, instruction_handover, pack_context_with_instruction
@@ -55,6 +62,8 @@ __all__ = [
     "ResolvedProfile",
     "ResourceStore",
     "SqliteCardBoxStore",
+    "SubAgent",
+    "SubAgentFactory",
     "SubAgentInput",
     "TaskStatus",
     "TextContent",

@@ -1,37 +1,68 @@
-"""Delegated runs: a task record, building the sub-agent of a profile, and running it.
+"""Delegated runs: a task record, and running the sub-agent of a profile on it.
 
-A sub-agent run is a normal shipagent run of another profile: a new :class:`~shipagent.ShipAgent`
-on the same project, whose Agent.md text is the profile's instructions, whose model is the
-profile's (or ``profile_models[name]``), whose tools are the profile's ``tools`` list, and whose
-chat key is ``<parent chat key>#delegate:<task id>``. Its input is its context box and nothing
-else — the parent's history never reaches it — and it leaves its own transcript and output box.
+A sub-agent run is a normal shipagent run of another profile: an agent on the same project, whose
+Agent.md text is the profile's instructions, whose model is the profile's (or
+``profile_models[name]``), whose tools are the profile's ``tools`` list, and whose chat key is
+``<parent chat key>#delegate:<task id>``. Its input is its context box and nothing else — the
+parent's history never reaches it — and it leaves its own transcript and output box.
+
+The agent is built by the :data:`SubAgentFactory` the delegating agent gave its handover
+(``shipagent._subagents.build_sub_agent`` for a ``ShipAgent``): this package needs only the
+:class:`SubAgent` protocol, never the agent class.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import anyio
 
 from ..config import ProfileConfig
 from ..errors import BadRequestError, ShipAgentError
+from ..history.chats import ChatHistories
+from ..results import AgentResult
 from ._ids import new_id
 from ._render import SubAgentInput, load_sub_agent_input
 from ._resources import ResolvedProfile
 
 if TYPE_CHECKING:
-    from ..agent import ShipAgent
     from ._runtime import Handover
 
-__all__ = ["DelegationLimitError", "DelegationTask", "TaskStatus", "build_sub_agent", "delegate_chat_key"]
+__all__ = [
+    "DelegationLimitError",
+    "DelegationTask",
+    "SubAgent",
+    "SubAgentFactory",
+    "TaskStatus",
+    "delegate_chat_key",
+    "profile_agent_md",
+]
 
 log = logging.getLogger("shipagent.handover")
 
 TaskStatus = Literal["running", "done", "failed"]
 DELEGATE_MARK = "#delegate:"
+
+
+class SubAgent(Protocol):
+    """What a delegation needs of the agent that runs a profile."""
+
+    @property
+    def chats(self) -> ChatHistories:
+        """The chats' histories (the inherited context is committed as the delegate chat's start)."""
+        ...
+
+    async def run(self, chat_key: str, text: str) -> AgentResult:
+        """Run one turn; never raises for a failure inside the turn."""
+        ...
+
+
+SubAgentFactory = Callable[[ResolvedProfile, "Handover"], SubAgent]
+"""``(profile, the delegating handover) -> the agent that runs the profile``."""
 
 
 class DelegationLimitError(ShipAgentError):
@@ -124,40 +155,7 @@ def profile_agent_md(project_root: Path, profile: ProfileConfig) -> str:
     return "\n\n".join(p for p in parts if p)
 
 
-def build_sub_agent(parent: ShipAgent, profile: ResolvedProfile, handover: Handover) -> ShipAgent:
-    """A new agent of ``parent``'s class running ``profile`` on the same project.
-
-    Model: ``parent.profile_models[name]``, else the profile's ``model`` (built with ship.json
-    ``llm``'s provider settings), else the parent's model. Tools: the parent's own toolsets, limited
-    to the profile's ``tools`` when it has that list. MCP servers: the parent's, shared.
-    """
-    config = parent.config
-    model: Any = parent.profile_models.get(profile.name)
-    if model is None and profile.config.model:
-        config = config.model_copy(
-            update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
-        )
-    elif model is None:
-        model = parent.model
-    sub = type(parent)(
-        parent.project_root,
-        config,
-        model=model,
-        toolsets=getattr(parent, "_user_toolsets", ()),
-        on_approval=parent.on_approval,
-        profile_models=parent.profile_models,
-        agent_md=profile_agent_md(parent.project_root, profile.config),
-    )
-    sub.handover = handover.child(sub, profile.config.tools)
-    if profile.config.skills is not None:  # the profile's skills: the overview, skills_list and skills_load
-        sub.skills_cache.only = tuple(profile.config.skills)
-    # ship.json MCP servers are the parent's, already running: a delegation must not spawn another
-    # set of server processes per sub-agent (a fork_join of four would start four of each).
-    sub.mcp = parent.mcp
-    return sub
-
-
-async def _seed(sub: ShipAgent, chat_key: str, rendered: SubAgentInput) -> None:
+async def _seed(sub: SubAgent, chat_key: str, rendered: SubAgentInput) -> None:
     """Commit the inherited history as the delegate chat's opening messages (persisted like a turn)."""
     if not rendered.history:
         return
@@ -166,15 +164,17 @@ async def _seed(sub: ShipAgent, chat_key: str, rendered: SubAgentInput) -> None:
         await sub.chats.commit(chat_key, f"handover-{new_id()}", base, list(rendered.history))
 
 
-async def run_task(parent: ShipAgent, handover: Handover, task: DelegationTask) -> DelegationTask:
+async def run_task(handover: Handover, task: DelegationTask) -> DelegationTask:
     """Run a packed task to the end. Never raises: every failure is recorded on the task.
 
     One broken delegation (a crashing model, a bad profile file) must not take down its siblings
     in a fork-join or the parent's run.
     """
     try:
+        if handover.sub_agents is None:
+            raise ShipAgentError("this handover belongs to no agent; it cannot run sub-agents")
         rendered = await load_sub_agent_input(handover.store, task.context_box_id)
-        sub = build_sub_agent(parent, task.profile, handover)
+        sub = handover.sub_agents(task.profile, handover)
         # Not entered (``async with``): it shares the parent's started MCP servers, and entering
         # would start (and on exit stop) servers of its own.
         await _seed(sub, task.chat_key, rendered)

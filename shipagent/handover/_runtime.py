@@ -2,6 +2,9 @@
 
 Usable without starting the agent (``agent.handover.store`` opens the SQLite file on first use),
 so a script can inspect what was handed over without a model or a run.
+
+This package never imports the agent: the agent hands its :class:`Handover` a
+:data:`SubAgentFactory` that builds the agent of a profile, and delegations run what it returns.
 """
 
 from __future__ import annotations
@@ -11,17 +14,17 @@ import contextlib
 import fnmatch
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from pydantic_ai.toolsets import AbstractToolset
 
-from ..config import HandoverConfig
+from ..chatkeys import ShipPaths
+from ..config import HandoverConfig, ShipConfig
 from ..errors import BadRequestError, NotFoundError
 from ..execution import ToolExecutionContext
 from ._cards import CARD_CHAT_MESSAGE, Card, NewCard, TextContent
-from ._delegation import DelegationLimitError, DelegationTask, run_task
+from ._delegation import DelegationLimitError, DelegationTask, SubAgentFactory, run_task
 from ._inspect import format_box
 from ._packer import HandoverPacker
 from ._render import SubAgentInput, load_sub_agent_input
@@ -29,33 +32,11 @@ from ._resources import ResourceStore
 from ._sqlite import SqliteCardBoxStore
 from ._store import BoxId, CardBoxStore
 
-if TYPE_CHECKING:
-    from ..agent import ShipAgent
-
-__all__ = ["Handover", "RunDelegations"]
+__all__ = ["Handover"]
 
 log = logging.getLogger("shipagent.handover")
 STORE_FILE = "cardbox.sqlite3"
 MAX_REMEMBERED_TASKS = 1000
-_RUN_STATE_KEY = "handover"
-
-
-@dataclass
-class RunDelegations:
-    """Per-run bookkeeping (kept in ``ToolExecutionContext.extras``): sub-agents started so far.
-
-    Kept on the run's context rather than on the agent so the ``maxSubagentsPerRun`` limit counts
-    one run's delegations, whichever tools started them, and resets with the next run.
-    """
-
-    started: int = 0
-
-    @classmethod
-    def of(cls, ctx: ToolExecutionContext) -> RunDelegations:
-        state = ctx.extras.get(_RUN_STATE_KEY)
-        if not isinstance(state, cls):
-            state = ctx.extras[_RUN_STATE_KEY] = cls()
-        return state
 
 
 class Handover:
@@ -68,6 +49,8 @@ class Handover:
         project_id: recorded on every card and box this agent writes (ship.json ``name``).
         limits: ship.json ``handover`` (``maxDepth``, ``maxSubagentsPerRun``).
         depth: 0 for an agent a user runs; ``n`` for a sub-agent ``n`` delegations deep.
+        paths: the project's ``.ship/`` layout (to tell a known chat key from a typo).
+        sub_agents: builds the agent that runs a profile (given by the agent this belongs to).
         allowed_tools: tool-name patterns this agent may use (a profile's ``tools``), or ``None``.
         tasks: the delegations this agent started, by task id (in memory; the boxes persist).
     """
@@ -79,7 +62,8 @@ class Handover:
         *,
         project_id: str,
         limits: HandoverConfig,
-        agent: ShipAgent | None = None,
+        paths: ShipPaths | None = None,
+        sub_agents: SubAgentFactory | None = None,
         depth: int = 0,
         allowed_tools: Sequence[str] | None = None,
         owns_store: bool = True,
@@ -92,27 +76,49 @@ class Handover:
         self.depth = depth
         self.allowed_tools = None if allowed_tools is None else tuple(allowed_tools)
         self.tasks: dict[str, DelegationTask] = {}
-        self._agent = agent
+        self.paths = paths
+        self.sub_agents = sub_agents
         self._owns_store = owns_store
         self._background: set[asyncio.Task[DelegationTask]] = set()
         self._toolset: AbstractToolset[Any] | None = None
         self._output_boxes: dict[str, str] = {}
 
     @classmethod
-    def for_agent(cls, agent: ShipAgent) -> Handover:
-        """The handover of an agent a user runs: store at ``.ship/cardbox.sqlite3``, depth 0."""
-        store = SqliteCardBoxStore(agent.paths.ship_dir / STORE_FILE, project_id=agent.config.name)
-        resources = ResourceStore(store, agent.config.profiles, author_id=agent.config.name)
-        return cls(store, resources, project_id=agent.config.name, limits=agent.config.handover, agent=agent)
+    def for_project(
+        cls, paths: ShipPaths, config: ShipConfig, sub_agents: SubAgentFactory | None = None
+    ) -> Handover:
+        """The handover of an agent a user runs: store at ``.ship/cardbox.sqlite3``, depth 0.
 
-    def child(self, agent: ShipAgent, allowed_tools: Sequence[str] | None) -> Handover:
-        """The handover of a sub-agent: same store and profiles, one level deeper."""
+        Args:
+            paths: the project's ``.ship/`` layout.
+            config: the validated ship.json (``name``, ``profiles``, ``handover``).
+            sub_agents: how the agent builds a profile's agent; without it delegations fail.
+        """
+        store = SqliteCardBoxStore(paths.ship_dir / STORE_FILE, project_id=config.name)
+        resources = ResourceStore(store, config.profiles, author_id=config.name)
+        return cls(
+            store,
+            resources,
+            project_id=config.name,
+            limits=config.handover,
+            paths=paths,
+            sub_agents=sub_agents,
+        )
+
+    def child(self, sub_agents: SubAgentFactory | None, allowed_tools: Sequence[str] | None) -> Handover:
+        """The handover of a sub-agent: same store and profiles, one level deeper.
+
+        Args:
+            sub_agents: the sub-agent's own factory (its delegations build from it).
+            allowed_tools: the profile's ``tools`` patterns, or ``None`` for all.
+        """
         return Handover(
             self.store,
             self.resources,
             project_id=self.project_id,
             limits=self.limits,
-            agent=agent,
+            paths=self.paths,
+            sub_agents=sub_agents,
             depth=self.depth + 1,
             allowed_tools=allowed_tools,
             owns_store=False,
@@ -160,15 +166,15 @@ class Handover:
 
     # -- delegation ----------------------------------------------------------------------------
 
-    def _check_limits(self, run: RunDelegations | None, count: int = 1) -> None:
+    def _check_limits(self, run: ToolExecutionContext | None, count: int = 1) -> None:
         if self.depth >= self.limits.max_depth:
             raise DelegationLimitError(
                 f"delegation depth limit reached: this agent runs {self.depth} delegation(s) deep and "
                 f"ship.json handover.maxDepth is {self.limits.max_depth}; answer the task yourself"
             )
-        if run is not None and run.started + count > self.limits.max_subagents_per_run:
+        if run is not None and run.subagents_started + count > self.limits.max_subagents_per_run:
             raise DelegationLimitError(
-                f"this run already started {run.started} sub-agent(s); ship.json "
+                f"this run already started {run.subagents_started} sub-agent(s); ship.json "
                 f"handover.maxSubagentsPerRun is {self.limits.max_subagents_per_run}"
             )
 
@@ -180,9 +186,12 @@ class Handover:
         instruction: object,
         input_box_ids: Sequence[BoxId] | None = None,
         tool_suffix: str = "delegate_async",
-        run: RunDelegations | None = None,
+        run: ToolExecutionContext | None = None,
     ) -> DelegationTask:
         """Check the limits, pack the context box and register a task (not started yet).
+
+        ``run`` is the delegating run's context: ``maxSubagentsPerRun`` counts one run's
+        delegations, whichever tools started them, and resets with the next run.
 
         Raises:
             DelegationLimitError: the depth or per-run limit would be exceeded.
@@ -204,7 +213,7 @@ class Handover:
         self._forget_old_tasks()
         self.tasks[task.task_id] = task
         if run is not None:
-            run.started += 1
+            run.subagents_started += 1
         return task
 
     def _forget_old_tasks(self) -> None:
@@ -214,21 +223,13 @@ class Handover:
         for task in finished[: max(len(finished) - MAX_REMEMBERED_TASKS + 1, 0)]:
             del self.tasks[task.task_id]
 
-    @property
-    def agent(self) -> ShipAgent:
-        """The agent this handover belongs to (sub-agents are built from it)."""
-        if self._agent is None:
-            raise RuntimeError("this Handover belongs to no agent; sub-agents cannot be run from it")
-        return self._agent
-
     async def run(self, task: DelegationTask) -> DelegationTask:
         """Run a prepared task to its end (never raises; failures are on the task)."""
-        return await run_task(self.agent, self, task)
+        return await run_task(self, task)
 
     def start(self, task: DelegationTask) -> None:
         """Run a prepared task in the background; :meth:`wait` or ``delegation_result`` collect it."""
-        agent = self.agent
-        background = asyncio.get_running_loop().create_task(run_task(agent, self, task))
+        background = asyncio.get_running_loop().create_task(run_task(self, task))
         self._background.add(background)
         background.add_done_callback(self._background.discard)
 

@@ -18,7 +18,6 @@ from typing_extensions import TypedDict
 from ..errors import NotFoundError, ShipAgentError
 from ..execution import current_tool_context
 from ._delegation import DELEGATE_MARK, DelegationTask
-from ._runtime import RunDelegations
 
 if TYPE_CHECKING:
     from ._runtime import Handover
@@ -50,8 +49,9 @@ def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
         elif target_ref in handover.tasks:
             source = handover.tasks[target_ref].chat_key
         else:
-            agent = handover.agent
-            if DELEGATE_MARK not in target_ref and not agent.paths.transcript(target_ref).is_file():
+            paths = handover.paths
+            known = paths is not None and paths.transcript(target_ref).is_file()
+            if DELEGATE_MARK not in target_ref and not known:
                 raise NotFoundError(
                     f"clone source {target_ref!r} is neither a task id of this agent nor a known chat key"
                 )
@@ -91,7 +91,7 @@ def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
                 instruction=instruction,
                 input_box_ids=boxes,
                 tool_suffix="delegate_async",
-                run=RunDelegations.of(ctx),
+                run=ctx,
             )
         except ShipAgentError as exc:
             return _error(exc)
@@ -122,7 +122,6 @@ def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
             max_parallel: how many run at the same time.
         """
         ctx = current_tool_context()
-        run = RunDelegations.of(ctx)
         slots: list[DelegationTask | dict[str, Any]] = []
         for spec in tasks:
             try:
@@ -133,7 +132,7 @@ def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
                         instruction=spec.get("instruction"),
                         input_box_ids=spec.get("input_box_ids"),
                         tool_suffix="fork_join",
-                        run=run,
+                        run=ctx,
                     )
                 )
             except ShipAgentError as exc:
@@ -173,7 +172,7 @@ def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
                 instruction=question,
                 input_box_ids=boxes,
                 tool_suffix="ask_expert",
-                run=RunDelegations.of(ctx),
+                run=ctx,
             )
         except ShipAgentError as exc:
             return _error(exc)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import re
 import shlex
 import shutil
 from collections.abc import Callable, Sequence
@@ -439,6 +440,9 @@ def _connection_closed(exc: BaseException) -> bool:
     return any(isinstance(e, MCPError) and e.error.code == mcp_types.CONNECTION_CLOSED for e in _chain(exc))
 
 
+_NOISE = re.compile(r"^(?:Cancel(?:l?ed)? (?:via|by) cancel scope [0-9a-fx]+|WouldBlock|CancelledError)$")
+
+
 def _describe(exc: BaseException) -> str:
     """One line from an exception chain: each distinct message once, outermost first."""
     parts: list[str] = []
@@ -446,6 +450,8 @@ def _describe(exc: BaseException) -> str:
         if isinstance(item, BaseExceptionGroup):
             continue
         text = str(item).strip() or type(item).__name__
+        if _NOISE.match(text):  # anyio's cancel-scope ids and WouldBlock say nothing to a user
+            continue
         if not any(text in p for p in parts):
             parts.append(text)
     return ": ".join(parts[:4]) or type(exc).__name__

@@ -24,6 +24,17 @@ from ..skills import render_skills_overview
 from ._agent_context import agent_load_context
 from ._chat import HistoryWindow, chat_load_history, chat_send, read_transcript_window
 from ._loader import load_tool_modules
+from ._sandbox import (
+    SandboxLayout,
+    SandboxPlan,
+    SandboxStatus,
+    bwrap_argv,
+    plan_sandbox,
+    sandbox_check_hook,
+    sandbox_report,
+    sandbox_status,
+    warn_if_unsandboxed,
+)
 from ._shell import (
     OUTPUT_CAP_BYTES,
     ShellDecision,
@@ -33,22 +44,33 @@ from ._shell import (
     request_approval,
     run_shell,
 )
+from ._shellwords import allow_blocker
 from ._skills import SkillsCache, make_skills_tools
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",
     "OUTPUT_CAP_BYTES",
     "HistoryWindow",
+    "SandboxLayout",
+    "SandboxPlan",
+    "SandboxStatus",
     "ShellDecision",
     "ShellRun",
     "SkillsCache",
+    "allow_blocker",
     "builtin_toolset",
+    "bwrap_argv",
     "decide_exec_shell",
     "load_tool_modules",
+    "plan_sandbox",
     "read_transcript_window",
     "request_approval",
     "run_shell",
+    "sandbox_check_hook",
+    "sandbox_report",
+    "sandbox_status",
     "skills_overview_source",
+    "warn_if_unsandboxed",
 ]
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = (

