@@ -31,6 +31,7 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.models.wrapper import WrapperModel
 
 from ._steps import tool_failure, tool_summary
 from .events import ApprovalRequired, Done, RunEvent, TextDelta, ToolFinished, ToolStarted
@@ -87,7 +88,12 @@ async def _events(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGen
 
 
 def can_stream(model: Any) -> bool:
-    """Whether ``model`` answers streamed requests (a ``FunctionModel`` needs a ``stream_function``)."""
+    """Whether ``model`` answers streamed requests (a ``FunctionModel`` needs a ``stream_function``).
+
+    Looks through wrappers (``WrapperModel``: retries, instrumentation) to the model that answers.
+    """
+    while isinstance(model, WrapperModel):
+        model = model.wrapped
     return not (isinstance(model, FunctionModel) and model.stream_function is None)
 
 

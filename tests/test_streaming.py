@@ -301,3 +301,14 @@ async def test_a_model_without_a_stream_function_answers_whole(tmp_path: Path) -
         events = await collect(agent, "hi")
     assert [e.type for e in events] == ["text_delta", "done"]
     assert events[0] == TextDelta("all at once") and events[1].result.output == "all at once"  # type: ignore[union-attr]
+
+
+def test_can_stream_looks_through_wrapper_models() -> None:
+    from pydantic_ai.models.function import FunctionModel
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    from shipagent._streaming import can_stream
+
+    whole = FunctionModel(lambda messages, info: answer("x"))
+    assert not can_stream(whole) and not can_stream(WrapperModel(whole))
+    assert can_stream(WrapperModel(StreamScript().model))
