@@ -13,6 +13,7 @@ from .errors import (
     ShipAgentError,
     ToolContextError,
 )
+from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from .execution import (
     ApprovalRequest,
     InjectionResult,
@@ -24,9 +25,12 @@ from .results import AgentResult, StepEvent, ToolCallRecord
 __all__ = [
     "AgentResult",
     "ApprovalRequest",
+    "ApprovalRequired",
     "BadRequestError",
     "ChatKeyError",
+    "Compacted",
     "ConfigError",
+    "Done",
     "InjectionResult",
     "NotFoundError",
     "Problem",
@@ -35,9 +39,12 @@ __all__ = [
     "ShipAgentError",
     "ShipConfig",
     "StepEvent",
+    "TextDelta",
     "ToolCallRecord",
     "ToolContextError",
     "ToolExecutionContext",
+    "ToolFinished",
+    "ToolStarted",
     "check_project",
     "current_tool_context",
     "load_config",

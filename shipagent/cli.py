@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ._chat_loop import ChatLoop
 from ._checks import check_project, has_errors
 from ._cli_support import (
     configure_logging,
@@ -26,18 +27,17 @@ from ._cli_support import (
     interruptible,
     preflight,
     print_problems,
-    read_line,
     version_text,
 )
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .errors import ShipAgentError
-from .execution import ApprovalRequest
 from .files import context_app
 from .ledger import inspect_command
 from .mcp import mcp_app
 from .models import describe_model
 from .results import AgentResult, StepEvent
+from .serve._cli import serve, serve_check_hook
 from .skills import skills_check_hook
 from .tools import sandbox_check_hook
 
@@ -53,6 +53,7 @@ app = typer.Typer(
 app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
 app.command("inspect")(inspect_command)  # shipagent inspect CHAT_KEY: what the model saw (ledger)
+app.command()(serve)  # shipagent serve (shipagent/serve/_cli.py)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -177,19 +178,6 @@ def run(
         raise typer.Exit(1)
 
 
-def _print_step(event: StepEvent) -> None:
-    if event.type == "step_finish":
-        console.print(f"[dim]· {escape(event.text)}[/]")
-    elif event.type == "assistant":
-        console.print(f"[cyan]{escape(event.text)}[/]")
-    elif event.type in ("compaction", "retry"):
-        console.print(f"[yellow]· {escape(event.text)}[/]")
-
-
-def _ask(request: ApprovalRequest) -> bool:
-    return typer.confirm(f"Allow {request.tool} to run `{request.command}`?", default=False)
-
-
 class _ConsoleChannel:
     """The CLI chat's channel: ``chat_send`` texts are printed as they are sent."""
 
@@ -203,39 +191,13 @@ def chat(
     model: ModelOpt = None,
     project: ProjectOpt = Path("."),
 ) -> None:
-    """Talk to the agent. Commands: /exit, /clear, /history."""
+    """Talk to the agent. Commands: /help, /history, /clear, /exit."""
     # the chat key and the checks of `shipagent check` before the prompt (exit 2 / 1)
-    agent = preflight(
-        err_console, project, chat_key, lambda: agent_factory(project, model=model, on_approval=_ask)
-    )
-    console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /exit to leave")
-
-    async def loop() -> None:
-        async with agent:
-            while True:
-                try:
-                    line = await read_line(console, "[bold]> [/]")  # daemon thread: Ctrl-C exits
-                except (EOFError, KeyboardInterrupt):
-                    break
-                text = line.strip()
-                if not text:
-                    continue
-                if text == "/exit":
-                    break
-                if text == "/clear":
-                    await agent.clear(chat_key)
-                    console.print("[dim]context cleared (the transcript on disk is kept)[/]")
-                    continue
-                if text == "/history":
-                    for entry in agent.transcript.last(chat_key, 20):
-                        console.print(f"[dim]{escape(entry['role'])}:[/] {escape(entry['text'])}")
-                    continue
-                result = await agent.run(chat_key, text, on_step=_print_step, channel=_ConsoleChannel())
-                if not result.success:
-                    console.print(f"[red]{escape(result.output)}[/]")
-
+    agent = preflight(err_console, project, chat_key, lambda: agent_factory(project, model=model))
+    console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /help for commands")
+    loop = ChatLoop(agent, chat_key, console, channel=_ConsoleChannel())
     try:
-        interruptible(lambda: anyio.run(loop), err_console)  # Ctrl-C at the prompt or at start-up
+        interruptible(loop.run, err_console)  # Ctrl-C at the prompt or at start-up: 130
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
 
@@ -280,6 +242,7 @@ CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
+check_hooks.append(serve_check_hook)
 # exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)
 check_hooks.append(partial(sandbox_check_hook, report=False))
 
