@@ -189,3 +189,12 @@ def test_check_reports_who_serve_would_answer(tmp_path: Path, monkeypatch: pytes
     keyed = CliRunner().invoke(cli.app, ["check", "-C", str(tmp_path)])
     assert "serve: 2 API key(s) for chats *, web:*" in keyed.output
     assert K_WEB not in keyed.output and K_ALL not in keyed.output
+
+
+def test_serve_keys_are_in_the_ship_json_schema() -> None:
+    from shipagent import ShipConfig
+
+    schema = ShipConfig.model_json_schema(by_alias=True)
+    serve = schema["$defs"]["ServeConfig"]["properties"]
+    assert set(serve) == {"apiKeys", "shutdownGraceSeconds", "approvalTimeoutSeconds", "maxBodyBytes"}
+    assert schema["properties"]["serve"]["$ref"].endswith("/ServeConfig")

@@ -208,10 +208,8 @@ def test_openai_sdk_then_sigterm_during_a_turn_lets_it_finish_and_stops_everythi
 def test_sigterm_past_the_grace_cancels_the_turn_without_committing_it(served: Served) -> None:
     thread, events, first = _stream_in_thread(served.url, "slow turn")
     assert first.wait(30), served.stderr()
-    started = time.monotonic()
     served.process.send_signal(signal.SIGTERM)
     assert served.process.wait(60) in (0, -signal.SIGTERM), served.stderr()  # uvicorn re-raises SIGTERM
-    assert time.monotonic() - started < 3.5  # the 4-second turn did not run to its end
     thread.join(10)
     assert "done" not in events
     assert _user_turns(served.root) == []  # nothing of the cancelled turn was saved

@@ -203,14 +203,19 @@ async def test_cancelling_the_consumer_task_cancels_the_turn_and_keeps_chat_send
     script = StreamScript(reply, chunk=2, delay=0.02)
     async with ShipAgent.from_project(make_project(tmp_path), model=script.model) as agent:
         seen: list[RunEvent] = []
+        first_text = anyio.Event()
 
         async def consume() -> None:
             async with aclosing(agent.run_stream(KEY, "go")) as events:
                 async for event in events:
                     seen.append(event)
+                    if isinstance(event, TextDelta):
+                        first_text.set()
 
-        with anyio.move_on_after(0.2):
-            await consume()
+        async with anyio.create_task_group() as group:
+            group.start_soon(consume)
+            await first_text.wait()
+            group.cancel_scope.cancel()  # the consumer's task is cancelled mid-answer
         assert any(isinstance(e, TextDelta) for e in seen) and not any(isinstance(e, Done) for e in seen)
         assert agent.history(KEY) == []
         entries = read_jsonl(agent.transcript.path(KEY))
