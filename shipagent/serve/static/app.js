@@ -39,6 +39,7 @@
     known: [], // chat keys from GET /v1/chats, newest first
     drafts: new Set(), // new chats not yet on the server (no message sent)
     live: new Map(), // chat key -> [user bubble, turn element] of the turn being streamed
+    stops: new Map(), // chat key -> AbortController of its running turn (Stop = disconnect = cancel)
   };
 
   // ---------------------------------------------------------------- API key
@@ -117,6 +118,7 @@
       try {
         resp = await fetch(path, { ...options, headers });
       } catch (err) {
+        if (err.name === "AbortError") throw err;
         throw new ApiError(0, "cannot reach the server (" + err.message + ")");
       }
       if (resp.status !== 401) return resp;
@@ -238,7 +240,9 @@
     const h = document.createElement("h2");
     h.textContent = "Start a conversation";
     const p = document.createElement("p");
-    p.textContent = "Messages go to chat " + state.chatKey + ". Answers stream in as the agent writes them.";
+    p.textContent =
+      "Messages go to chat " + state.chatKey + (state.drafts.has(state.chatKey) ? " (rename it above before the first message)" : "") +
+      ". Answers stream in as the agent writes them.";
     empty.append(h, p);
     els.messages.append(empty);
   }
@@ -550,8 +554,11 @@
     updateComposer();
     renderChatList();
     let finished = false;
+    const stop = new AbortController();
+    state.stops.set(key, stop);
     try {
       const resp = await api(chatPath(key) + "/messages", {
+        signal: stop.signal,
         method: "POST",
         headers: { "Content-Type": "application/json", Accept: "text/event-stream" },
         body: JSON.stringify({ text }),
@@ -606,8 +613,10 @@
         if (!finished) turn.error("The connection ended before the answer was complete.");
       }
     } catch (err) {
-      turn.error(err.status === 403 ? "This API key may not use chat " + key + "." : err.message);
+      if (err.name === "AbortError") turn.error("Stopped. The server cancels the turn; nothing of it is kept in the chat's history.");
+      else turn.error(err.status === 403 ? "This API key may not use chat " + key + "." : err.message);
     } finally {
+      state.stops.delete(key);
       state.live.delete(key);
       updateComposer();
       loadChats();
@@ -616,7 +625,9 @@
 
   function updateComposer() {
     const busy = state.live.has(state.chatKey);
-    els.send.disabled = busy || !els.input.value.trim();
+    els.send.disabled = !busy && !els.input.value.trim();
+    els.send.textContent = busy ? "Stop" : "Send";
+    els.send.setAttribute("aria-label", busy ? "Stop the answer" : "Send");
     els.composer.classList.toggle("busy", busy);
     setStatus(busy ? "answering…" : "");
   }
@@ -628,8 +639,13 @@
 
   els.composer.addEventListener("submit", (ev) => {
     ev.preventDefault();
+    if (state.live.has(state.chatKey)) {
+      // Stop: closing the stream disconnects, and the server cancels the turn
+      if (ev.submitter === els.send) state.stops.get(state.chatKey)?.abort();
+      return;
+    }
     const text = els.input.value.trim();
-    if (!text || state.live.has(state.chatKey)) return;
+    if (!text) return;
     els.input.value = "";
     autosize();
     send(text);
