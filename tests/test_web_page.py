@@ -107,7 +107,9 @@ def test_streams_the_answer_keeps_history_and_shows_html_as_text(page: Page, tmp
 
         send(page, "show me <b>markup</b>")  # the user's own HTML is text too
         hostile = page.locator(".turn .bubble.md").last
-        expect(hostile).to_contain_text('<script>window.__pwned = 1</script> and <img src=x onerror="window.__pwned = 2">')
+        expect(hostile).to_contain_text(
+            '<script>window.__pwned = 1</script> and <img src=x onerror="window.__pwned = 2">'
+        )
         expect(hostile.locator("strong")).to_have_text("text")  # Markdown still renders
         assert page.locator("#messages script, #messages img, #messages b").count() == 0
         assert page.evaluate("window.__pwned") is None
@@ -145,7 +147,9 @@ def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> 
         page.fill("#input", "run echo approved-$((6*7)) > approved.txt; cat approved.txt")
         page.press("#input", "Enter")
         card = page.locator(".approval")
-        expect(card.locator(".approval-command")).to_have_text("echo approved-$((6*7)) > approved.txt; cat approved.txt")
+        expect(card.locator(".approval-command")).to_have_text(
+            "echo approved-$((6*7)) > approved.txt; cat approved.txt"
+        )
         expect(page.locator(".tool.running .tool-name")).to_have_text("exec_shell")
         assert not (root / "approved.txt").exists()  # nothing runs while the question is open
         card.locator("button.approve").click()
@@ -160,7 +164,9 @@ def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> 
         page.locator(".approval button.deny").last.click()
         page.wait_for_selector(".turn.finished >> nth=1", state="attached")
         expect(page.locator(".approval-outcome").last).to_have_text("Denied")
-        expect(page.locator(".turn .bubble.md").last).to_contain_text("The command did not run: exec_shell denied")
+        expect(page.locator(".turn .bubble.md").last).to_contain_text(
+            "The command did not run: exec_shell denied"
+        )
         expect(page.locator(".tool.failed .tool-name")).to_have_text("exec_shell")
         assert not (root / "refused.txt").exists()
         page.screenshot(path=str(tmp_path / "web-chat-approval.png"))

@@ -48,7 +48,12 @@ def reply(text: str, result: ToolReturnPart | None) -> Any:
 
 def make_project(root: Path) -> None:
     (root / "logs").mkdir(parents=True)
-    for name, size in (("api.log", 2_300_000), ("worker.log", 610_000), ("web.log", 140_000), ("cron.log", 9_000)):
+    for name, size in (
+        ("api.log", 2_300_000),
+        ("worker.log", 610_000),
+        ("web.log", 140_000),
+        ("cron.log", 9_000),
+    ):
         (root / "logs" / name).write_bytes(b"x" * size)
     ship = {"name": "ops-assistant", "permissions": {"execShell": {"mode": "ask"}}}
     (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
