@@ -10,6 +10,7 @@ from .errors import (
     ShipAgentError,
     ToolContextError,
 )
+from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from .execution import (
     ApprovalRequest,
     InjectionResult,
@@ -21,18 +22,24 @@ from .results import AgentResult, StepEvent, ToolCallRecord
 __all__ = [
     "AgentResult",
     "ApprovalRequest",
+    "ApprovalRequired",
     "BadRequestError",
     "ChatKeyError",
+    "Compacted",
     "ConfigError",
+    "Done",
     "InjectionResult",
     "NotFoundError",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",
     "StepEvent",
+    "TextDelta",
     "ToolCallRecord",
     "ToolContextError",
     "ToolExecutionContext",
+    "ToolFinished",
+    "ToolStarted",
     "current_tool_context",
     "load_config",
 ]
