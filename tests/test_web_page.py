@@ -153,7 +153,7 @@ def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> 
         expect(page.locator(".tool.running .tool-name")).to_have_text("exec_shell")
         assert not (root / "approved.txt").exists()  # nothing runs while the question is open
         card.locator("button.approve").click()
-        expect(card.locator(".approval-outcome")).to_have_text("Approved")
+        expect(card.locator(".approval-outcome")).to_have_text("✓ Approved")
         page.wait_for_selector(".turn.finished")
         expect(page.locator(".turn .bubble.md").last).to_have_text("The command printed: approved-42.")
         expect(page.locator(".tool.ok .tool-name")).to_have_text("exec_shell")
@@ -161,9 +161,11 @@ def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> 
 
         page.fill("#input", "run touch refused.txt")
         page.press("#input", "Enter")
-        page.locator(".approval button.deny").last.click()
+        second = page.locator(".approval").nth(1)
+        expect(second.locator(".approval-command")).to_have_text("touch refused.txt")
+        second.locator("button.deny").click()
         page.wait_for_selector(".turn.finished >> nth=1", state="attached")
-        expect(page.locator(".approval-outcome").last).to_have_text("Denied")
+        expect(second.locator(".approval-outcome")).to_have_text("✕ Denied")
         expect(page.locator(".turn .bubble.md").last).to_contain_text(
             "The command did not run: exec_shell denied"
         )

@@ -89,6 +89,8 @@ def main(out: Path) -> None:
             page.locator(".approval button.approve").click()
             page.wait_for_selector(".turn.finished")
             expect(page.locator(".chat-item.active")).to_have_attribute("data-chat-key", "web:alice")
+            page.locator(".tool summary").click()  # show what a tool step holds
+            expect(page.locator(".tool .tool-result")).to_be_visible()
             page.locator("#input").blur()
             page.screenshot(path=str(out))
             browser.close()

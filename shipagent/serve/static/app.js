@@ -429,13 +429,19 @@
       brief.className = "tool-brief";
       brief.textContent = shortArgs(tool, args).slice(0, 160);
       summary.append(icon, name, brief);
-      const argsPre = document.createElement("pre");
-      argsPre.className = "tool-args";
-      argsPre.textContent = typeof args === "string" ? args : JSON.stringify(args ?? {}, null, 2);
       const result = document.createElement("pre");
       result.className = "tool-result";
       result.hidden = true;
-      details.append(summary, argsPre, result);
+      details.append(summary);
+      // the arguments in full, unless the one line above already shows all of them
+      const values = args && typeof args === "object" ? Object.values(args) : [args];
+      if (!(values.length <= 1 && brief.textContent === String(values[0] ?? ""))) {
+        const argsPre = document.createElement("pre");
+        argsPre.className = "tool-args";
+        argsPre.textContent = typeof args === "string" ? args : JSON.stringify(args ?? {}, null, 2);
+        details.append(argsPre);
+      }
+      details.append(result);
       this.tools.set(id, { details, result });
       this.place(details);
       // chat_send is the agent speaking to the user mid-turn: show the words, not only the step
@@ -494,8 +500,8 @@
             headers: { "Content-Type": "application/json" },
             body: JSON.stringify({ approve }),
           });
-          card.classList.add(approve ? "approved" : "denied");
-          outcome.textContent = approve ? "Approved" : "Denied";
+          card.classList.add("answered", approve ? "approved" : "denied");
+          outcome.textContent = approve ? "\u2713 Approved" : "\u2715 Denied";
         } catch (err) {
           outcome.textContent = "Could not answer: " + err.message;
           card.classList.add("failed");
