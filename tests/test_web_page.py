@@ -23,6 +23,7 @@ from shipagent import ShipAgent
 from shipagent.serve import create_app
 
 STREAMED = "Hello from the scripted model. This answer arrives in small pieces, one after another."
+LONG = "A long answer that is still being written when the user presses Stop. " * 6
 HOSTILE = '<script>window.__pwned = 1</script> and <img src=x onerror="window.__pwned = 2"> stay **text**'
 
 # Records every text the first streamed answer shows, from the first delta to the last.
@@ -45,6 +46,8 @@ def reply(text: str, result: ToolReturnPart | None) -> Any:
         return shell_call(text.removeprefix("run "))
     if "markup" in text:
         return chunks(HOSTILE, 16)
+    if "long" in text:
+        return chunks(LONG, 8)
     return chunks(STREAMED, 12)
 
 
@@ -174,6 +177,26 @@ def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> 
         page.screenshot(path=str(tmp_path / "web-chat-approval.png"))
 
 
+def test_stop_cancels_the_turn_and_the_chat_goes_on(page: Page, tmp_path: Path) -> None:
+    with server(tmp_path / "project") as url:
+        page.goto(url + "/")
+        page.fill("#input", "a long one, please")
+        page.press("#input", "Enter")
+        expect(page.locator(".turn .bubble.md")).to_contain_text("A long answer")  # it is streaming
+        expect(page.locator("#send")).to_have_text("Stop")
+        page.click("#send")
+        expect(page.locator(".turn .note.error")).to_contain_text("Stopped")
+        partial = page.locator(".turn .bubble.md").first.text_content() or ""
+        assert partial.startswith("A long answer") and len(partial) < len(LONG)
+        expect(page.locator("#send")).to_have_text("Send")
+
+        send(page, "hello again")  # the cancelled turn released the chat
+        expect(page.locator(".turn .bubble.md").last).to_have_text(STREAMED)
+        page.reload()  # nothing of the stopped turn was kept
+        expect(page.locator("#messages .bubble")).to_have_count(2)
+        assert page.locator("#messages .bubble").all_text_contents() == ["hello again", STREAMED]
+
+
 def test_asks_for_the_api_key_and_keeps_it_for_the_tab(page: Page, tmp_path: Path, monkeypatch: Any) -> None:
     monkeypatch.setenv("WEB_KEY", "k-" + "7" * 30)
     ship = {"serve": {"apiKeys": [{"key": "${WEB_KEY}", "chatKeys": ["web:*"]}]}}
@@ -197,3 +220,9 @@ def test_asks_for_the_api_key_and_keeps_it_for_the_tab(page: Page, tmp_path: Pat
         expect(page.locator("#messages .bubble")).to_have_count(2)
         expect(dialog).to_be_hidden()
         expect(page.locator("#key-state")).to_have_text("API key set")
+
+        page.goto(url + "/#ops%3Ainternal")  # a chat outside the key's web:* patterns
+        expect(page.locator("#messages .note.error")).to_have_text(
+            "This API key may not read chat ops:internal."
+        )
+        assert page.locator(".chat-item.active").get_attribute("data-chat-key") == "ops:internal"

@@ -677,9 +677,23 @@
     sessionStorage.removeItem(KEY_STORAGE);
     showKeyState();
   });
+  // The address bar names the chat (#web%3Aalice): reload and links keep the conversation.
+  function hashKey() {
+    try {
+      return decodeURIComponent(location.hash.slice(1));
+    } catch (_) {
+      return "";
+    }
+  }
+
+  function openChat(key) {
+    if (!state.known.some((c) => c.key === key)) state.drafts.add(key); // listed as new until used
+    selectChat(key);
+  }
+
   window.addEventListener("hashchange", () => {
-    const key = decodeURIComponent(location.hash.slice(1));
-    if (key && key !== state.chatKey) selectChat(key);
+    const key = hashKey();
+    if (key && key !== state.chatKey) openChat(key);
   });
 
   async function loadAgentName() {
@@ -699,15 +713,8 @@
     showKeyState();
     await loadChats(); // a 401 here asks for the key before anything else
     loadAgentName();
-    let key = "";
-    try {
-      key = decodeURIComponent(location.hash.slice(1));
-    } catch (_) {
-      key = "";
-    }
-    if (key && !state.known.some((c) => c.key === key)) state.drafts.add(key);
-    if (!key) key = state.known.length ? state.known[0].key : "";
-    if (key) selectChat(key);
+    const key = hashKey() || (state.known.length ? state.known[0].key : "");
+    if (key) openChat(key);
     else startNewChat();
   }
 
