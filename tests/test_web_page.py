@@ -10,6 +10,7 @@ clicks Approve, HTML in a model answer stays text, and a server with API keys as
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -60,14 +61,22 @@ def browser() -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def server(root: Path, ship: dict[str, Any] | None = None, **app_options: Any) -> Iterator[str]:
+def server(
+    root: Path,
+    ship: dict[str, Any] | None = None,
+    *,
+    history: dict[str, int] | None = None,
+    **app_options: Any,
+) -> Iterator[str]:
+    """The real app for a project at ``root``; ``history`` writes that many earlier turns per chat."""
     root.mkdir(parents=True, exist_ok=True)
     if ship is not None:
-        import json
-
         (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
     script = StreamingScript(reply, pause=0.08)
     agent = ShipAgent.from_project(root, model=script.model)
+    for chat_key, turns in (history or {}).items():
+        for n in range(turns):
+            agent.transcript.append_turn(chat_key, f"req-{n}", f"question {n}", f"answer {n}")
     with serve_in_thread(create_app(agent, **app_options)) as url:
         yield url
 
@@ -141,6 +150,21 @@ def test_streams_the_answer_keeps_history_and_shows_html_as_text(page: Page, tmp
         page.click(f'.chat-item[data-chat-key="{chat_key}"]')
         expect(bubbles).to_have_count(4)
     assert (tmp_path / "web-chat.png").stat().st_size > 10_000
+
+
+def test_a_long_history_pages_back(page: Page, tmp_path: Path) -> None:
+    with server(tmp_path / "project", history={"web:long": 130}) as url:
+        page.goto(url + "/#web%3Along")
+        bubbles = page.locator("#messages .bubble")
+        expect(bubbles).to_have_count(200)  # the newest 200 entries: questions 30..129
+        assert bubbles.first.text_content() == "question 30"
+        assert bubbles.last.text_content() == "answer 129"
+        page.click("button.earlier")
+        expect(bubbles).to_have_count(260)
+        assert bubbles.first.text_content() == "question 0"
+        texts = bubbles.all_text_contents()
+        assert texts == [f"{kind} {n}" for n in range(130) for kind in ("question", "answer")]
+        assert page.locator("button.earlier").count() == 0
 
 
 def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> None:

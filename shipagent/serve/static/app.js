@@ -247,13 +247,50 @@
     els.messages.append(empty);
   }
 
+  const PAGE = 200; // transcript entries per request; older ones come with "Show earlier messages"
+
+  function entryBubble(e) {
+    const role = field(e, "role") === "user" ? "user" : "assistant";
+    return bubble(role, String(field(e, "text", "content") ?? ""), field(e, "via") ? "via-tool" : "");
+  }
+
+  function transcriptUrl(key, before) {
+    return chatPath(key) + "/transcript?limit=" + PAGE + (before == null ? "" : "&before=" + encodeURIComponent(before));
+  }
+
+  // A button that loads the page of entries before `before`, keeping the view where it was.
+  function earlierButton(key, before) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.className = "earlier secondary";
+    button.textContent = "Show earlier messages";
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        const body = await apiJson(transcriptUrl(key, before));
+        if (key !== state.chatKey || !button.isConnected) return;
+        const fromBottom = els.transcript.scrollHeight - els.transcript.scrollTop;
+        const next = field(body, "before");
+        const nodes = listOf(body, "entries", "transcript", "data", "items").map(entryBubble);
+        button.replaceWith(...(next == null ? [] : [earlierButton(key, next)]), ...nodes);
+        els.transcript.scrollTop = els.transcript.scrollHeight - fromBottom;
+      } catch (err) {
+        button.disabled = false;
+        button.textContent = "Could not load earlier messages (" + err.message + "); try again";
+      }
+    });
+    return button;
+  }
+
   async function loadTranscript(key) {
     els.messages.replaceChildren();
     let entries = [];
+    let before = null;
     try {
       // an unknown chat (a new one) has an empty transcript, not an error
-      const body = await apiJson(chatPath(key) + "/transcript?limit=200");
+      const body = await apiJson(transcriptUrl(key, null));
       entries = listOf(body, "entries", "transcript", "data", "items");
+      before = field(body, "before") ?? null;
     } catch (err) {
       if (key === state.chatKey) {
         els.messages.replaceChildren(note(err.status === 403 ? "This API key may not read chat " + key + "." : err.message, "error"));
@@ -262,10 +299,8 @@
     }
     if (key !== state.chatKey) return; // the user moved on while this loaded
     els.messages.replaceChildren();
-    for (const e of entries) {
-      const role = field(e, "role") === "user" ? "user" : "assistant";
-      els.messages.append(bubble(role, String(field(e, "text", "content") ?? ""), field(e, "via") ? "via-tool" : ""));
-    }
+    if (before != null) els.messages.append(earlierButton(key, before));
+    els.messages.append(...entries.map(entryBubble));
     const live = state.live.get(key);
     if (live) els.messages.append(...live);
     if (!entries.length && !live) showEmpty();
