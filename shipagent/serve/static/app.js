@@ -363,6 +363,7 @@
       buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
       let nl;
       while ((nl = buffer.search(/\r\n|\r|\n/)) !== -1) {
+        if (!done && nl === buffer.length - 1 && buffer[nl] === "\r") break; // maybe half of a \r\n
         const line = buffer.slice(0, nl);
         buffer = buffer.slice(nl + (buffer[nl] === "\r" && buffer[nl + 1] === "\n" ? 2 : 1));
         if (line === "") dispatch();
@@ -378,11 +379,10 @@
       }
       if (done) break;
     }
-    if (buffer) dispatch();
-    else if (data.length) dispatch();
+    dispatch(); // a last event the server closed without its blank line
   }
 
-  function shortArgs(tool, args) {
+  function shortArgs(args) {
     if (!args || typeof args !== "object") return args ? String(args) : "";
     if (typeof args.command === "string") return args.command;
     const first = Object.values(args).find((v) => typeof v === "string");
@@ -462,7 +462,7 @@
       name.textContent = tool;
       const brief = document.createElement("code");
       brief.className = "tool-brief";
-      brief.textContent = shortArgs(tool, args).slice(0, 160);
+      brief.textContent = shortArgs(args).slice(0, 160);
       summary.append(icon, name, brief);
       const result = document.createElement("pre");
       result.className = "tool-result";
