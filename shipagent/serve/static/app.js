@@ -346,42 +346,6 @@
 
   // ---------------------------------------------------------------- one streamed turn
 
-  // Parses a text/event-stream body: calls onEvent(name, data) per event.
-  async function readSse(resp, onEvent) {
-    const reader = resp.body.getReader();
-    const decoder = new TextDecoder();
-    let buffer = "";
-    let name = "";
-    let data = [];
-    const dispatch = () => {
-      if (data.length) onEvent(name || "message", data.join("\n"));
-      name = "";
-      data = [];
-    };
-    for (;;) {
-      const { value, done } = await reader.read();
-      buffer += decoder.decode(value || new Uint8Array(), { stream: !done });
-      let nl;
-      while ((nl = buffer.search(/\r\n|\r|\n/)) !== -1) {
-        if (!done && nl === buffer.length - 1 && buffer[nl] === "\r") break; // maybe half of a \r\n
-        const line = buffer.slice(0, nl);
-        buffer = buffer.slice(nl + (buffer[nl] === "\r" && buffer[nl + 1] === "\n" ? 2 : 1));
-        if (line === "") dispatch();
-        else if (line.startsWith(":")) continue; // comment / keep-alive
-        else {
-          const colon = line.indexOf(":");
-          const fieldName = colon === -1 ? line : line.slice(0, colon);
-          let val = colon === -1 ? "" : line.slice(colon + 1);
-          if (val.startsWith(" ")) val = val.slice(1);
-          if (fieldName === "event") name = val;
-          else if (fieldName === "data") data.push(val);
-        }
-      }
-      if (done) break;
-    }
-    dispatch(); // a last event the server closed without its blank line
-  }
-
   function shortArgs(args) {
     if (!args || typeof args !== "object") return args ? String(args) : "";
     if (typeof args.command === "string") return args.command;
@@ -614,7 +578,7 @@
         turn.done(await resp.json()); // a server that answered in one piece
         finished = true;
       } else {
-        await readSse(resp, (name, raw) => {
+        await window.shipSse.read(resp, (name, raw) => {
           let data = {};
           try {
             data = raw ? JSON.parse(raw) : {};

@@ -1,7 +1,9 @@
-"""The page's Markdown renderer, run in the real browser: model output can never become markup.
+"""The page's pure parts, run in the real browser: the Markdown renderer and the SSE reader.
 
-The renderer escapes all HTML first and only then adds its own tags, so whatever a model writes,
-the DOM it produces holds only the renderer's tags, links go to http(s) only, and text round-trips.
+Model output can never become markup: the renderer escapes all HTML first and only then adds its
+own tags, so whatever a model writes, the DOM it produces holds only the renderer's tags, links go
+to http(s) only, and text round-trips. The SSE reader gets the events of a stream however the
+bytes are cut into reads.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ def page() -> Iterator[Any]:
         browser = launch_chromium(p)
         pg = browser.new_page()
         pg.set_content("<!doctype html><body></body>")
-        pg.add_script_tag(content=(STATIC / "markdown.js").read_text(encoding="utf-8"))
+        for script in ("markdown.js", "sse.js"):
+            pg.add_script_tag(content=(STATIC / script).read_text(encoding="utf-8"))
         pg.evaluate("window.__pwned = 0")
         yield pg
         browser.close()
@@ -113,3 +116,46 @@ def test_half_written_input_renders(page: Any) -> None:
     src = "Intro **bold** text\n\n```js\nconst a = '<b>';\n```\n\n- [link](https://example.com) <i>x</i>"
     for end in range(len(src) + 1):
         inspect(page, src[:end])
+
+
+# Feeds each case (a list of byte pieces) as one response body to shipSse.read; returns the events
+# each case produced.
+READ_SSE = """async (cases) => {
+  const run = async (pieces) => {
+    const body = new ReadableStream({
+      start(controller) {
+        for (const p of pieces) controller.enqueue(new Uint8Array(p));
+        controller.close();
+      },
+    });
+    const events = [];
+    await window.shipSse.read(new Response(body), (name, data) => events.push([name, data]));
+    return events;
+  };
+  return Promise.all(cases.map(run));
+}"""
+
+SSE_STREAM = (
+    ": keep-alive\r\n\r\n"
+    'event: text_delta\r\ndata: {"text": "héllo"}\r\n\r\n'
+    'event: tool_started\ndata: {"tool": "exec_shell",\ndata:  "args": {}}\n\n'
+    "data: no event name\r\r"
+    'event: done\ndata: {"result": {}}\n\n'
+    'event: text_delta\ndata: {"text": "cut off"}\n'  # never finished: dropped, as EventSource does
+).encode()
+SSE_EVENTS = [
+    ["text_delta", '{"text": "héllo"}'],
+    ["tool_started", '{"tool": "exec_shell",\n "args": {}}'],
+    ["message", "no event name"],
+    ["done", '{"result": {}}'],
+]
+
+
+def test_sse_reader_in_one_piece_and_cut_anywhere(page: Any) -> None:
+    raw = SSE_STREAM
+    cases = {"one piece": [list(raw)], "one byte per read": [[b] for b in raw]}
+    # every cut point, including between \r and \n and between the two bytes of "é"
+    cases.update({f"cut at {cut}": [list(raw[:cut]), list(raw[cut:])] for cut in range(1, len(raw))})
+    results = page.evaluate(READ_SSE, list(cases.values()))
+    wrong = {name: got for name, got in zip(cases, results, strict=True) if got != SSE_EVENTS}
+    assert wrong == {}
