@@ -20,7 +20,7 @@ import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import FileResponse, HTMLResponse, JSONResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,7 +30,7 @@ from ..config import ServeApiKey, ServeConfig
 from ..errors import ShipAgentError
 from ._auth import ApiKey, Auth, is_loopback
 from ._routes import Api
-from ._wire import ApiError, error_response
+from ._wire import ApiError, JSONResponse, error_response
 
 __all__ = ["ServeState", "create_app"]
 
@@ -57,9 +57,13 @@ class ServeState:
         self._idle = anyio.Event()
         self._idle.set()
 
-    def turn_started(self) -> None:
+    def check_open(self) -> None:
+        """503 once shutdown began: running turns finish, new ones go elsewhere."""
         if self.closing:
             raise ApiError(503, "shutting_down", "the server is shutting down; retry on another instance")
+
+    def turn_started(self) -> None:
+        self.check_open()
         self.active += 1
         self._idle = anyio.Event() if self.active == 1 else self._idle
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..chatkeys import validate_chat_key
 from ..errors import NotFoundError
@@ -21,7 +21,7 @@ from ._auth import ApiKey
 from ._chats import list_chats, read_transcript_page
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
 from ._stream import SSE_HEADERS, EventStream, native_events, openai_chunks
-from ._wire import ApiError, read_json, result_json
+from ._wire import ApiError, JSONResponse, read_json, result_json
 
 if TYPE_CHECKING:
     from ._app import ServeState
@@ -156,6 +156,7 @@ class Api:
         if not isinstance(stream, bool):
             raise ApiError(400, "invalid_request", "'stream' must be true or false")
         if stream or "text/event-stream" in request.headers.get("accept", ""):
+            self.state.check_open()  # before the 200 of an event stream goes out
             events = self.agent.run_stream(
                 chat_key, text, approval_timeout=self.state.settings.approval_timeout_seconds
             )
@@ -177,6 +178,7 @@ class Api:
         self.state.caller(request, turn.chat_key)
         headers = {IGNORED_HEADER: "system-message"} if turn.ignored_system else {}
         if turn.stream:
+            self.state.check_open()
             events = self.agent.run_stream(
                 turn.chat_key, turn.text, approval_timeout=self.state.settings.approval_timeout_seconds
             )

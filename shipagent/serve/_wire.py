@@ -12,19 +12,27 @@ from typing import Any
 
 from pydantic.alias_generators import to_camel
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse as _StarletteJSON
 
 from ..events import Done, RunEvent
 from ..results import AgentResult
 
 __all__ = [
     "ApiError",
+    "JSONResponse",
     "error_response",
     "event_json",
     "read_json",
     "result_json",
     "sse",
 ]
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON ending in a newline, so ``curl`` output stays one document per line."""
+
+    def render(self, content: Any) -> bytes:
+        return super().render(content) + b"\n"
 
 
 class ApiError(Exception):
