@@ -136,7 +136,8 @@
     return resp.json();
   }
 
-  const chatPath = (key) => "/v1/chats/" + encodeURIComponent(key);
+  // API paths are relative to the page, so it also works behind a proxy that serves it under a prefix.
+  const chatPath = (key) => "v1/chats/" + encodeURIComponent(key);
 
   // ---------------------------------------------------------------- chat list
 
@@ -153,7 +154,7 @@
 
   async function loadChats() {
     try {
-      const body = await apiJson("/v1/chats?limit=100");
+      const body = await apiJson("v1/chats?limit=100");
       state.known = listOf(body, "chats", "data", "items").map((c) =>
         typeof c === "string" ? { key: c } : { key: field(c, "chatKey", "chat_key", "key", "id"), when: field(c, "updatedAt", "updated_at", "lastActivity", "ts") }
       ).filter((c) => typeof c.key === "string");
@@ -494,7 +495,7 @@
         yes.disabled = no.disabled = true;
         outcome.textContent = "sending…";
         try {
-          await apiJson("/v1/approvals/" + encodeURIComponent(id), {
+          await apiJson("v1/approvals/" + encodeURIComponent(id), {
             method: "POST",
             headers: { "Content-Type": "application/json" },
             body: JSON.stringify({ approve }),
@@ -697,7 +698,7 @@
 
   async function loadAgentName() {
     try {
-      const body = await apiJson("/v1/models");
+      const body = await apiJson("v1/models");
       const name = field(listOf(body, "data")[0], "id");
       if (name) {
         els.agentName.textContent = name;
