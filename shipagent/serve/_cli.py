@@ -115,6 +115,9 @@ def serve(
         port=port,
         access_log=False,  # shipagent's access log has one line per request, without keys
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
+        # Longer than clients keep idle connections (httpx and the OpenAI SDK: 5 s), so a client
+        # never sends on a connection the server is closing at the same moment.
+        timeout_keep_alive=30,
         log_level="warning",
     )
 
