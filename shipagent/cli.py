@@ -20,6 +20,7 @@ from rich.markup import escape
 
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
+from .durable import _cli as durable_cli
 from .errors import ShipAgentError
 from .execution import ApprovalRequest
 from .files import context_app
@@ -39,6 +40,8 @@ app = typer.Typer(
 )
 app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
+app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
+app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
