@@ -61,7 +61,7 @@ def _append(name: str, record: dict[str, Any]) -> None:
 
 async def _wait_released(tag: str) -> None:
     (_dir() / f"running-{tag}").write_text(str(os.getpid()), encoding="utf-8")
-    while not (_dir() / f"release-{tag}").exists():
+    while not (_dir() / f"release-{tag}").exists():  # noqa: ASYNC110 - another process writes it
         await asyncio.sleep(0.05)
 
 
