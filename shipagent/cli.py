@@ -21,6 +21,7 @@ from rich.markup import escape
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .durable import _cli as durable_cli
+from .durable._check import durable_check_hook
 from .errors import ShipAgentError
 from .execution import ApprovalRequest
 from .files import context_app
@@ -226,6 +227,7 @@ CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
+check_hooks.append(durable_check_hook)  # ship.json durable: validated and connected (issue 14)
 
 
 @app.command()

@@ -49,7 +49,7 @@ class Heartbeats:
             else:
                 import psycopg
 
-                conn = psycopg.connect(self.settings.database_url, autocommit=True)
+                conn = psycopg.connect(self.settings.database_url, autocommit=True, connect_timeout=10)
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {_TABLE} (executor_id TEXT PRIMARY KEY, "
                     "heartbeat_at DOUBLE PRECISION NOT NULL, pid INTEGER, host TEXT)"

@@ -71,6 +71,7 @@ class DurableTurnHooks(TurnHooks):
         last = await anyio.to_thread.run_sync(last_request_id, agent.chats.log.path(chat_key))
         if self._seen.get(chat_key, _UNSEEN) != last:  # another worker committed since: re-read
             agent.chats.clear_memory(chat_key)
+            agent.agent_context.forget(chat_key)
             self._seen[chat_key] = last
         return await load()
 
