@@ -40,6 +40,7 @@ from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
+from .history.injections import InjectionToolset
 from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
@@ -258,7 +259,8 @@ class ShipAgent:
         if self.handover.toolset is not None:
             toolsets.append(self.handover.toolset)
         # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
-        return self.handover.restrict([GuardedToolset(SpillToolset(t)) for t in toolsets])
+        # outermost: each call's injections travel with its result (history.injections)
+        return self.handover.restrict([InjectionToolset(GuardedToolset(SpillToolset(t))) for t in toolsets])
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
@@ -509,7 +511,10 @@ class ShipAgent:
         instructions: str,
         steps: StepReporter,
     ) -> _LoopResult:
-        window = ContextWindow(self.config.context.chat_history.max_history_tokens)
+        window = ContextWindow(
+            self.config.context.chat_history.max_history_tokens,
+            max_injected_messages=self.config.context.injection.max_injected_messages,
+        )
         async with self._pa_agent.iter(
             text,
             message_history=history,
