@@ -5,11 +5,12 @@ A step's result is recorded, so a turn resumed after a crash does not run ``exec
 skills, history and agent-context loaders) simply run again on replay — cheaper than a database
 write per call, and they change nothing.
 
-What a tool does to the run besides returning a value — texts it sent (``chat_send``) and
-messages it injected (``inject_*_once``) — lives on the run's :class:`ToolExecutionContext`, which
-a replay builds afresh. So a step records those effects with its result, and on replay the
-wrapper lays them back onto the context: the resumed turn's later model requests carry the same
-injections, and its transcript the same sent texts, as the first attempt's would have.
+Messages a tool injects need nothing here: they travel in the call's ``ToolReturn`` metadata
+(``shipagent.history.injections``), so the recorded result carries them and the context window
+rebuilds them on replay. Texts a tool *sent* (``chat_send``) live on the run's
+:class:`ToolExecutionContext`, which a replay builds afresh, so the step records them with its
+result and the wrapper lays them back: the resumed turn's transcript has the same sent texts as
+the first attempt's would have had.
 
 Tool calls run one at a time in durable mode (every tool is marked ``sequential``): DBOS numbers
 steps in the order they start, and only a sequential order is the same on replay.
@@ -24,7 +25,7 @@ from dbos import DBOS
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..execution import InjectedMessage, _current
+from ..execution import _current
 
 __all__ = ["READ_ONLY_TOOLS", "StepToolset"]
 
@@ -62,22 +63,14 @@ class StepToolset(WrapperToolset[Any]):
         run_ctx = _current.get()
         ran = False
 
-        async def step() -> tuple[Any, list[str], list[InjectedMessage]]:
+        async def step() -> tuple[Any, list[str]]:
             nonlocal ran
             ran = True
             sent_before = len(run_ctx.sent_texts) if run_ctx is not None else 0
-            injected_before = len(run_ctx.injected) if run_ctx is not None else 0
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
-            if run_ctx is None:
-                return result, [], []
-            return result, run_ctx.sent_texts[sent_before:], list(run_ctx.injected[injected_before:])
+            return result, (run_ctx.sent_texts[sent_before:] if run_ctx is not None else [])
 
-        result, sent, injected = await DBOS.run_step_async({"name": f"shipagent.tool.{name}"}, step)
-        if not ran and run_ctx is not None:  # replayed: lay the recorded effects back onto this run
+        result, sent = await DBOS.run_step_async({"name": f"shipagent.tool.{name}"}, step)
+        if not ran and run_ctx is not None:  # replayed: lay the recorded sent texts back onto this run
             run_ctx.sent_texts.extend(sent)
-            for item in injected:
-                if item.role == "system":
-                    run_ctx.inject_system_message_once(item.content, fingerprint=item.fingerprint)
-                else:
-                    run_ctx.inject_assistant_message_once(item.content, fingerprint=item.fingerprint)
         return result
