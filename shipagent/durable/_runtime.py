@@ -62,8 +62,8 @@ APP_VERSION = "shipagent-durable-1"
 """Fixed DBOS application version: every worker of every machine recovers every pending turn
 (DBOS otherwise derives the version from a hash of the registered code, and recovers only its own)."""
 HEARTBEAT_SECONDS = 2.0
-QUEUE_POLL_SECONDS = 0.05
-RESULT_POLL_SECONDS = 0.02
+QUEUE_POLL_SECONDS = 0.02
+RESULT_POLL_SECONDS = 0.01
 
 
 def recover_executors(sys_db: Any, executor_ids: list[str]) -> list[str]:
