@@ -18,6 +18,8 @@ The model's answers depend only on the user's text:
 * ``block:<tag>`` — call ``test_block(tag)``, then answer ``finished <tag>``;
 * ``inject:<tag>`` — call ``test_inject(tag)`` (injects the system message ``RULE-<tag>``), then block in
   the next model request on ``release-<tag>``, then answer ``saw RULE-<tag>: yes|no``;
+* ``send:<tag>`` — call ``chat_send("sent <tag>")``, then block in the next model request on
+  ``release-<tag>``, then answer ``finished <tag>``;
 * anything else — answer ``echo: <text>`` (after ``$SHIPAGENT_TEST_DELAY`` seconds, default 0).
 """
 
@@ -121,6 +123,11 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
         await _wait_released(tag)
         seen = "yes" if f"RULE-{tag}" in _systems(messages) else "no"
         return ModelResponse(parts=[TextPart(f"saw RULE-{tag}: {seen}")])
+    if kind == "send" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
+        await _wait_released(tag)
+        return ModelResponse(parts=[TextPart(f"finished {tag}")])
     delay = float(os.environ.get("SHIPAGENT_TEST_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)

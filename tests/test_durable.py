@@ -157,6 +157,34 @@ async def test_injection_survives_replay(tmp_path: Path) -> None:
     await assert_committed_once(project, "chat:inject", "turn-inject")
 
 
+async def test_chat_send_text_survives_replay(tmp_path: Path) -> None:
+    """Killed after chat_send's step: the resumed turn still reports and records the sent text."""
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    first = await started(Worker(project, "worker-s"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:send", "send:t5", request_id="turn-send")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t5")  # 2nd model request
+            first.kill9()
+            (signals / "release-t5").touch()
+            second = await started(Worker(project, "worker-s"))
+        second.stop()
+    assert result["r"].output == "sent t5\n\nfinished t5"
+    transcript = read_jsonl(ShipPaths(project).transcript("chat:send"))
+    assert [(e["role"], e["text"], e.get("via")) for e in transcript] == [
+        ("user", "send:t5", None),
+        ("assistant", "sent t5", "tool"),
+        ("assistant", "finished t5", None),
+    ]
+    await assert_committed_once(project, "chat:send", "turn-send")
+
+
 # -- many workers -----------------------------------------------------------------------------------
 
 
