@@ -36,6 +36,7 @@ from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
 from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .execution import _current as _current_tool_context
 from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
@@ -324,7 +325,9 @@ class ShipAgent:
             return await self.turn_executor.submit(
                 chat_key, text, request_id=request_id, on_step=on_step, channel=channel
             )
-        if self.config.durable.enabled:
+        if self.config.durable.enabled and _current_tool_context.get() is None:
+            # (a run started by a tool of a running turn — a delegation — is part of that turn's
+            # step and runs inline; any other run must go through the durable queue)
             raise ShipAgentError(
                 "durable.enabled is set in ship.json: start the agent with `async with agent:` "
                 "(or run `shipagent worker`) so turns go through the durable queue"

@@ -159,3 +159,18 @@ def test_worker_refuses_a_project_without_durable(tmp_path: Path) -> None:
     out = CliRunner().invoke(app, ["worker", "-C", str(project)])
     assert out.exit_code == 2
     assert "durable.enabled is not true" in out.output
+
+
+async def test_a_run_started_by_a_tool_of_a_durable_turn_runs_inline(tmp_path: Path) -> None:
+    """Delegation: the sub-agent's run is part of the delegating tool's step, not a queued turn."""
+    from shipagent.execution import use_tool_context
+
+    project = make_project(tmp_path / "p", {"durable": {"enabled": True}})
+    agent = make_agent(project, FunctionModel(_echo))
+    with pytest.raises(Exception, match="async with agent"):
+        await agent.run("chat:top", "hi")  # a top-level run outside the queue is refused
+    with use_tool_context(agent._context("chat:parent", "parent-turn", None)):
+        result = await agent.run("delegate:1", "do it")
+    assert (result.success, result.output) == (True, "answer")
+    assert agent.transcript.last("delegate:1", 5)[0]["text"] == "do it"
+    await agent.handover.aclose()
