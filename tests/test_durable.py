@@ -8,6 +8,7 @@ reads the project's stores afterwards.
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -183,6 +184,27 @@ async def test_chat_send_text_survives_replay(tmp_path: Path) -> None:
         ("assistant", "finished t5", None),
     ]
     await assert_committed_once(project, "chat:send", "turn-send")
+
+
+async def test_sigterm_lets_the_running_turn_finish(tmp_path: Path) -> None:
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    worker = await started(Worker(project, "worker-t"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:term", "block:t6")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t6")
+            worker.proc.send_signal(signal.SIGTERM)  # a deploy stops the worker mid-turn
+            await anyio.sleep(0.5)
+            (signals / "release-t6").touch()
+    assert result["r"].output == "finished t6"
+    assert await anyio.to_thread.run_sync(lambda: worker.proc.wait(timeout=60)) == 0
+    assert [q["pid"] for q in read_jsonl(signals / "requests.jsonl")] == [worker.pid, worker.pid]
 
 
 # -- many workers -----------------------------------------------------------------------------------

@@ -64,6 +64,7 @@ APP_VERSION = "shipagent-durable-1"
 HEARTBEAT_SECONDS = 2.0
 QUEUE_POLL_SECONDS = 0.02
 RESULT_POLL_SECONDS = 0.01
+STOP_GRACE_SECONDS = 30
 
 
 def recover_executors(sys_db: Any, executor_ids: list[str]) -> list[str]:
@@ -173,8 +174,15 @@ class DurableExecutor:
             with suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        # DBOS stops dequeuing, then waits (in a thread, so this loop keeps running them) for the
+        # turns in flight to finish; one still running after the grace period stays PENDING and is
+        # resumed by this executor's next start or by a live worker.
         with suppress(Exception):
-            await anyio.to_thread.run_sync(lambda: DBOS.destroy(destroy_registry=False))
+            await anyio.to_thread.run_sync(
+                lambda: DBOS.destroy(
+                    destroy_registry=False, workflow_completion_timeout_sec=STOP_GRACE_SECONDS
+                )
+            )
         bind_agent(None)
         self.agent.turn_hooks = TurnHooks()
         if self._heartbeats is not None:
