@@ -138,8 +138,7 @@ def recover_command(
         finally:
             client.destroy()
         for target in targets:
-            if not executor:
-                beats.claim(target, settings.recover_after_seconds)
+            beats.forget(target)  # its turns are back on the queue
         beats.close()
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None

@@ -6,7 +6,8 @@ those chats) waiting forever. So every worker writes ``(executor_id, heartbeat_a
 seconds into a small table next to DBOS's own, and periodically looks for rows older than
 ``recoverAfterSeconds``. Taking over a dead executor is a conditional ``UPDATE`` of its row
 (``… WHERE heartbeat_at < cutoff``): the database lets exactly one worker win it, on Postgres and
-on SQLite alike, so two live workers never both recover the same executor.
+on SQLite alike, so two live workers do not both recover the same executor (and if they did,
+DBOS's re-enqueue only matches a turn still pending on the dead executor, so nothing runs twice).
 
 On Postgres the clock is the database server's (``clock_timestamp()``), so workers on machines
 with skewed clocks agree on who is stale. SQLite is one machine, so Python's clock is the clock.
@@ -64,7 +65,7 @@ class Heartbeats:
         return sql if self.settings.is_sqlite else sql.replace("?", "%s")
 
     def _run(self, sql: str, params: tuple[Any, ...]) -> Any:
-        """Execute with SQLite's Python clock spliced in for each ``{now}``."""
+        """Execute with SQLite's Python clock spliced in for each ``{now}`` (the same instant)."""
         now_params: tuple[Any, ...] = ()
         count = sql.count("{now}")
         if self.settings.is_sqlite:
@@ -105,15 +106,21 @@ class Heartbeats:
         return [row[0] for row in cursor.fetchall()]
 
     def claim(self, dead: str, older_than: float) -> bool:
-        """Take over ``dead`` if it is still stale; exactly one caller wins (the row goes away)."""
+        """Take over ``dead`` if it is still stale; exactly one caller wins.
+
+        The winner's claim refreshes the row, so for ``older_than`` seconds nobody else tries;
+        the winner removes the row (:meth:`forget`) once the dead executor's turns are back on
+        the queue. A winner that dies in between leaves the row to go stale again, and another
+        worker finishes the job.
+        """
         cursor = self._run(
-            f"DELETE FROM {_TABLE} WHERE heartbeat_at < {{now}} - ? AND executor_id = ?",
+            f"UPDATE {_TABLE} SET heartbeat_at = {{now}} WHERE heartbeat_at < {{now}} - ? AND executor_id = ?",
             (older_than, dead),
         )
         return bool(cursor.rowcount == 1)
 
     def forget(self, executor_id: str) -> None:
-        """Remove a row (a worker stopping cleanly has nothing left to recover)."""
+        """Remove a dead executor's row after its turns were put back on the queue."""
         self._run(f"DELETE FROM {_TABLE} WHERE executor_id = ?", (executor_id,))
 
     def ages(self) -> dict[str, float]:

@@ -224,6 +224,7 @@ class DurableExecutor:
             for dead in hb.stale(me, after):
                 if hb.claim(dead, after):  # exactly one live worker wins each dead executor
                     ids = recover_executors(_sys_db(), [dead])
+                    hb.forget(dead)
                     if ids:
                         log.warning("durable: resumed %d turn(s) of dead executor %s", len(ids), dead)
                     done.extend(ids)
