@@ -321,6 +321,10 @@ class ShipAgent:
         validate_chat_key(chat_key)
         if not isinstance(text, str):
             raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        if request_id is not None and not (
+            isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
+        ):
+            raise ShipAgentError("request_id must be 1-200 printable characters")
         if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
             return await self.turn_executor.submit(
                 chat_key, text, request_id=request_id, on_step=on_step, channel=channel

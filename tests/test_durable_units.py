@@ -13,7 +13,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from shipagent import ConfigError, ShipAgent
+from shipagent import ConfigError, ShipAgent, ShipAgentError
 from shipagent.cli import app
 from shipagent.config import parse_config
 from shipagent.durable import claim_slot, resolve_settings
@@ -131,6 +131,9 @@ async def test_commit_once_finishes_a_partial_commit_and_never_writes_twice(tmp_
 
 async def test_plain_mode_keeps_a_given_request_id(tmp_path: Path) -> None:
     agent = make_agent(make_project(tmp_path / "p"), FunctionModel(_echo))
+    for bad in ("", "x" * 201, "line\nbreak"):
+        with pytest.raises(ShipAgentError, match="request_id must be 1-200 printable characters"):
+            await agent.run("chat:c", "hi", request_id=bad)
     result = await agent.run("chat:c", "hi", request_id="mine")
     assert result.request_id == "mine"
     assert agent.transcript.last("chat:c", 1)[0]["requestId"] == "mine"
