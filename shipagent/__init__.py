@@ -10,6 +10,7 @@ from .errors import (
     ShipAgentError,
     ToolContextError,
 )
+from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from .execution import (
     ApprovalRequest,
     InjectionResult,
@@ -37,18 +38,24 @@ _executor_factories.setdefault("durable", _durable_executor)  # type: ignore[arg
 __all__ = [
     "AgentResult",
     "ApprovalRequest",
+    "ApprovalRequired",
     "BadRequestError",
     "ChatKeyError",
+    "Compacted",
     "ConfigError",
+    "Done",
     "InjectionResult",
     "NotFoundError",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",
     "StepEvent",
+    "TextDelta",
     "ToolCallRecord",
     "ToolContextError",
     "ToolExecutionContext",
+    "ToolFinished",
+    "ToolStarted",
     "current_tool_context",
     "load_config",
 ]

@@ -24,7 +24,7 @@ from pydantic_ai.messages import (
 
 from .results import StepEvent, ToolCallRecord
 
-__all__ = ["StepReporter", "tool_call_records", "tool_output_text", "tool_summary"]
+__all__ = ["StepReporter", "tool_call_records", "tool_failure", "tool_output_text", "tool_summary"]
 
 log = logging.getLogger("shipagent.steps")
 StepCallback = Callable[[StepEvent], "Awaitable[None] | None"]
@@ -47,6 +47,11 @@ def _failure(content: Any) -> str | None:
         error = content.get("error") or content.get("stderr") or "tool reported success: false"
         return str(error)
     return None
+
+
+def tool_failure(content: Any) -> str | None:
+    """The error a tool result reports (``{"success": false, ...}``), or ``None`` for a success."""
+    return _failure(content)
 
 
 def tool_summary(name: str, args: dict[str, Any], content: Any, *, is_mcp: bool = False) -> str:
@@ -104,8 +109,15 @@ def tool_call_records(messages: Sequence[ModelMessage]) -> list[ToolCallRecord]:
 class StepReporter:
     """Sends :class:`StepEvent`s to a sync or async callback; its exceptions are logged, not raised."""
 
-    def __init__(self, callback: StepCallback | None, is_mcp: Callable[[str], bool]) -> None:
+    def __init__(
+        self,
+        callback: StepCallback | None,
+        is_mcp: Callable[[str], bool],
+        *,
+        emit: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> None:
         self._callback = callback
+        self._emit = emit
         self._is_mcp = is_mcp
         self._last_text: str | None = None
         self._calls: dict[str, ToolCallPart] = {}
@@ -119,6 +131,16 @@ class StepReporter:
                 await outcome
         except Exception:
             log.exception("on_step callback raised for a %s event; ignoring it", event.type)
+
+    @property
+    def streaming(self) -> bool:
+        """Whether a consumer takes run events (``run_stream``), so requests and tools are streamed."""
+        return self._emit is not None
+
+    async def event(self, event: Any) -> None:
+        """Send a run event (``shipagent.events``) to the stream's consumer, if there is one."""
+        if self._emit is not None:
+            await self._emit(event)
 
     async def on_response(self, response: ModelResponse) -> None:
         text = "\n".join(p.content for p in response.parts if isinstance(p, TextPart)).strip()

@@ -6,6 +6,9 @@ pydantic-ai's tool loop with the :class:`~shipagent.history.placement.ContextWin
 commit user + new messages, transcript and agent-context entries, compact when over the bound →
 return an :class:`AgentResult`.
 
+``run_stream`` is the same turn with its events (text deltas, tool steps, approvals, ``Done``)
+yielded as they happen; ``run`` drives it without them.
+
 ``run`` raises only for caller mistakes (``ChatKeyError``, ``ConfigError``). Everything that can go
 wrong inside a turn comes back as ``AgentResult(success=False)`` with the chat's history unchanged.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
@@ -31,10 +34,19 @@ from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
 from . import instructions as _instructions
 from ._guard import GuardedToolset
 from ._steps import StepCallback, StepReporter, tool_call_records
+from ._streaming import (
+    Emit,
+    PendingApprovals,
+    approval_bridge,
+    stream_model_request,
+    stream_tool_calls,
+    stream_turn,
+)
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
+from .events import Compacted, RunEvent, TextDelta
 from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
 from .execution import _current as _current_tool_context
 from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
@@ -131,6 +143,8 @@ class ShipAgent:
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
         self._pa_agent: Agent[None, str] = Agent(output_type=str, name=config.name, retries=1)
+        # Approvals streamed turns wait for (run_stream without an on_approval callback).
+        self.approvals = PendingApprovals()
         self._entered = 0
         # Cards, boxes and delegation (seed 001); the store opens on first use.
         self.handover = Handover.for_agent(self)
@@ -318,6 +332,16 @@ class ShipAgent:
             ChatKeyError: the chat key is unusable.
             ConfigError: no usable model is configured.
         """
+        self._check_turn(chat_key, text, request_id)
+        if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
+            return await self.turn_executor.submit(
+                chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+            )
+        return await self.execute_turn(
+            chat_key, text, on_step=on_step, channel=channel, request_id=request_id
+        )
+
+    def _check_turn(self, chat_key: str, text: Any, request_id: Any) -> None:
         validate_chat_key(chat_key)
         if not isinstance(text, str):
             raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
@@ -325,20 +349,13 @@ class ShipAgent:
             isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
         ):
             raise ShipAgentError("request_id must be 1-200 printable characters")
-        if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
-            return await self.turn_executor.submit(
-                chat_key, text, request_id=request_id, on_step=on_step, channel=channel
-            )
-        if self.config.durable.enabled and _current_tool_context.get() is None:
+        if self.turn_executor is None and self.config.durable.enabled and _current_tool_context.get() is None:
             # (a run started by a tool of a running turn — a delegation — is part of that turn's
             # step and runs inline; any other run must go through the durable queue)
             raise ShipAgentError(
                 "durable.enabled is set in ship.json: start the agent with `async with agent:` "
                 "(or run `shipagent worker`) so turns go through the durable queue"
             )
-        return await self.execute_turn(
-            chat_key, text, on_step=on_step, channel=channel, request_id=request_id
-        )
 
     async def execute_turn(
         self,
@@ -358,6 +375,64 @@ class ShipAgent:
         model = self.model
         async with self.chats.lock(chat_key):
             return await self._run_locked(chat_key, text, model, on_step, channel, request_id)
+
+    def run_stream(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        channel: Any = None,
+        on_step: StepCallback | None = None,
+        approval_timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Run one turn like :meth:`run`, yielding its events as they happen; :class:`Done` is last.
+
+        Model requests are streamed from the provider, so :class:`TextDelta`s arrive as the model
+        writes. Stopping early (``break``, ``aclose()``, the consumer's task cancelled) cancels the
+        turn: nothing of it is committed, and the chat's next turn runs. Prefer
+        ``async with contextlib.aclosing(agent.run_stream(...)) as events:`` so that happens at once.
+        A tool needing approval emits :class:`ApprovalRequired` and waits for
+        :meth:`resolve_approval` (up to ``approval_timeout`` seconds; ``None``: no limit), unless the
+        agent has an ``on_approval`` callback, which then decides.
+
+        Raises:
+            ChatKeyError: the chat key is unusable (raised here, before anything runs).
+            ConfigError: no usable model is configured.
+        """
+        self._check_turn(chat_key, text, request_id)
+        executor = self.turn_executor
+        if executor is not None:  # durable seam: a queued turn's events are its outcome, at the end
+
+            async def queued(emit: Emit) -> AgentResult:
+                result = await executor.submit(
+                    chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+                )
+                if result.output:  # the answer in one piece: deltas still add up to the output
+                    await emit(TextDelta(result.output))
+                return result
+
+            return stream_turn(queued)
+        model = self.model
+
+        async def turn(emit: Emit) -> AgentResult:
+            async with self.chats.lock(chat_key):
+                return await self._run_locked(
+                    chat_key,
+                    text,
+                    model,
+                    on_step,
+                    channel,
+                    request_id,
+                    emit=emit,
+                    approval_timeout=approval_timeout,
+                )
+
+        return stream_turn(turn)
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> bool:
+        """Answer an :class:`ApprovalRequired`; ``False`` if it is not waiting (any more)."""
+        return self.approvals.resolve(approval_id, approved)
 
     def _context(self, chat_key: str, request_id: str, channel: Any) -> ToolExecutionContext:
         ctx = ToolExecutionContext(
@@ -382,23 +457,30 @@ class ShipAgent:
         on_step: StepCallback | None,
         channel: Any,
         given_request_id: str | None = None,
+        *,
+        emit: Emit | None = None,
+        approval_timeout: float | None = None,
     ) -> AgentResult:
         hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
         history = await hooks.load(self, chat_key, partial(self.chats.aget, chat_key))
         request_id = hooks.request_id(given_request_id, lambda: uuid.uuid4().hex)
         model = hooks.model(model)
         ctx = self._context(chat_key, request_id, channel)
-        steps = StepReporter(on_step, self._is_mcp_tool)
-        with use_tool_context(ctx):
-            instructions = await self._instructions(ctx)
-            outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+        if emit is not None:  # a streamed turn asks its consumer
+            ctx.on_approval = approval_bridge(
+                self.approvals, emit, chat_key, self.on_approval, approval_timeout
+            )
+        steps = StepReporter(on_step, self._is_mcp_tool, emit=emit)
+        try:
+            with use_tool_context(ctx):
+                instructions = await self._instructions(ctx)
+                outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+        except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
+            with anyio.CancelScope(shield=True):
+                await self._keep_sent(chat_key, request_id, text, ctx)
+            raise
         if isinstance(outcome, Exception):
-            if ctx.sent_texts:  # already delivered to the user: the transcript keeps it
-                await anyio.to_thread.run_sync(
-                    partial(
-                        self.transcript.append_turn, chat_key, request_id, text, "", sent=list(ctx.sent_texts)
-                    )
-                )
+            await self._keep_sent(chat_key, request_id, text, ctx)
             return await self._failed(request_id, outcome, steps, overflow=is_context_overflow(outcome))
         (run_id, messages, output, usage), base, base_compaction = outcome
         new = [m for m in messages if getattr(m, "run_id", None) == run_id]
@@ -430,6 +512,7 @@ class ShipAgent:
                         {"removed": len(done.removed), "kept": len(done.history) - 1},
                     )
                 )
+                await steps.event(Compacted(len(done.removed), len(done.history) - 1))
         await steps.emit(StepEvent("done", output, {"requestId": request_id}))
         return AgentResult(
             success=True,
@@ -539,8 +622,12 @@ class ShipAgent:
             async for node in agent_run:
                 if Agent.is_call_tools_node(node):
                     await steps.on_response(node.model_response)
+                    if steps.streaming:  # run the tools here, so each start and finish is an event
+                        await stream_tool_calls(node, agent_run.ctx, steps.event, self._is_mcp_tool)
                 elif Agent.is_model_request_node(node):
                     await steps.on_request(node.request)
+                    if steps.streaming:  # a streamed request: text deltas as the model writes
+                        await stream_model_request(node, agent_run.ctx, steps.event)
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
@@ -556,6 +643,14 @@ class ShipAgent:
             lines = "\n".join(f"- {r.tool}: {(r.error or '')[:200]}" for r in failures)
             pieces.append(f"Tool errors:\n{lines}")
         return "\n\n".join(pieces)
+
+    async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
+        """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
+        if ctx.sent_texts:
+            sent = list(ctx.sent_texts)
+            await anyio.to_thread.run_sync(
+                partial(self.transcript.append_turn, chat_key, request_id, text, "", sent=sent)
+            )
 
     def _keep_compacted(self, chat_key: str, result: CompactionResult) -> None:
         """Compaction hook: what leaves the model's window stays greppable as a ``history`` file."""

@@ -18,16 +18,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ._chat_loop import ChatLoop
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
 from .durable import _cli as durable_cli
 from .durable._check import durable_check_hook
 from .errors import ShipAgentError
-from .execution import ApprovalRequest
 from .files import context_app
 from .mcp import mcp_app
 from .models import describe_model
-from .results import AgentResult, StepEvent
+from .results import AgentResult
+from .serve._cli import serve, serve_check_hook
 from .skills import skills_check_hook
 
 __all__ = ["app", "main"]
@@ -43,6 +44,7 @@ app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
 app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
 app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
+app.command()(serve)  # shipagent serve (shipagent/serve/_cli.py)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -138,19 +140,6 @@ def run(
         raise typer.Exit(1)
 
 
-def _print_step(event: StepEvent) -> None:
-    if event.type == "step_finish":
-        console.print(f"[dim]· {escape(event.text)}[/]")
-    elif event.type == "assistant":
-        console.print(f"[cyan]{escape(event.text)}[/]")
-    elif event.type == "compaction":
-        console.print(f"[yellow]· {escape(event.text)}[/]")
-
-
-def _ask(request: ApprovalRequest) -> bool:
-    return typer.confirm(f"Allow {request.tool} to run `{request.command}`?", default=False)
-
-
 class _ConsoleChannel:
     """The CLI chat's channel: ``chat_send`` texts are printed as they are sent."""
 
@@ -164,36 +153,11 @@ def chat(
     model: ModelOpt = None,
     project: ProjectOpt = Path("."),
 ) -> None:
-    """Talk to the agent. Commands: /exit, /clear, /history."""
-    agent = _make_agent(project, model, on_approval=_ask)
-    console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /exit to leave")
-
-    async def loop() -> None:
-        async with agent:
-            while True:
-                try:
-                    line = await anyio.to_thread.run_sync(lambda: console.input("[bold]> [/]"))
-                except (EOFError, KeyboardInterrupt):
-                    break
-                text = line.strip()
-                if not text:
-                    continue
-                if text == "/exit":
-                    break
-                if text == "/clear":
-                    await agent.clear(chat_key)
-                    console.print("[dim]context cleared (the transcript on disk is kept)[/]")
-                    continue
-                if text == "/history":
-                    for entry in agent.transcript.last(chat_key, 20):
-                        console.print(f"[dim]{escape(entry['role'])}:[/] {escape(entry['text'])}")
-                    continue
-                result = await agent.run(chat_key, text, on_step=_print_step, channel=_ConsoleChannel())
-                if not result.success:
-                    console.print(f"[red]{escape(result.output)}[/]")
-
+    """Talk to the agent. Commands: /help, /history, /clear, /exit."""
+    agent = _make_agent(project, model)
+    console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /help for commands")
     try:
-        anyio.run(loop)
+        ChatLoop(agent, chat_key, console, channel=_ConsoleChannel()).run()
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
 
@@ -228,6 +192,7 @@ check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
 check_hooks.append(durable_check_hook)  # ship.json durable: validated and connected (issue 14)
+check_hooks.append(serve_check_hook)
 
 
 @app.command()

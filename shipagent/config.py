@@ -35,6 +35,8 @@ __all__ = [
     "McpStdioServer",
     "PermissionsConfig",
     "ProfileConfig",
+    "ServeApiKey",
+    "ServeConfig",
     "ShipConfig",
     "SkillsConfig",
     "ToolsConfig",
@@ -195,6 +197,28 @@ class DurableConfig(_Model):
         return value
 
 
+class ServeApiKey(_Model):
+    """``serve.apiKeys[]``: a bearer key for ``shipagent serve`` and the chats it may touch."""
+
+    key: str = Field(min_length=16, repr=False)
+    """The secret clients send as ``Authorization: Bearer …`` (write ``${WEB_KEY}``, not the key)."""
+    chat_keys: list[str] | None = None
+    """Glob patterns of chat keys this key may use (``["web:*"]``); omitted means every chat."""
+
+
+class ServeConfig(_Model):
+    """``serve``: the HTTP server (``shipagent serve``)."""
+
+    api_keys: list[ServeApiKey] = Field(default_factory=list)
+    """Without keys the server answers anyone who can reach it, so it binds to loopback only."""
+    shutdown_grace_seconds: float = Field(default=30, ge=0)
+    """On SIGTERM, how long running turns may go on before they are cancelled."""
+    approval_timeout_seconds: float = Field(default=120, gt=0)
+    """How long a streamed turn waits for ``POST /v1/approvals/{id}`` before it counts as refused."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Larger request bodies are refused with 413."""
+
+
 class ShipConfig(_Model):
     """The whole of ship.json."""
 
@@ -212,6 +236,7 @@ class ShipConfig(_Model):
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     handover: HandoverConfig = Field(default_factory=HandoverConfig)
     durable: DurableConfig = Field(default_factory=DurableConfig)
+    serve: ServeConfig = Field(default_factory=ServeConfig)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -342,3 +342,70 @@ async def test_durable_needs_a_started_agent(tmp_path: Path) -> None:
     agent = ShipAgent.from_project(project)
     with pytest.raises(Exception, match="async with agent"):
         await agent.run("chat:x", "hi")
+
+
+# -- through shipagent serve ------------------------------------------------------------------------
+
+
+def test_serve_no_worker_enqueues_and_idempotency_key_runs_one_turn(tmp_path: Path) -> None:
+    """``serve --no-worker`` only enqueues; a worker runs the turns; one Idempotency-Key → one turn."""
+    import json
+
+    import httpx
+    from _durable_env import _free_port
+
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    worker = Worker(project, "worker-srv")
+    port = _free_port()
+    args = [SHIPAGENT, "serve", "-C", str(project), "--port", str(port), "--no-worker"]
+    serve = subprocess.Popen(
+        [*args, "--model-factory", "durable_support:scripted_model"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=worker_env(project),
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        worker.wait_ready()
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and serve.poll() is None, "serve did not start"
+            time.sleep(0.2)
+        url = f"{base}/v1/chats/web:alice/messages"
+        first = httpx.post(url, json={"text": "hello"}, headers={"Idempotency-Key": "k-1"}, timeout=60)
+        again = httpx.post(url, json={"text": "changed"}, headers={"Idempotency-Key": "k-1"}, timeout=60)
+        assert first.status_code == again.status_code == 200, first.text
+        assert first.json()["requestId"] == again.json()["requestId"] == "k-1"
+        assert first.json()["output"] == again.json()["output"] == "echo: hello"
+        events: list[tuple[str, Any]] = []
+        with httpx.stream(
+            "POST",
+            url,
+            json={"text": "streamed"},
+            headers={"Idempotency-Key": "k-2", "Accept": "text/event-stream"},
+            timeout=60,
+        ) as response:
+            name = ""
+            for line in response.iter_lines():
+                if line.startswith("event:"):
+                    name = line.split(":", 1)[1].strip()
+                elif line.startswith("data:"):
+                    events.append((name, json.loads(line.split(":", 1)[1])))
+        assert [n for n, _ in events] == ["text_delta", "done"]  # durable: the outcome, at the end
+        assert events[0][1]["text"] == events[1][1]["result"]["output"] == "echo: streamed"
+        bad = httpx.post(url, json={"text": "x"}, headers={"Idempotency-Key": "a\tb"}, timeout=60)
+        assert bad.status_code == 400 and "Idempotency-Key" in bad.text
+    finally:
+        serve.send_signal(signal.SIGTERM)
+        serve.wait(timeout=60)
+        worker.stop()
+    requests = read_jsonl(signals / "requests.jsonl")
+    assert [(q["text"], q["pid"]) for q in requests] == [("hello", worker.pid), ("streamed", worker.pid)]
+    stores = anyio.run(committed, project, "web:alice")
+    assert stores == {name: ["k-1", "k-2"] for name in stores}

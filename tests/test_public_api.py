@@ -26,18 +26,24 @@ def test_all_is_pinned() -> None:
     assert shipagent.__all__ == [
         "AgentResult",
         "ApprovalRequest",
+        "ApprovalRequired",
         "BadRequestError",
         "ChatKeyError",
+        "Compacted",
         "ConfigError",
+        "Done",
         "InjectionResult",
         "NotFoundError",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",
         "StepEvent",
+        "TextDelta",
         "ToolCallRecord",
         "ToolContextError",
         "ToolExecutionContext",
+        "ToolFinished",
+        "ToolStarted",
         "current_tool_context",
         "load_config",
     ]
@@ -79,6 +85,10 @@ def test_ship_agent_surface() -> None:
     assert run["on_step"].kind is inspect.Parameter.KEYWORD_ONLY
     assert run["request_id"].kind is inspect.Parameter.KEYWORD_ONLY  # durable: same id → one turn
     assert callable(ShipAgent.run_sync) and callable(ShipAgent.history)
+    stream = inspect.signature(ShipAgent.run_stream).parameters
+    assert list(stream)[:3] == ["self", "chat_key", "text"]
+    assert stream["channel"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert callable(ShipAgent.resolve_approval)
     assert hasattr(ShipAgent, "__aenter__") and hasattr(ShipAgent, "__aexit__")
 
 
@@ -98,6 +108,17 @@ def test_result_types() -> None:
     assert _fields(ToolCallRecord) == ["tool", "input", "output", "success", "error"]
     assert _fields(StepEvent) == ["type", "text", "data"]
     assert _fields(InjectionResult) == ["inserted", "reason"]
+    events = {
+        shipagent.TextDelta: ["text", "type"],
+        shipagent.ToolStarted: ["tool_call_id", "tool", "args", "type"],
+        shipagent.ToolFinished: ["tool_call_id", "tool", "success", "summary", "type"],
+        shipagent.Compacted: ["removed", "kept", "type"],
+        shipagent.ApprovalRequired: ["approval_id", "tool", "command", "type"],
+        shipagent.Done: ["result", "type"],
+    }
+    for event, names in events.items():
+        assert _fields(event) == names
+    assert shipagent.TextDelta("x").type == "text_delta"
     assert InjectionResult(True) == InjectionResult(True, None)
 
 

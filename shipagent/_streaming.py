@@ -1,0 +1,196 @@
+"""The plumbing behind :meth:`ShipAgent.run_stream`: events out of a running turn, approvals in.
+
+Why a background task and a memory stream, instead of driving pydantic-ai's ``Agent.iter`` inside
+the async generator: a tool that needs approval waits *inside* the agent run, and the consumer must
+see :class:`~shipagent.events.ApprovalRequired` while it waits. If the generator itself drove the
+run, it would be suspended in the tool and could not yield. So the turn runs in its own task and
+pushes events into a bounded memory stream (back-pressure: a slow HTTP client slows the producer,
+it never buffers a whole answer); the generator only reads the stream. The generator never yields
+from inside a task group or cancel scope (anyio forbids that across a ``yield``); when the consumer
+leaves — ``break``, ``aclose()``, its task cancelled — the ``finally`` cancels the turn's task and
+waits for it under a shield, so the chat's lock is released before anyone can start the next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncGenerator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from pydantic_ai.messages import (
+    FunctionToolCallEvent,
+    FunctionToolResultEvent,
+    PartDeltaEvent,
+    PartStartEvent,
+    TextPart,
+    TextPartDelta,
+    ToolReturnPart,
+)
+
+from ._steps import tool_failure, tool_summary
+from .events import ApprovalRequired, Done, RunEvent, TextDelta, ToolFinished, ToolStarted
+from .execution import ApprovalCallback, ApprovalRequest
+from .results import AgentResult
+from .tools import request_approval
+
+__all__ = [
+    "ApprovalTimeoutError",
+    "Emit",
+    "PendingApprovals",
+    "approval_bridge",
+    "stream_model_request",
+    "stream_tool_calls",
+    "stream_turn",
+]
+
+Emit = Callable[[RunEvent], Awaitable[None]]
+"""Where a running turn sends its events."""
+STREAM_BUFFER = 64
+"""Events buffered between a turn and a slow consumer before the turn waits for it."""
+
+
+def stream_turn(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGenerator[RunEvent, None]:
+    """Run ``produce(emit)`` in a task and yield what it emits, then :class:`Done` with its result."""
+    return _events(produce)
+
+
+async def _events(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGenerator[RunEvent, None]:
+    send, receive = anyio.create_memory_object_stream[RunEvent](STREAM_BUFFER)
+
+    async def producer() -> None:
+        async with send:
+            result = await produce(send.send)
+            await send.send(Done(result))
+
+    task = asyncio.get_running_loop().create_task(producer())
+    try:
+        async with receive:
+            async for event in receive:
+                yield event
+        await task  # a crash of the turn itself (a bug) reaches the consumer
+    finally:
+        if not task.done():
+            task.cancel()
+            # Shielded: the consumer may be cancelled itself; the turn must be gone (lock released,
+            # nothing half-committed) before control returns to it.
+            with anyio.CancelScope(shield=True):
+                await asyncio.wait({task})
+        if not task.cancelled():
+            task.exception()  # retrieved: a turn that died after the consumer left is not "never retrieved"
+
+
+async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> None:
+    """Run a model-request node as a streamed request, emitting its text as :class:`TextDelta`s."""
+    async with node.stream(graph_ctx) as stream:
+        async for event in stream:
+            text = ""
+            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                text = event.part.content
+            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                text = event.delta.content_delta
+            if text:
+                await emit(TextDelta(text))
+
+
+async def stream_tool_calls(node: Any, graph_ctx: Any, emit: Emit, is_mcp: Callable[[str], bool]) -> None:
+    """Run a call-tools node, emitting :class:`ToolStarted` / :class:`ToolFinished` as tools run."""
+    args: dict[str, dict[str, Any]] = {}
+    async with node.stream(graph_ctx) as stream:
+        async for event in stream:
+            if isinstance(event, FunctionToolCallEvent):
+                part = event.part
+                args[part.tool_call_id] = part.args_as_dict()
+                await emit(ToolStarted(part.tool_call_id, part.tool_name, args[part.tool_call_id]))
+            elif isinstance(event, FunctionToolResultEvent):
+                result: Any = event.part
+                name = str(getattr(result, "tool_name", "") or "")
+                if isinstance(result, ToolReturnPart):
+                    content: Any = result.content
+                else:  # a retry prompt: bad arguments, or the tool asked the model to try again
+                    content = {"success": False, "error": result.model_response()}
+                summary = tool_summary(name, args.get(result.tool_call_id, {}), content, is_mcp=is_mcp(name))
+                success = tool_failure(content) is None
+                await emit(ToolFinished(result.tool_call_id, name, success, summary))
+
+
+class ApprovalTimeoutError(TimeoutError):
+    """Nobody answered an approval in time; the command is refused."""
+
+
+@dataclass(eq=False)
+class _Pending:
+    chat_key: str
+    answered: anyio.Event = field(default_factory=anyio.Event)
+    approved: bool = False
+
+
+class PendingApprovals:
+    """The approvals streamed turns are waiting for, by id (one per agent)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, _Pending] = {}
+
+    def open(self, chat_key: str) -> str:
+        approval_id = uuid.uuid4().hex
+        self._pending[approval_id] = _Pending(chat_key)
+        return approval_id
+
+    def chat_key_of(self, approval_id: str) -> str | None:
+        """The chat an open approval belongs to, or ``None`` when it is not (or no longer) waiting."""
+        pending = self._pending.get(approval_id)
+        return pending.chat_key if pending is not None else None
+
+    def resolve(self, approval_id: str, approved: bool) -> bool:
+        """Answer an open approval; ``False`` when it is unknown, answered or timed out already."""
+        pending = self._pending.get(approval_id)
+        if pending is None or pending.answered.is_set():
+            return False
+        pending.approved = approved is True
+        pending.answered.set()
+        return True
+
+    async def wait(self, approval_id: str, limit: float | None) -> bool:
+        """The answer to ``approval_id``; raises :class:`ApprovalTimeoutError` after ``limit`` s."""
+        pending = self._pending[approval_id]
+        with anyio.move_on_after(limit):
+            await pending.answered.wait()
+        if not pending.answered.is_set():
+            raise ApprovalTimeoutError(f"no answer within {limit:g} s")
+        return pending.approved
+
+    def discard(self, approval_id: str) -> None:
+        """Forget an approval (answered, timed out, or its turn was cancelled)."""
+        self._pending.pop(approval_id, None)
+
+
+def approval_bridge(
+    approvals: PendingApprovals,
+    emit: Emit,
+    chat_key: str,
+    fallback: ApprovalCallback | None,
+    timeout: float | None,
+) -> ApprovalCallback:
+    """The ``on_approval`` of a streamed turn: announce the question, then wait for the answer.
+
+    With an agent-wide ``on_approval`` callback (``fallback``) that callback still decides, as in
+    :meth:`ShipAgent.run`; the event only tells the consumer what is being asked. Without one the
+    answer comes from :meth:`ShipAgent.resolve_approval`, within ``timeout`` seconds (``None``:
+    until the turn ends). An unanswered question is a refusal.
+    """
+
+    async def ask(request: ApprovalRequest) -> bool:
+        if fallback is not None:  # the callback answers; the event only tells the consumer
+            await emit(ApprovalRequired(uuid.uuid4().hex, request.tool, request.command))
+            approved, _ = await request_approval(fallback, request)
+            return approved
+        approval_id = approvals.open(chat_key)
+        try:
+            await emit(ApprovalRequired(approval_id, request.tool, request.command))
+            return await approvals.wait(approval_id, timeout)
+        finally:
+            approvals.discard(approval_id)
+
+    return ask

@@ -1,0 +1,214 @@
+"""The ASGI app: routes, auth, limits, the access log, and the agent's lifespan.
+
+Why Starlette (and uvicorn): it is small, plain ASGI, streams responses natively (SSE is a
+``StreamingResponse``), and brings no validation framework of its own — request bodies here are a
+few fields, checked by hand with errors that name the field. FastAPI would add a second pydantic
+layer and an OpenAPI surface this API does not need; both are already installed through ``mcp``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import anyio
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import FileResponse, HTMLResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..agent import ShipAgent
+from ..config import ServeApiKey, ServeConfig
+from ..errors import ShipAgentError
+from ._auth import ApiKey, Auth, is_loopback
+from ._routes import Api
+from ._wire import ApiError, JSONResponse, error_response
+
+__all__ = ["ServeState", "create_app"]
+
+log = logging.getLogger("shipagent.serve")
+access_log = logging.getLogger("shipagent.serve.access")
+STATIC_DIR = Path(str(resources.files("shipagent"))) / "serve" / "static"
+_PLACEHOLDER = (
+    "<!doctype html><meta charset=utf-8><title>shipagent</title>"
+    "<p>shipagent is serving. The web page is not installed; the API is at <code>/v1/</code>.</p>"
+)
+
+
+class ServeState:
+    """What the routes share: the agent, keys, limits, open approvals and the running turns."""
+
+    def __init__(self, agent: ShipAgent, auth: Auth, settings: ServeConfig) -> None:
+        self.agent = agent
+        self.auth = auth
+        self.settings = settings
+        self.approvals: dict[str, tuple[int | None, str]] = {}
+        """approval id → (index of the key whose turn asked, chat key)."""
+        self.closing = False
+        self.active = 0
+        self._idle = anyio.Event()
+        self._idle.set()
+
+    def check_open(self) -> None:
+        """503 once shutdown began: running turns finish, new ones go elsewhere."""
+        if self.closing:
+            raise ApiError(503, "shutting_down", "the server is shutting down; retry on another instance")
+
+    def turn_started(self) -> None:
+        self.check_open()
+        self.active += 1
+        self._idle = anyio.Event() if self.active == 1 else self._idle
+
+    def turn_ended(self) -> None:
+        self.active -= 1
+        if self.active == 0:
+            self._idle.set()
+
+    async def drain(self, grace: float) -> None:
+        """Refuse new turns and wait up to ``grace`` seconds for the running ones."""
+        self.closing = True
+        with anyio.move_on_after(grace):
+            await self._idle.wait()
+        if self.active:
+            log.warning("stopping with %d turn(s) still running after %.0f s", self.active, grace)
+
+    def caller(self, request: Request, chat_key: str | None = None) -> ApiKey | None:
+        """The caller's key (401 without a valid one), checked against ``chat_key`` (403)."""
+        if not self.auth.enabled:
+            host = request.client.host if request.client else None
+            if not is_loopback(host):
+                raise ApiError(
+                    403,
+                    "forbidden",
+                    "this server has no serve.apiKeys configured and answers local clients only",
+                )
+            return None
+        key = self.auth.authenticate(request.headers.get("authorization"))
+        if key is None:
+            raise ApiError(401, "unauthorized", "send a valid API key as 'Authorization: Bearer <key>'")
+        if chat_key is not None and not key.allows(chat_key):
+            raise ApiError(403, "forbidden", f"this API key may not use chat {chat_key!r}")
+        return key
+
+
+class AccessLog:
+    """One log line per request: client, method, path, status, duration. No bodies, no headers."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 0
+
+        async def watch(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        finally:
+            client = scope.get("client")
+            path = bytes(scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+            access_log.info(
+                "%s %s %s %d %.1fms",
+                client[0] if client else "-",
+                scope["method"],
+                path.split("?", 1)[0],
+                status or 499,  # 499: the client left before a response started
+                (time.perf_counter() - start) * 1000,
+            )
+
+
+def _handle(
+    handler: Callable[[Request], Awaitable[Response]],
+) -> Callable[[Request], Awaitable[Response]]:
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await handler(request)
+        except ApiError as exc:
+            headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else None
+            return error_response(exc, headers)
+        except ShipAgentError as exc:  # a bad chat key or argument from the caller
+            return error_response(ApiError(400, type(exc).__name__, str(exc)))
+
+    return endpoint
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    kinds = {404: "not_found", 405: "method_not_allowed"}
+    detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+    return JSONResponse({"error": {"type": kinds.get(status, "http_error"), "message": detail}}, status)
+
+
+def create_app(
+    agent: ShipAgent,
+    *,
+    api_keys: Sequence[ServeApiKey | Mapping[str, Any] | str] | None = None,
+) -> ASGIApp:
+    """The ASGI app serving ``agent``: REST + SSE, OpenAI Chat Completions, the web page.
+
+    The app's lifespan starts the agent (``async with agent``) and stops it on shutdown, after
+    the running turns finished or ``serve.shutdownGraceSeconds`` passed.
+
+    Args:
+        agent: the agent to serve (not started yet, or started by the caller).
+        api_keys: overrides ship.json ``serve.apiKeys``: ``ServeApiKey``s, their JSON form, or
+            bare key strings (allowed every chat). ``None`` uses ship.json.
+
+    Raises:
+        ConfigError: an API key is malformed.
+    """
+    settings = agent.config.serve
+    auth = Auth(settings.api_keys if api_keys is None else api_keys)
+    state = ServeState(agent, auth, settings)
+    api = Api(state)
+
+    async def index(request: Request) -> Response:
+        page = STATIC_DIR / "index.html"
+        return FileResponse(page) if page.is_file() else HTMLResponse(_PLACEHOLDER)
+
+    chat = "/v1/chats/{chat_key:path}"
+    routes = [
+        Route("/", index),
+        Route("/healthz", api.healthz),
+        Route("/v1/models", _handle(api.models)),
+        Route("/v1/chats", _handle(api.list_chats)),
+        Route(f"{chat}/messages", _handle(api.post_message), methods=["POST"]),
+        Route(f"{chat}/transcript", _handle(api.transcript)),
+        Route(f"{chat}/context", _handle(api.clear_context), methods=["DELETE"]),
+        Route(f"{chat}/context-files", _handle(api.context_files)),
+        Route(f"{chat}/context-files/{{ref_id}}", _handle(api.context_file)),
+        Route("/v1/chat/completions", _handle(api.chat_completions), methods=["POST"]),
+        Route("/v1/approvals/{approval_id}", _handle(api.answer_approval), methods=["POST"]),
+        Mount("/static", StaticFiles(directory=STATIC_DIR, check_dir=False), name="static"),
+    ]
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with agent:  # MCP servers and providers start with the app and stop with it
+            log.info("serving %r (%d API key(s))", agent.config.name, len(auth.keys))
+            yield
+            await state.drain(settings.shutdown_grace_seconds)
+
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, 500: _http_error},
+    )
+    app.state.serve = state
+    return AccessLog(app)

@@ -1,0 +1,138 @@
+"""``shipagent serve``: the project's agent as an HTTP server (uvicorn), and its ``check`` line.
+
+Without ``serve.apiKeys`` in ship.json the server answers anyone who can reach it, so it only
+listens on loopback; ``--host 0.0.0.0`` without keys is refused before anything starts. On SIGTERM
+(or Ctrl-C) uvicorn stops accepting connections, lets running turns finish for up to
+``serve.shutdownGraceSeconds``, cancels the rest, and the app's lifespan then stops the agent's
+MCP servers.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import math
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+import typer
+from pydantic_ai.models import Model
+from rich.console import Console
+from rich.markup import escape
+
+from ..agent import ShipAgent
+from ..config import ShipConfig
+from ..errors import ConfigError, ShipAgentError
+from ._auth import is_loopback
+
+__all__ = ["load_model_factory", "serve", "serve_check_hook"]
+
+_err = Console(stderr=True, soft_wrap=True)
+
+
+class _Printer(Protocol):
+    def print(self, *objects: Any) -> None: ...
+
+
+def load_model_factory(spec: str, project_root: Path) -> Model:
+    """The model a ``MODULE:ATTR`` spec names: a pydantic-ai ``Model``, or a callable returning one.
+
+    For models shipagent cannot build from a model string (a custom ``Model`` subclass, a scripted
+    ``FunctionModel`` in tests). Modules beside ship.json are importable.
+
+    Raises:
+        ConfigError: the spec is malformed, the import fails, or the object is not a model.
+    """
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise ConfigError(f"--model-factory {spec!r}: expected MODULE:ATTR (e.g. mymodels:build)")
+    root = str(project_root.resolve())
+    added = root not in sys.path
+    if added:
+        sys.path.insert(0, root)
+    try:
+        obj: Any = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"--model-factory {spec!r}: {type(exc).__name__}: {exc}") from None
+    finally:
+        if added:
+            sys.path.remove(root)
+    if callable(obj) and not isinstance(obj, Model):
+        obj = obj()
+    if not isinstance(obj, Model):
+        raise ConfigError(f"--model-factory {spec!r} gave a {type(obj).__name__}, not a pydantic-ai Model")
+    return obj
+
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on; non-loopback needs serve.apiKeys.")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model string overriding ship.json llm.model.")
+    ] = None,
+    model_factory: Annotated[
+        str | None,
+        typer.Option(help="MODULE:ATTR of a pydantic-ai Model (or a function returning one) to use instead."),
+    ] = None,
+    project: Annotated[
+        Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")
+    ] = Path("."),
+    no_worker: Annotated[
+        bool,
+        typer.Option("--no-worker", help="Durable mode: only enqueue turns; `shipagent worker`s run them."),
+    ] = False,
+) -> None:
+    """Serve the agent over HTTP: REST + SSE, OpenAI-compatible /v1/chat/completions, a web page."""
+    import uvicorn
+
+    from ._app import create_app
+
+    try:
+        root = project.expanduser().resolve()
+        chosen: Model | str | None = load_model_factory(model_factory, root) if model_factory else model
+        agent = ShipAgent.from_project(root, model=chosen)
+        if no_worker:  # durable mode (issue 14): this process enqueues; workers execute
+            agent.turn_executor_options = {"worker": False}
+        agent.model  # noqa: B018 - fail here, with one line, when no model is configured
+        app = create_app(agent)
+    except ShipAgentError as exc:
+        _err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    settings = agent.config.serve
+    if not settings.api_keys and not is_loopback(host):
+        _err.print(
+            f"[bold red]error:[/] refusing to listen on {escape(host)} without API keys: anyone who can "
+            "reach it could use the agent. Add serve.apiKeys to ship.json "
+            '(e.g. {"key": "${WEB_KEY}", "chatKeys": ["web:*"]}) or use --host 127.0.0.1.'
+        )
+        raise typer.Exit(2)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("shipagent").addHandler(handler)
+    logging.getLogger("shipagent").setLevel(logging.INFO)
+    shown = f"[{host}]" if ":" in host else host
+    _err.print(f"serving [bold]{escape(agent.config.name)}[/] on http://{escape(shown)}:{port}/")
+    uvicorn.run(
+        app,
+        host=host,
+        port=port,
+        access_log=False,  # shipagent's access log has one line per request, without keys
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
+        # Longer than clients keep idle connections (httpx and the OpenAI SDK: 5 s), so a client
+        # never sends on a connection the server is closing at the same moment.
+        timeout_keep_alive=30,
+        log_level="warning",
+    )
+
+
+def serve_check_hook(project_root: Path, config: ShipConfig, console: _Printer) -> None:
+    """A ``shipagent check`` line (``cli.check_hooks``): who ``shipagent serve`` would answer."""
+    keys = config.serve.api_keys
+    if not keys:
+        console.print("serve: no API keys (serve.apiKeys): `shipagent serve` listens on loopback only")
+        return
+    scopes = sorted({p for k in keys for p in (k.chat_keys or ["*"])})
+    console.print(escape(f"serve: {len(keys)} API key(s) for chats {', '.join(scopes)}"))

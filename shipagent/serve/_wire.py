@@ -1,0 +1,109 @@
+"""The JSON the server speaks: results and events in camelCase, errors as ``{"error": {...}}``.
+
+Every refusal is a 4xx/5xx with a body a program can branch on (``error.type``) and a person can
+read (``error.message``), never an HTML page or a bare status.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from pydantic.alias_generators import to_camel
+from starlette.requests import Request
+from starlette.responses import JSONResponse as _StarletteJSON
+
+from ..events import Done, RunEvent
+from ..results import AgentResult
+
+__all__ = [
+    "ApiError",
+    "JSONResponse",
+    "error_response",
+    "event_json",
+    "read_json",
+    "result_json",
+    "sse",
+]
+
+
+class JSONResponse(_StarletteJSON):
+    """JSON ending in a newline, so ``curl`` output stays one document per line."""
+
+    def render(self, content: Any) -> bytes:
+        return super().render(content) + b"\n"
+
+
+class ApiError(Exception):
+    """A request the server refuses: HTTP ``status``, a machine ``kind`` and a message."""
+
+    def __init__(self, status: int, kind: str, message: str, **extra: Any) -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+        self.message = message
+        self.extra = extra
+
+
+def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JSONResponse:
+    body = {"error": {"type": error.kind, "message": error.message, **error.extra}}
+    return JSONResponse(body, status_code=error.status, headers=headers)
+
+
+def result_json(result: AgentResult) -> dict[str, Any]:
+    """An :class:`AgentResult` as camelCase JSON (what ``POST .../messages`` returns)."""
+    return {
+        "success": result.success,
+        "output": result.output,
+        "requestId": result.request_id,
+        "hadToolFailure": result.had_tool_failure,
+        "toolCalls": [
+            {
+                "tool": r.tool,
+                "input": r.input,
+                "output": r.output,
+                "success": r.success,
+                "error": r.error,
+            }
+            for r in result.tool_calls
+        ],
+        "usage": {
+            "requests": result.usage.requests,
+            "inputTokens": result.usage.input_tokens,
+            "outputTokens": result.usage.output_tokens,
+            "toolCalls": result.usage.tool_calls,
+        },
+    }
+
+
+def event_json(event: RunEvent) -> dict[str, Any]:
+    """An event's fields in camelCase (``type`` is the SSE event name, not repeated here)."""
+    if isinstance(event, Done):
+        return {"result": result_json(event.result)}
+    return {to_camel(f.name): getattr(event, f.name) for f in dataclasses.fields(event) if f.name != "type"}
+
+
+def sse(event: str | None, data: Any) -> bytes:
+    """One Server-Sent Event; ``data`` is JSON-encoded unless it is already a string."""
+    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {text}\n\n".encode()
+
+
+async def read_json(request: Request, max_bytes: int) -> Any:
+    """The request's JSON body, refusing one over ``max_bytes`` before reading it all."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise ApiError(413, "body_too_large", f"request body is {declared} bytes; the limit is {max_bytes}")
+    body = bytearray()
+    async for chunk in request.stream():
+        body.extend(chunk)
+        if len(body) > max_bytes:
+            raise ApiError(413, "body_too_large", f"request body is over the limit of {max_bytes} bytes")
+    if not body:
+        raise ApiError(400, "invalid_json", "the request needs a JSON body")
+    try:
+        return json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
