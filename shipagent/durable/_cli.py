@@ -78,7 +78,12 @@ def _durable_agent(project: Path, factory: str | None, **options: Any) -> ShipAg
 def worker_command(
     project: ProjectOpt = Path("."),
     concurrency: Annotated[
-        int | None, typer.Option("--concurrency", min=1, help="Turns this worker runs at once (per worker).")
+        int | None,
+        typer.Option(
+            "--concurrency",
+            min=1,
+            help="Turns a worker runs at once (stored with the queue: the last worker given it sets it for all).",
+        ),
     ] = None,
     executor_id: ExecutorOpt = None,
     model_factory: FactoryOpt = None,
