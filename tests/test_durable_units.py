@@ -178,3 +178,13 @@ async def test_a_run_started_by_a_tool_of_a_durable_turn_runs_inline(tmp_path: P
     assert (result.success, result.output) == (True, "answer")
     assert agent.transcript.last("delegate:1", 5)[0]["text"] == "do it"
     await agent.handover.aclose()
+
+
+def test_worker_on_an_unreachable_database_fails_with_one_line(tmp_path: Path) -> None:
+    project = make_project(
+        tmp_path / "p", {"durable": {"enabled": True, "database": "postgresql://u:s3cret@127.0.0.1:1/x"}}
+    )
+    out = CliRunner().invoke(app, ["worker", "-C", str(project), "--executor-id", "w"])
+    assert out.exit_code == 2, out.output
+    assert "error: durable: cannot use the database postgresql://u:***@127.0.0.1:1/x" in out.output
+    assert "s3cret" not in out.output and "Traceback" not in out.output

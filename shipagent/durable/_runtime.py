@@ -36,6 +36,7 @@ from dbos import DBOS, DBOSClient, SetEnqueueOptions, SetWorkflowID
 from dbos._utils import INTERNAL_QUEUE_NAME
 
 from .._steps import StepCallback
+from ..errors import ShipAgentError
 from ..results import AgentResult, StepEvent
 from ..turns import TurnHooks
 from ._heartbeat import Heartbeats
@@ -112,14 +113,23 @@ class DurableExecutor:
     # -- lifecycle -------------------------------------------------------------------------------
 
     async def __aenter__(self) -> DurableExecutor:
-        if self.worker:
-            await self._start_worker()
-        else:
-            url = self.settings.database_url
-            await anyio.to_thread.run_sync(lambda: DBOS.migrate(url))  # a client never migrates
-            self._client = await anyio.to_thread.run_sync(
-                lambda: DBOSClient(system_database_url=url, application_name=APP_NAME)
-            )
+        try:
+            if self.worker:
+                await self._start_worker()
+            else:
+                url = self.settings.database_url
+                await anyio.to_thread.run_sync(lambda: DBOS.migrate(url))  # a client never migrates
+                self._client = await anyio.to_thread.run_sync(
+                    lambda: DBOSClient(system_database_url=url, application_name=APP_NAME)
+                )
+        except ShipAgentError:
+            raise
+        except Exception as exc:  # the database: one clear line, never the password
+            first = (str(exc).strip().splitlines() or [""])[0]
+            first = first.replace(self.settings.database_url, self.settings.redacted_url())
+            raise ShipAgentError(
+                f"durable: cannot use the database {self.settings.redacted_url()}: {type(exc).__name__}: {first}"
+            ) from None
         return self
 
     async def _start_worker(self) -> None:
