@@ -216,6 +216,7 @@ def test_two_workers_ten_chats_five_turns_postgres(tmp_path: Path, pg_database: 
     try:
         for w in workers:
             w.wait_ready()
+        time.sleep(1.5)  # each worker's queue thread notices the registered queue within a second
         client = DBOSClient(system_database_url=pg_database, application_name="shipagent")
         try:
             handles = []
