@@ -410,3 +410,34 @@ def test_serve_no_worker_enqueues_and_idempotency_key_runs_one_turn(tmp_path: Pa
     assert [(q["text"], q["pid"]) for q in requests] == [("hello", worker.pid), ("streamed", worker.pid)]
     stores = anyio.run(committed, project, "web:alice")
     assert stores == {name: ["k-1", "k-2"] for name in stores}
+
+
+def test_workers_starting_together_create_the_heartbeat_table_once(pg_database: str) -> None:
+    """Concurrent ``CREATE TABLE IF NOT EXISTS`` fails on Postgres without the advisory lock."""
+    import threading
+
+    from shipagent.durable import DurableSettings
+    from shipagent.durable._heartbeat import Heartbeats
+
+    errors: list[str] = []
+
+    def start(n: int) -> None:
+        beats = Heartbeats(DurableSettings(pg_database, 30, None))
+        try:
+            beats.beat(f"exec-{n}", n, "h")
+        except Exception as exc:
+            errors.append(repr(exc))
+        finally:
+            beats.close()
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    beats = Heartbeats(DurableSettings(pg_database, 30, None))
+    try:
+        assert sorted(beats.ages()) == [f"exec-{n}" for n in range(8)]
+    finally:
+        beats.close()

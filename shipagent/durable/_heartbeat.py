@@ -26,6 +26,8 @@ from ._settings import DurableSettings
 __all__ = ["Heartbeats"]
 
 _TABLE = "shipagent_executors"
+_DDL_LOCK = 0x5A1D_DB05
+"""Advisory lock key under which the table is created (any constant no one else uses)."""
 
 
 class Heartbeats:
@@ -51,10 +53,14 @@ class Heartbeats:
                 import psycopg
 
                 conn = psycopg.connect(self.settings.database_url, autocommit=True, connect_timeout=10)
-                conn.execute(
-                    f"CREATE TABLE IF NOT EXISTS {_TABLE} (executor_id TEXT PRIMARY KEY, "
-                    "heartbeat_at DOUBLE PRECISION NOT NULL, pid INTEGER, host TEXT)"
-                )
+                # Workers starting together would race ``CREATE TABLE IF NOT EXISTS`` (Postgres can
+                # fail one with a duplicate pg_type key): serialise it on a transaction lock.
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
+                    conn.execute(
+                        f"CREATE TABLE IF NOT EXISTS {_TABLE} (executor_id TEXT PRIMARY KEY, "
+                        "heartbeat_at DOUBLE PRECISION NOT NULL, pid INTEGER, host TEXT)"
+                    )
             self._conn = conn
         return self._conn
 
