@@ -188,3 +188,15 @@ def test_worker_on_an_unreachable_database_fails_with_one_line(tmp_path: Path) -
     assert out.exit_code == 2, out.output
     assert "error: durable: cannot use the database postgresql://u:***@127.0.0.1:1/x" in out.output
     assert "s3cret" not in out.output and "Traceback" not in out.output
+
+
+def test_durable_problems_for_a_check_list(tmp_path: Path) -> None:
+    from shipagent.durable._check import durable_problems
+
+    off = parse_config({})
+    assert durable_problems(tmp_path, off) == []
+    assert durable_problems(tmp_path, _config()) == []  # sqlite under .ship/: reachable
+    bad = parse_config({"durable": {"enabled": True, "database": "postgresql://u:s3cret@127.0.0.1:1/x"}})
+    [(level, message)] = durable_problems(tmp_path, bad)
+    assert level == "error" and message.startswith("durable: cannot use the database postgresql://u:***@")
+    assert "s3cret" not in message

@@ -1,9 +1,11 @@
 """``shipagent check``: the durable settings, validated and connected to.
 
-Registered in ``shipagent.cli.check_hooks``. Prints where the system database is (password
-redacted), which executor id a worker started here would take, and the executors the database
-knows with the age of their last heartbeat. A database that cannot be reached, or a missing
-durable extra, fails the check (exit 1): every turn would fail the same way.
+Two pieces, so the check command can use them the way it reports everything else:
+:func:`durable_problems` returns ``(level, message)`` pairs — an unreachable database or a missing
+durable extra is an ``error`` (every turn would fail the same way) — and
+:func:`durable_check_hook` prints the state: where the system database is (password redacted),
+which executor id a worker started here would take, and the executors the database knows with the
+age of their last heartbeat. Registered in ``shipagent.cli.check_hooks``.
 """
 
 from __future__ import annotations
@@ -17,11 +19,45 @@ from rich.markup import escape
 from ..config import ShipConfig
 from ._settings import resolve_settings
 
-__all__ = ["durable_check_hook"]
+__all__ = ["durable_check_hook", "durable_problems"]
+
+
+def _probe(project: Path, config: ShipConfig) -> tuple[list[tuple[str, str]], dict[str, float]]:
+    settings = resolve_settings(config.durable, project)
+    try:
+        import dbos  # noqa: F401
+
+        from ._heartbeat import Heartbeats
+    except ImportError as exc:
+        return [
+            ("error", f"durable: the durable extra is missing ({exc}): pip install 'shipagent[durable]'")
+        ], {}
+    beats = Heartbeats(settings)
+    try:
+        return [], beats.ages()
+    except Exception as exc:
+        lines = str(exc).replace(settings.database_url, settings.redacted_url()).strip().splitlines()
+        message = (
+            f"durable: cannot use the database {settings.redacted_url()}: "
+            f"{type(exc).__name__}: {lines[0] if lines else ''}"
+        )
+        return [("error", message)], {}
+    finally:
+        beats.close()
+
+
+def durable_problems(project: Path, config: ShipConfig) -> list[tuple[str, str]]:
+    """What would make a durable turn fail: ``(level, message)`` pairs (none when durable is off)."""
+    if not config.durable.enabled:
+        return []
+    return _probe(project, config)[0]
 
 
 def durable_check_hook(project: Path, config: ShipConfig, console: Console) -> None:
-    """Report ship.json ``durable`` and try the database (no-op when durable mode is off)."""
+    """Print ship.json ``durable`` and the database's executors (no-op when durable mode is off).
+
+    On a check command without a problem list of its own, a problem is printed here and exits 1.
+    """
     durable = config.durable
     if not durable.enabled:
         return
@@ -32,29 +68,11 @@ def durable_check_hook(project: Path, config: ShipConfig, console: Console) -> N
         f"recover after {durable.recover_after_seconds:g}s",
         highlight=False,
     )
-    try:
-        import dbos  # noqa: F401
-
-        from ._heartbeat import Heartbeats
-    except ImportError as exc:
-        console.print(
-            f"[red]durable: the durable extra is missing ({escape(str(exc))}): "
-            "pip install 'shipagent[durable]'[/]"
-        )
-        raise typer.Exit(1) from None
-    beats = Heartbeats(settings)
-    try:
-        ages = beats.ages()
-    except Exception as exc:
-        message = str(exc).replace(settings.database_url, settings.redacted_url()).strip().splitlines()
-        console.print(
-            f"[red]durable: cannot use the database {escape(settings.redacted_url())}: "
-            f"{type(exc).__name__}: {escape(message[0] if message else '')}[/]",
-            highlight=False,
-        )
-        raise typer.Exit(1) from None
-    finally:
-        beats.close()
+    problems, ages = _probe(project, config)
+    for _level, message in problems:
+        console.print(f"[red]{escape(message)}[/]", highlight=False)
+    if problems:
+        raise typer.Exit(1)
     console.print("durable: database reachable", highlight=False)
     for executor_id, age in sorted(ages.items()):
         state = "stale" if age > durable.recover_after_seconds else "alive"
