@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -52,8 +53,9 @@ from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
-from .events import Compacted, RunEvent
+from .events import Compacted, RunEvent, TextDelta
 from .execution import ApprovalCallback, ToolExecutionContext, current_tool_context, use_tool_context
+from .execution import _current as _current_tool_context
 from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
@@ -69,6 +71,7 @@ from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
 from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
+from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -188,9 +191,16 @@ class ShipAgent:
         self.approvals = PendingApprovals()
         self._entered = 0
         # ``.ship/lock``, held while started; durable mode (several processes) turns it off
-        self.project_lock = ProjectLock(project_root, enabled=project_lock)
+        # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
+        self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
         # Cards, boxes and delegation (seed 001); the store opens on first use.
         self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self))
+        # -- durable seam (issue 14): how a turn's effects run (inline here; recorded steps in
+        # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
+        self.turn_hooks = TurnHooks()
+        self.turn_executor: TurnExecutor | None = None
+        self.turn_executor_options: dict[str, Any] = {}
+        self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
 
     @classmethod
     def from_project(
@@ -253,6 +263,11 @@ class ShipAgent:
             except BaseException:
                 await self.project_lock.arelease()
                 raise
+            try:
+                await self._start_executor()
+            except BaseException:
+                await self._stop_all()
+                raise
         self._entered += 1
         return self
 
@@ -265,6 +280,28 @@ class ShipAgent:
         self._entered = max(self._entered - 1, 0)
         if self._entered:
             return
+        try:
+            await self._stop_executor()  # durable workers drain first: their turns use the servers
+        finally:
+            await self._stop_all()
+
+    async def _start_executor(self) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self._executor_cm = factory(self)
+        self.turn_executor = await self._executor_cm.__aenter__()
+
+    async def _stop_executor(self) -> None:
+        cm, self._executor_cm = self._executor_cm, None
+        if cm is not None:
+            self.turn_executor = None
+            await cm.__aexit__(None, None, None)
+
+    async def _stop_all(self) -> None:
         # Each stop runs even when the one before it failed: no server or token outlives the agent.
         try:
             await self.mcp.stop()  # shielded: no server process outlives the agent
@@ -358,9 +395,12 @@ class ShipAgent:
         *,
         on_step: StepCallback | None = None,
         channel: Any = None,
+        request_id: str | None = None,
     ) -> AgentResult:
         """:meth:`run` for code without an event loop."""
-        return anyio.run(partial(self.run, chat_key, text, on_step=on_step, channel=channel))
+        return anyio.run(
+            partial(self.run, chat_key, text, on_step=on_step, channel=channel, request_id=request_id)
+        )
 
     async def run(
         self,
@@ -369,19 +409,60 @@ class ShipAgent:
         *,
         on_step: StepCallback | None = None,
         channel: Any = None,
+        request_id: str | None = None,
     ) -> AgentResult:
         """Run one turn of ``chat_key`` with the user's ``text``.
+
+        ``request_id`` names the turn (default: a fresh id). In durable mode it is the turn's
+        workflow id: submitting the same id twice returns the first turn's result.
 
         Raises:
             ChatKeyError: the chat key is unusable.
             ConfigError: no usable model is configured.
         """
+        self._check_turn(chat_key, text, request_id)
+        if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
+            return await self.turn_executor.submit(
+                chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+            )
+        return await self.execute_turn(
+            chat_key, text, on_step=on_step, channel=channel, request_id=request_id
+        )
+
+    def _check_turn(self, chat_key: str, text: Any, request_id: Any) -> None:
         validate_chat_key(chat_key)
         if not isinstance(text, str):
             raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        if request_id is not None and not (
+            isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
+        ):
+            raise ShipAgentError("request_id must be 1-200 printable characters")
+        if self.turn_executor is None and self.config.durable.enabled and _current_tool_context.get() is None:
+            # (a run started by a tool of a running turn — a delegation — is part of that turn's
+            # step and runs inline; any other run must go through the durable queue)
+            raise ShipAgentError(
+                "durable.enabled is set in ship.json: start the agent with `async with agent:` "
+                "(or run `shipagent worker`) so turns go through the durable queue"
+            )
+
+    async def execute_turn(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        on_step: StepCallback | None = None,
+        channel: Any = None,
+        request_id: str | None = None,
+    ) -> AgentResult:
+        """The turn itself, here and now (what :meth:`run` does without an executor).
+
+        Durable workers call this inside the turn's workflow, where :attr:`turn_hooks` record
+        its effects as steps.
+        """
+        validate_chat_key(chat_key)
         model = self.model
         async with self.chats.lock(chat_key):
-            return await self._run_locked(chat_key, text, model, on_step, channel)
+            return await self._run_locked(chat_key, text, model, on_step, channel, request_id)
 
     def run_stream(
         self,
@@ -391,6 +472,7 @@ class ShipAgent:
         channel: Any = None,
         on_step: StepCallback | None = None,
         approval_timeout: float | None = None,
+        request_id: str | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Run one turn like :meth:`run`, yielding its events as they happen; :class:`Done` is last.
 
@@ -406,15 +488,32 @@ class ShipAgent:
             ChatKeyError: the chat key is unusable (raised here, before anything runs).
             ConfigError: no usable model is configured.
         """
-        validate_chat_key(chat_key)
-        if not isinstance(text, str):
-            raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        self._check_turn(chat_key, text, request_id)
+        executor = self.turn_executor
+        if executor is not None:  # durable seam: a queued turn's events are its outcome, at the end
+
+            async def queued(emit: Emit) -> AgentResult:
+                result = await executor.submit(
+                    chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+                )
+                if result.output:  # the answer in one piece: deltas still add up to the output
+                    await emit(TextDelta(result.output))
+                return result
+
+            return stream_turn(queued)
         model = self.model
 
         async def turn(emit: Emit) -> AgentResult:
             async with self.chats.lock(chat_key):
                 return await self._run_locked(
-                    chat_key, text, model, on_step, channel, emit=emit, approval_timeout=approval_timeout
+                    chat_key,
+                    text,
+                    model,
+                    on_step,
+                    channel,
+                    request_id,
+                    emit=emit,
+                    approval_timeout=approval_timeout,
                 )
 
         return stream_turn(turn)
@@ -444,12 +543,15 @@ class ShipAgent:
         model: Model,
         on_step: StepCallback | None,
         channel: Any,
+        given_request_id: str | None = None,
         *,
         emit: Emit | None = None,
         approval_timeout: float | None = None,
     ) -> AgentResult:
-        history = await self.chats.aget(chat_key)
-        request_id = uuid.uuid4().hex
+        hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
+        history = await hooks.load(self, chat_key, partial(self.chats.aget, chat_key))
+        request_id = hooks.request_id(given_request_id, lambda: uuid.uuid4().hex)
+        model = hooks.model(model)
         ctx = self._context(chat_key, request_id, channel)
         if emit is not None:  # a streamed turn asks its consumer
             ctx.on_approval = approval_bridge(
@@ -472,26 +574,19 @@ class ShipAgent:
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)
-        compaction: CompactionResult | None = None
-        failure: Exception | None = None
-
-        async def commit_history() -> None:
-            nonlocal compaction, failure
-            logs = partial(
-                self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
-            )
-            logs = _then(logs, self._ledger.flush(chat_key, request_id, new))  # same worker-thread hop
-            try:
-                compaction = await self.chats.commit(
-                    chat_key, request_id, base, new, base_compaction=base_compaction, also=logs
-                )
-            except Exception as exc:  # disk full, permissions: the turn did not stick
-                failure = exc
-
-        # The JSONL stores and the card store are independent files: write them side by side.
-        async with anyio.create_task_group() as group:
-            group.start_soon(commit_history)
-            group.start_soon(self.handover.record_turn, chat_key, request_id, text, output)
+        turn = TurnCommit(
+            chat_key,
+            request_id,
+            text,
+            said,
+            output,
+            records,
+            list(ctx.sent_texts),
+            base,
+            new,
+            base_compaction,
+        )
+        compaction, failure = await hooks.commit(self, turn, self._commit)
         if failure is not None:
             log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
             return await self._failed(request_id, failure, steps, overflow=False, saved=False)
@@ -519,6 +614,45 @@ class ShipAgent:
             tool_calls=records,
             usage=usage,
         )
+
+    async def _commit(self, turn: TurnCommit) -> CommitOutcome:
+        """Write a finished turn to every store; returns the compaction it triggered or the failure."""
+        compaction: CompactionResult | None = None
+        failure: Exception | None = None
+
+        async def commit_history() -> None:
+            nonlocal compaction, failure
+            logs = partial(
+                self._write_logs,
+                turn.chat_key,
+                turn.request_id,
+                turn.text,
+                turn.said,
+                turn.output,
+                turn.records,
+                turn.sent,
+            )
+            # the ledger's records of this turn's requests go in the same worker-thread hop
+            logs = _then(logs, self._ledger.flush(turn.chat_key, turn.request_id, turn.new))
+            try:
+                compaction = await self.chats.commit(
+                    turn.chat_key,
+                    turn.request_id,
+                    turn.base,
+                    turn.new,
+                    base_compaction=turn.base_compaction,
+                    also=logs,
+                )
+            except Exception as exc:  # disk full, permissions: the turn did not stick
+                failure = exc
+
+        # The JSONL stores and the card store are independent files: write them side by side.
+        async with anyio.create_task_group() as group:
+            group.start_soon(commit_history)
+            group.start_soon(
+                self.handover.record_turn, turn.chat_key, turn.request_id, turn.text, turn.output
+            )
+        return compaction, failure
 
     async def _with_overflow_retries(
         self,
@@ -572,7 +706,11 @@ class ShipAgent:
             model=model,
             instructions=instructions,
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            toolsets=[CatalogToolset(CombinedToolset(self._toolsets()), skills=self._catalog_skills)],
+            toolsets=[
+                CatalogToolset(
+                    CombinedToolset(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills
+                )
+            ],
             capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
         ) as agent_run:

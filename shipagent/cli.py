@@ -31,6 +31,8 @@ from ._cli_support import (
 )
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
+from .durable import _cli as durable_cli
+from .durable._check import durable_check_hook
 from .errors import ShipAgentError
 from .files import context_app
 from .ledger import inspect_command
@@ -53,6 +55,8 @@ app = typer.Typer(
 app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
 app.command("inspect")(inspect_command)  # shipagent inspect CHAT_KEY: what the model saw (ledger)
+app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
+app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
 app.command()(serve)  # shipagent serve (shipagent/serve/_cli.py)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
@@ -242,6 +246,7 @@ CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
+check_hooks.append(durable_check_hook)  # ship.json durable: validated and connected (issue 14)
 check_hooks.append(serve_check_hook)
 # exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)
 check_hooks.append(partial(sandbox_check_hook, report=False))

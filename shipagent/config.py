@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
@@ -25,6 +25,7 @@ __all__ = [
     "BudgetSectionsConfig",
     "ChatHistoryConfig",
     "ContextConfig",
+    "DurableConfig",
     "ExecShellPermission",
     "FilesConfig",
     "HandoverConfig",
@@ -229,6 +230,34 @@ class ObservabilityConfig(_Model):
     otel: bool = False
 
 
+class DurableConfig(_Model):
+    """``durable``: run each turn as a DBOS workflow (issue 14); see ``shipagent.durable``.
+
+    ``database`` is ``"sqlite"`` (a system database at ``.ship/durable.sqlite``, one machine) or a
+    ``postgresql://`` URL (usually ``"${DATABASE_URL}"``) shared by every worker of a cluster.
+    """
+
+    enabled: bool = False
+    database: str = "sqlite"
+    executor_id: str | None = None
+    """Stable across restarts of one worker; default ``<hostname>:<slot>`` (see ``shipagent.durable``)."""
+    recover_after_seconds: float = Field(default=30, gt=0)
+
+    @field_validator("database")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if value == "sqlite" or value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            return value
+        raise ValueError('must be "sqlite" or a postgresql:// URL')
+
+    @field_validator("executor_id")
+    @classmethod
+    def _usable_executor_id(cls, value: str | None) -> str | None:
+        if value is not None and not (0 < len(value) <= 200 and value.isprintable()):
+            raise ValueError("must be 1-200 printable characters")
+        return value
+
+
 class ServeApiKey(_Model):
     """``serve.apiKeys[]``: a bearer key for ``shipagent serve`` and the chats it may touch."""
 
@@ -268,6 +297,7 @@ class ShipConfig(_Model):
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     handover: HandoverConfig = Field(default_factory=HandoverConfig)
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
+    durable: DurableConfig = Field(default_factory=DurableConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
 
 

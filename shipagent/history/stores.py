@@ -397,6 +397,10 @@ class AgentContextLog:
             self._swept = True
             jsonl.remove_stale_tmp(self._paths.ship_dir / "memory" / "agent-context")
 
+    def forget(self, chat_key: str) -> None:
+        """Drop the cached entry count (another process appended: the next append recounts)."""
+        self._counts.pop(chat_key, None)
+
     def _compact(self, chat_key: str) -> int:
         path = self.path(chat_key)
         # Any line may be damaged (a hand edit, a disk error): a line that is not an entry is

@@ -80,6 +80,10 @@ def serve(
     project: Annotated[
         Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")
     ] = Path("."),
+    no_worker: Annotated[
+        bool,
+        typer.Option("--no-worker", help="Durable mode: only enqueue turns; `shipagent worker`s run them."),
+    ] = False,
 ) -> None:
     """Serve the agent over HTTP: REST + SSE, OpenAI-compatible /v1/chat/completions, a web page."""
     import uvicorn
@@ -90,6 +94,8 @@ def serve(
         root = project.expanduser().resolve()
         chosen: Model | str | None = load_model_factory(model_factory, root) if model_factory else model
         agent = ShipAgent.from_project(root, model=chosen)
+        if no_worker:  # durable mode (issue 14): this process enqueues; workers execute
+            agent.turn_executor_options = {"worker": False}
         agent.model  # noqa: B018 - fail here, with one line, when no model is configured
         app = create_app(agent)
     except ShipAgentError as exc:

@@ -48,6 +48,18 @@ def _chat_key(request: Request) -> str:
     return key
 
 
+def _idempotency_key(request: Request) -> str | None:
+    """The ``Idempotency-Key`` header: the turn's request id (durable mode: same key → one turn)."""
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        return None
+    if not (0 < len(key) <= 200 and key.isprintable()):
+        raise ApiError(
+            400, "invalid_request", "the Idempotency-Key header must be 1-200 printable characters"
+        )
+    return key
+
+
 class _TurnApprovals:
     """The approvals one streamed turn asked, registered for the key and chat that may answer."""
 
@@ -161,14 +173,17 @@ class Api:
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             self.state.check_open()  # before the 200 of an event stream goes out
             events = self.agent.run_stream(
-                chat_key, text, approval_timeout=self.state.settings.approval_timeout_seconds
+                chat_key,
+                text,
+                approval_timeout=self.state.settings.approval_timeout_seconds,
+                request_id=_idempotency_key(request),
             )
             approvals = _TurnApprovals(self.state, key, chat_key)
             body_iter = native_events(events, approvals.opened)
             return EventStream(self._counted(body_iter, approvals), headers=SSE_HEADERS)
         self.state.turn_started()
         try:
-            result = await self.agent.run(chat_key, text)
+            result = await self.agent.run(chat_key, text, request_id=_idempotency_key(request))
         finally:
             self.state.turn_ended()
         return JSONResponse(result_json(result))
@@ -183,14 +198,17 @@ class Api:
         if turn.stream:
             self.state.check_open()
             events = self.agent.run_stream(
-                turn.chat_key, turn.text, approval_timeout=self.state.settings.approval_timeout_seconds
+                turn.chat_key,
+                turn.text,
+                approval_timeout=self.state.settings.approval_timeout_seconds,
+                request_id=_idempotency_key(request),
             )
             approvals = _TurnApprovals(self.state, key, turn.chat_key)
             chunks = openai_chunks(events, turn.model, approvals.opened)
             return EventStream(self._counted(chunks, approvals), headers={**SSE_HEADERS, **headers})
         self.state.turn_started()
         try:
-            result = await self.agent.run(turn.chat_key, turn.text)
+            result = await self.agent.run(turn.chat_key, turn.text, request_id=_idempotency_key(request))
         finally:
             self.state.turn_ended()
         if not result.success:
