@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -35,16 +36,19 @@ from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError, ShipAgentError
 from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .execution import _current as _current_tool_context
 from .files import CatalogToolset, ContextFiles, SpillToolset, context_toolset
 from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
+from .history.injections import InjectionToolset
 from .history.placement import ContextWindow
 from .history.stores import AgentContextLog, Transcript
 from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
 from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
+from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -130,6 +134,12 @@ class ShipAgent:
         self._entered = 0
         # Cards, boxes and delegation (seed 001); the store opens on first use.
         self.handover = Handover.for_agent(self)
+        # -- durable seam (issue 14): how a turn's effects run (inline here; recorded steps in
+        # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
+        self.turn_hooks = TurnHooks()
+        self.turn_executor: TurnExecutor | None = None
+        self.turn_executor_options: dict[str, Any] = {}
+        self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
 
     @classmethod
     def from_project(
@@ -183,6 +193,11 @@ class ShipAgent:
             except BaseException:
                 await self.mcp.stop()  # a failed start leaves no MCP server process behind
                 raise
+            try:
+                await self._start_executor()
+            except BaseException:
+                await self._stop_all()
+                raise
         self._entered += 1
         return self
 
@@ -195,6 +210,28 @@ class ShipAgent:
         self._entered = max(self._entered - 1, 0)
         if self._entered:
             return
+        try:
+            await self._stop_executor()  # durable workers drain first: their turns use the servers
+        finally:
+            await self._stop_all()
+
+    async def _start_executor(self) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self._executor_cm = factory(self)
+        self.turn_executor = await self._executor_cm.__aenter__()
+
+    async def _stop_executor(self) -> None:
+        cm, self._executor_cm = self._executor_cm, None
+        if cm is not None:
+            self.turn_executor = None
+            await cm.__aexit__(None, None, None)
+
+    async def _stop_all(self) -> None:
         # Each stop runs even when the one before it failed: no server or token outlives the agent.
         try:
             await self.mcp.stop()  # shielded: no server process outlives the agent
@@ -227,7 +264,8 @@ class ShipAgent:
         if self.handover.toolset is not None:
             toolsets.append(self.handover.toolset)
         # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
-        return self.handover.restrict([GuardedToolset(SpillToolset(t)) for t in toolsets])
+        # outermost: each call's injections travel with its result (history.injections)
+        return self.handover.restrict([InjectionToolset(GuardedToolset(SpillToolset(t))) for t in toolsets])
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
@@ -259,9 +297,12 @@ class ShipAgent:
         *,
         on_step: StepCallback | None = None,
         channel: Any = None,
+        request_id: str | None = None,
     ) -> AgentResult:
         """:meth:`run` for code without an event loop."""
-        return anyio.run(partial(self.run, chat_key, text, on_step=on_step, channel=channel))
+        return anyio.run(
+            partial(self.run, chat_key, text, on_step=on_step, channel=channel, request_id=request_id)
+        )
 
     async def run(
         self,
@@ -270,8 +311,12 @@ class ShipAgent:
         *,
         on_step: StepCallback | None = None,
         channel: Any = None,
+        request_id: str | None = None,
     ) -> AgentResult:
         """Run one turn of ``chat_key`` with the user's ``text``.
+
+        ``request_id`` names the turn (default: a fresh id). In durable mode it is the turn's
+        workflow id: submitting the same id twice returns the first turn's result.
 
         Raises:
             ChatKeyError: the chat key is unusable.
@@ -280,9 +325,39 @@ class ShipAgent:
         validate_chat_key(chat_key)
         if not isinstance(text, str):
             raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
+            return await self.turn_executor.submit(
+                chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+            )
+        if self.config.durable.enabled and _current_tool_context.get() is None:
+            # (a run started by a tool of a running turn — a delegation — is part of that turn's
+            # step and runs inline; any other run must go through the durable queue)
+            raise ShipAgentError(
+                "durable.enabled is set in ship.json: start the agent with `async with agent:` "
+                "(or run `shipagent worker`) so turns go through the durable queue"
+            )
+        return await self.execute_turn(
+            chat_key, text, on_step=on_step, channel=channel, request_id=request_id
+        )
+
+    async def execute_turn(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        on_step: StepCallback | None = None,
+        channel: Any = None,
+        request_id: str | None = None,
+    ) -> AgentResult:
+        """The turn itself, here and now (what :meth:`run` does without an executor).
+
+        Durable workers call this inside the turn's workflow, where :attr:`turn_hooks` record
+        its effects as steps.
+        """
+        validate_chat_key(chat_key)
         model = self.model
         async with self.chats.lock(chat_key):
-            return await self._run_locked(chat_key, text, model, on_step, channel)
+            return await self._run_locked(chat_key, text, model, on_step, channel, request_id)
 
     def _context(self, chat_key: str, request_id: str, channel: Any) -> ToolExecutionContext:
         ctx = ToolExecutionContext(
@@ -306,9 +381,12 @@ class ShipAgent:
         model: Model,
         on_step: StepCallback | None,
         channel: Any,
+        given_request_id: str | None = None,
     ) -> AgentResult:
-        history = await self.chats.aget(chat_key)
-        request_id = uuid.uuid4().hex
+        hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
+        history = await hooks.load(self, chat_key, partial(self.chats.aget, chat_key))
+        request_id = hooks.request_id(given_request_id, lambda: uuid.uuid4().hex)
+        model = hooks.model(model)
         ctx = self._context(chat_key, request_id, channel)
         steps = StepReporter(on_step, self._is_mcp_tool)
         with use_tool_context(ctx):
@@ -327,25 +405,19 @@ class ShipAgent:
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)
-        compaction: CompactionResult | None = None
-        failure: Exception | None = None
-
-        async def commit_history() -> None:
-            nonlocal compaction, failure
-            logs = partial(
-                self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
-            )
-            try:
-                compaction = await self.chats.commit(
-                    chat_key, request_id, base, new, base_compaction=base_compaction, also=logs
-                )
-            except Exception as exc:  # disk full, permissions: the turn did not stick
-                failure = exc
-
-        # The JSONL stores and the card store are independent files: write them side by side.
-        async with anyio.create_task_group() as group:
-            group.start_soon(commit_history)
-            group.start_soon(self.handover.record_turn, chat_key, request_id, text, output)
+        turn = TurnCommit(
+            chat_key,
+            request_id,
+            text,
+            said,
+            output,
+            records,
+            list(ctx.sent_texts),
+            base,
+            new,
+            base_compaction,
+        )
+        compaction, failure = await hooks.commit(self, turn, self._commit)
         if failure is not None:
             log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
             return await self._failed(request_id, failure, steps, overflow=False, saved=False)
@@ -367,6 +439,43 @@ class ShipAgent:
             tool_calls=records,
             usage=usage,
         )
+
+    async def _commit(self, turn: TurnCommit) -> CommitOutcome:
+        """Write a finished turn to every store; returns the compaction it triggered or the failure."""
+        compaction: CompactionResult | None = None
+        failure: Exception | None = None
+
+        async def commit_history() -> None:
+            nonlocal compaction, failure
+            logs = partial(
+                self._write_logs,
+                turn.chat_key,
+                turn.request_id,
+                turn.text,
+                turn.said,
+                turn.output,
+                turn.records,
+                turn.sent,
+            )
+            try:
+                compaction = await self.chats.commit(
+                    turn.chat_key,
+                    turn.request_id,
+                    turn.base,
+                    turn.new,
+                    base_compaction=turn.base_compaction,
+                    also=logs,
+                )
+            except Exception as exc:  # disk full, permissions: the turn did not stick
+                failure = exc
+
+        # The JSONL stores and the card store are independent files: write them side by side.
+        async with anyio.create_task_group() as group:
+            group.start_soon(commit_history)
+            group.start_soon(
+                self.handover.record_turn, turn.chat_key, turn.request_id, turn.text, turn.output
+            )
+        return compaction, failure
 
     async def _with_overflow_retries(
         self,
@@ -409,14 +518,21 @@ class ShipAgent:
         instructions: str,
         steps: StepReporter,
     ) -> _LoopResult:
-        window = ContextWindow(self.config.context.chat_history.max_history_tokens)
+        window = ContextWindow(
+            self.config.context.chat_history.max_history_tokens,
+            max_injected_messages=self.config.context.injection.max_injected_messages,
+        )
         async with self._pa_agent.iter(
             text,
             message_history=history,
             model=model,
             instructions=instructions,
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            toolsets=[CatalogToolset(CombinedToolset(self._toolsets()), skills=self._catalog_skills)],
+            toolsets=[
+                CatalogToolset(
+                    CombinedToolset(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills
+                )
+            ],
             capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
         ) as agent_run:

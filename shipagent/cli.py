@@ -20,6 +20,8 @@ from rich.markup import escape
 
 from .agent import ShipAgent
 from .config import ShipConfig, load_config
+from .durable import _cli as durable_cli
+from .durable._check import durable_check_hook
 from .errors import ShipAgentError
 from .execution import ApprovalRequest
 from .files import context_app
@@ -40,6 +42,8 @@ app = typer.Typer(
 )
 app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
+app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
+app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -225,6 +229,7 @@ check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
 check_hooks.append(skills_check_hook)
 check_hooks.append(sandbox_check_hook)  # exec_shell's bubblewrap sandbox: active, or why not
+check_hooks.append(durable_check_hook)  # ship.json durable: validated and connected (issue 14)
 
 
 @app.command()

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
 from pydantic.alias_generators import to_camel
 
 from ._env import expand_tree, merged_environment
@@ -23,6 +23,7 @@ __all__ = [
     "AgentMetaConfig",
     "ChatHistoryConfig",
     "ContextConfig",
+    "DurableConfig",
     "ExecShellPermission",
     "FilesConfig",
     "HandoverConfig",
@@ -173,6 +174,34 @@ class HandoverConfig(_Model):
     max_subagents_per_run: int = Field(default=8, ge=1)
 
 
+class DurableConfig(_Model):
+    """``durable``: run each turn as a DBOS workflow (issue 14); see ``shipagent.durable``.
+
+    ``database`` is ``"sqlite"`` (a system database at ``.ship/durable.sqlite``, one machine) or a
+    ``postgresql://`` URL (usually ``"${DATABASE_URL}"``) shared by every worker of a cluster.
+    """
+
+    enabled: bool = False
+    database: str = "sqlite"
+    executor_id: str | None = None
+    """Stable across restarts of one worker; default ``<hostname>:<slot>`` (see ``shipagent.durable``)."""
+    recover_after_seconds: float = Field(default=30, gt=0)
+
+    @field_validator("database")
+    @classmethod
+    def _known_database(cls, value: str) -> str:
+        if value == "sqlite" or value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
+            return value
+        raise ValueError('must be "sqlite" or a postgresql:// URL')
+
+    @field_validator("executor_id")
+    @classmethod
+    def _usable_executor_id(cls, value: str | None) -> str | None:
+        if value is not None and not (0 < len(value) <= 200 and value.isprintable()):
+            raise ValueError("must be 1-200 printable characters")
+        return value
+
+
 class ShipConfig(_Model):
     """The whole of ship.json."""
 
@@ -189,6 +218,7 @@ class ShipConfig(_Model):
     capabilities: dict[str, list[str]] = Field(default_factory=dict)
     profiles: dict[str, ProfileConfig] = Field(default_factory=dict)
     handover: HandoverConfig = Field(default_factory=HandoverConfig)
+    durable: DurableConfig = Field(default_factory=DurableConfig)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -4,9 +4,12 @@ A run sets one :class:`ToolExecutionContext` in a :mod:`contextvars` variable; a
 user-written, provider — calls :func:`current_tool_context` to read the chat key, the project and
 to inject messages the model sees on every later request of the same run (seed 002 §3).
 
-Injected messages never enter the chat's persisted history: they live on this object for the
-run's lifetime, and the history placement capability (``shipagent.history.placement``) lays them
-into each request as it is sent.
+Injected messages never enter the chat's persisted history. They travel as data: the injecting
+tool call's ``ToolReturn`` carries them in its metadata (``shipagent.history.injections``), the
+history placement capability (``shipagent.history.placement``) rebuilds them from the run's
+messages and lays them into each request as it is sent, and the commit strips them. So they
+survive anything that rebuilds the run from its messages (a replayed durable turn) while this
+object only keeps the per-run dedupe state that answers ``inject_*_once``.
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalRequest",
+    "InjectedMessage",
     "InjectionReason",
     "InjectionResult",
     "ToolExecutionContext",
+    "collect_call_injections",
     "current_tool_context",
     "fingerprint_of",
     "use_tool_context",
@@ -48,9 +53,27 @@ class InjectionResult:
 
 @dataclass(frozen=True, slots=True)
 class InjectedMessage:
+    """One accepted injection: travels as data in the injecting tool's ``ToolReturn`` metadata."""
+
     role: Literal["system", "assistant"]
     content: str
     fingerprint: str
+
+    def to_json(self) -> dict[str, str]:
+        """The form stored in a ``ToolReturnPart``'s metadata."""
+        return {"role": self.role, "content": self.content, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_json(cls, data: Any) -> InjectedMessage | None:
+        """Read :meth:`to_json` back; anything malformed is ``None`` (never raises)."""
+        if not isinstance(data, dict):
+            return None
+        role, content, fingerprint = data.get("role"), data.get("content"), data.get("fingerprint")
+        if role not in ("system", "assistant") or not isinstance(content, str) or not content:
+            return None
+        if not isinstance(fingerprint, str) or not fingerprint:
+            return None
+        return cls(role, content, fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +141,11 @@ class ToolExecutionContext:
         if len(self._injected) >= self.max_injected_messages:
             return InjectionResult(False, "limit_reached")
         self._fingerprints.add(fingerprint)
-        self._injected.append(InjectedMessage(role, content, fingerprint))
+        message = InjectedMessage(role, content, fingerprint)
+        self._injected.append(message)
+        call = _call_injections.get()
+        if call is not None:  # the tool call's own record, returned with its result as metadata
+            call.append(message)
         return InjectionResult(True)
 
     def inject_system_message_once(self, content: str, *, fingerprint: str) -> InjectionResult:
@@ -151,6 +178,29 @@ class ToolExecutionContext:
 _current: contextvars.ContextVar[ToolExecutionContext | None] = contextvars.ContextVar(
     "shipagent_tool_context", default=None
 )
+
+
+_call_injections: contextvars.ContextVar[list[InjectedMessage] | None] = contextvars.ContextVar(
+    "shipagent_call_injections", default=None
+)
+"""The injections of the tool call running in this task (see :func:`collect_call_injections`)."""
+
+
+@contextmanager
+def collect_call_injections() -> Iterator[list[InjectedMessage]]:
+    """Collect what one tool call injects, separately from concurrent calls of the same step.
+
+    pydantic-ai runs a step's tool calls as separate asyncio tasks, each with a copy of the
+    context; a list set here inside the task is therefore that call's alone, even though the
+    :class:`ToolExecutionContext` (and its dedupe state) is shared by the whole run. Sync tools
+    run in a worker thread with a copy of the same context, so they append to the same list.
+    """
+    found: list[InjectedMessage] = []
+    token = _call_injections.set(found)
+    try:
+        yield found
+    finally:
+        _call_injections.reset(token)
 
 
 def current_tool_context() -> ToolExecutionContext:

@@ -77,6 +77,7 @@ def test_ship_agent_surface() -> None:
     run = inspect.signature(ShipAgent.run).parameters
     assert list(run)[:3] == ["self", "chat_key", "text"]
     assert run["on_step"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert run["request_id"].kind is inspect.Parameter.KEYWORD_ONLY  # durable: same id → one turn
     assert callable(ShipAgent.run_sync) and callable(ShipAgent.history)
     assert hasattr(ShipAgent, "__aenter__") and hasattr(ShipAgent, "__aexit__")
 
@@ -127,3 +128,17 @@ def test_run_sync(tmp_path) -> None:  # type: ignore[no-untyped-def]
     result = agent.run_sync("k", "hi")
     assert isinstance(result, AgentResult) and result.output == "echo: hi"
     assert result.usage.requests == 1
+
+
+def test_durable_room_surface() -> None:
+    import shipagent.durable
+
+    assert shipagent.durable.__all__ == [
+        "DurableExecutor",
+        "DurableSettings",
+        "claim_slot",
+        "recover_executors",
+        "resolve_settings",
+    ]
+    for name in shipagent.durable.__all__:
+        assert getattr(shipagent.durable, name).__doc__, name

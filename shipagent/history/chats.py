@@ -17,6 +17,7 @@ from pydantic_ai.messages import ModelMessage
 from ..chatkeys import ShipPaths
 from ..config import ChatHistoryConfig
 from .compaction import CompactionResult, compact
+from .injections import strip_injections
 from .stores import MessageLog
 
 __all__ = ["ChatHistories", "CompactionHook"]
@@ -105,6 +106,7 @@ class ChatHistories:
         holding the chat's lock.
         """
         chat = self._chat(chat_key)
+        new = strip_injections(new)  # injections live for one run (seed 002 §3)
         history = [*base, *new]
         result: CompactionResult | None = None
 

@@ -29,9 +29,9 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext
 
-from ..execution import ToolExecutionContext, _current
 from .budget import fit_to_budget
 from .compaction import MARKER
+from .injections import RunInjection, run_injections, strip_injections
 
 __all__ = ["ContextWindow", "place_injections"]
 
@@ -40,12 +40,19 @@ def _is_leading_system(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and all(isinstance(p, SystemPromptPart) for p in message.parts)
 
 
-def _injected_messages(ctx: ToolExecutionContext | None) -> tuple[list[ModelMessage], list[ModelMessage]]:
+def _injected_messages(injections: list[RunInjection]) -> tuple[list[ModelMessage], list[ModelMessage]]:
     """The run's injected (system, assistant) messages, in injection order."""
     systems: list[ModelMessage] = []
     assistants: list[ModelMessage] = []
-    for item in ctx.injected if ctx is not None else ():
-        meta = {MARKER: {"kind": "injected", "fingerprint": item.fingerprint}}
+    for injection in injections:
+        item = injection.message
+        meta = {
+            MARKER: {
+                "kind": "injected",
+                "fingerprint": item.fingerprint,
+                "toolCallId": injection.tool_call_id,
+            }
+        }
         if item.role == "system":
             systems.append(ModelRequest(parts=[SystemPromptPart(item.content)], metadata=meta))
         else:
@@ -81,10 +88,10 @@ def _lay(
 
 
 def place_injections(
-    prior: list[ModelMessage], current: list[ModelMessage], ctx: ToolExecutionContext | None
+    prior: list[ModelMessage], current: list[ModelMessage], *, limit: int = 120
 ) -> list[ModelMessage]:
-    """``prior + current`` with the run's injected messages laid in (pure)."""
-    return _lay(prior, current, *_injected_messages(ctx))
+    """``prior + current`` with the injections recorded in ``current`` laid in (pure)."""
+    return _lay(prior, current, *_injected_messages(run_injections(current, limit)))
 
 
 def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
@@ -104,19 +111,23 @@ class ContextWindow(AbstractCapability[Any]):
     """Budget the history and place injected messages, for what is sent only."""
 
     max_history_tokens: int = 32000
+    max_injected_messages: int = 120
 
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
         messages = list(request_context.messages)
         split = _split_current(messages, ctx.run_id)
-        systems, assistants = _injected_messages(_current.get())
+        # Rebuilt from the run's own messages (tool results carry them), never from the contextvar.
+        systems, assistants = _injected_messages(run_injections(messages[split:], self.max_injected_messages))
         # Injected messages count against the budget like the run's own messages: never dropped,
         # cut when too large (a tool may inject a huge transcript or file).
         injected = [*systems, *assistants]
         prior, rest = fit_to_budget(messages[:split], [*injected, *messages[split:]], self.max_history_tokens)
         systems, assistants = rest[: len(systems)], rest[len(systems) : len(injected)]
-        request_context.messages = _lay(prior, rest[len(injected) :], systems, assistants)
+        # The records themselves are bookkeeping: the request carries the laid-in messages only.
+        current = strip_injections(rest[len(injected) :])
+        request_context.messages = _lay(prior, current, systems, assistants)
         return request_context
 
     @classmethod

@@ -181,6 +181,10 @@ class AgentContextLog:
         if count > self.window:
             self._counts[chat_key] = self._compact(chat_key)
 
+    def forget(self, chat_key: str) -> None:
+        """Drop the cached entry count (another process appended: the next append recounts)."""
+        self._counts.pop(chat_key, None)
+
     def _compact(self, chat_key: str) -> int:
         path = self.path(chat_key)
         entries = jsonl.read_all(path)

@@ -1,0 +1,271 @@
+"""What durable turns cost: per-turn latency plain vs durable, and throughput with N workers.
+
+Two tables, both with an instant ``FunctionModel`` (so only shipagent + DBOS + the database are
+measured):
+
+1. **Per-turn cost** — ``agent.run`` one turn at a time in one process: plain (no durable), durable
+   on SQLite, durable on Postgres. In durable mode the process is also the worker, so a turn is:
+   enqueue → the queue dequeues it (polling) → workflow with model and commit steps → result read
+   back (polling). Mean and p50 per turn, and the overhead against plain.
+2. **Throughput** — 1, 2 and 4 ``shipagent worker`` processes on Postgres; a client enqueues
+   100 chats × 3 turns at once and waits for every result. Turns per second and the speed-up over
+   one worker. (Each worker is a separate process; the machine's cores bound the speed-up.)
+
+Postgres: ``SHIPAGENT_BENCH_DATABASE_URL`` (a server URL; a database per run is created on it),
+else a throwaway cluster (``initdb``/``pg_ctl``, as the ``postgres`` user when root).
+
+Run: ``python bench/durable.py`` (prints markdown tables). ``--turns N`` changes table 1's count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+SHIPAGENT = str(Path(sys.executable).parent / "shipagent")
+
+
+def instant_model() -> Any:
+    """The ``--model-factory`` target for bench workers: answers at once."""
+    from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+    from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("ok")])
+
+    return FunctionModel(respond, model_name="instant")
+
+
+# -- Postgres --------------------------------------------------------------------------------------
+
+
+@contextmanager
+def postgres_server() -> Iterator[str]:
+    given = os.environ.get("SHIPAGENT_BENCH_DATABASE_URL")
+    if given:
+        yield given
+        return
+    pg_ctl = shutil.which("pg_ctl") or (sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl")) or [None])[-1]
+    if pg_ctl is None:
+        raise SystemExit("no Postgres: set SHIPAGENT_BENCH_DATABASE_URL or apt-get install postgresql")
+    bindir = Path(pg_ctl).parent
+    base = Path(tempfile.mkdtemp(prefix="ship-bench-pg-"))
+    base.chmod(0o755)
+    data = base / "data"
+    data.mkdir()
+    prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+    if prefix:
+        shutil.chown(data, "postgres", "postgres")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    run = dict(check=True, capture_output=True, timeout=120)
+    subprocess.run([*prefix, str(bindir / "initdb"), "-A", "trust", "-U", "postgres", "-D", str(data)], **run)
+    opts = f"-p {port} -k {data} -c listen_addresses=127.0.0.1 -c max_connections=300"
+    subprocess.run(
+        [
+            *prefix,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-l",
+            str(data / "log"),
+            "-w",
+            "start",
+        ],
+        **run,
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}/postgres"
+    finally:
+        subprocess.run(
+            [*prefix, str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "stop"], capture_output=True
+        )
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@contextmanager
+def database(server: str) -> Iterator[str]:
+    import psycopg
+
+    name = f"ship_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        yield f"{server.rpartition('/')[0]}/{name}"
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def make_project(durable: str | None) -> Path:
+    root = Path(tempfile.mkdtemp(prefix="ship-bench-durable-"))
+    config: dict[str, Any] = {"name": "bench"}
+    if durable is not None:
+        config["durable"] = {"enabled": True, "database": durable}
+    (root / "ship.json").write_text(json.dumps(config))
+    return root
+
+
+# -- table 1: per-turn cost (each mode in its own process: DBOS is one per process) ---------------
+
+
+def per_turn_child(durable: str | None, turns: int) -> None:
+    import anyio
+
+    from shipagent import ShipAgent
+
+    async def main() -> list[float]:
+        agent = ShipAgent.from_project(make_project(durable), model=instant_model())
+        times: list[float] = []
+        async with agent:
+            for i in range(turns + 5):
+                start = time.perf_counter()
+                result = await agent.run(f"bench:{i % 10}", f"turn {i}")
+                assert result.success, result.output
+                if i >= 5:  # warm-up excluded
+                    times.append(time.perf_counter() - start)
+        return times
+
+    print(json.dumps(anyio.run(main)))
+
+
+def per_turn(mode: str, durable: str | None, turns: int) -> list[float]:
+    args = [sys.executable, __file__, "--child", mode, "--turns", str(turns)]
+    if durable:
+        args += ["--database", durable]
+    out = subprocess.run(args, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        raise SystemExit(f"{mode} failed:\n{out.stderr[-3000:]}")
+    return list(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+# -- table 2: throughput with N worker processes ----------------------------------------------------
+
+
+def throughput(url: str, workers: int, chats: int, turns: int) -> float:
+    from dbos import DBOSClient
+
+    project = make_project(url)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    logs = [open(project / f"worker-{n}.log", "w+") for n in range(workers)]  # noqa: SIM115
+    procs = [
+        subprocess.Popen(
+            [
+                SHIPAGENT,
+                "worker",
+                "-C",
+                str(project),
+                "--executor-id",
+                f"bench-{n}",
+                "--model-factory",
+                "durable:instant_model",
+            ],
+            stdout=logs[n],
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+        )
+        for n in range(workers)
+    ]
+    try:
+        deadline = time.monotonic() + 120
+        while not all(" ready on " in (project / f"worker-{n}.log").read_text() for n in range(workers)):
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise SystemExit("a worker did not start")
+            time.sleep(0.1)
+        time.sleep(1.5)  # the queue thread notices a newly registered queue within a second
+        client = DBOSClient(system_database_url=url, application_name="shipagent")
+        try:
+            start = time.perf_counter()
+            handles = [
+                client.enqueue(
+                    {  # type: ignore[typeddict-item]
+                        "workflow_name": "shipagent.turn",
+                        "queue_name": "shipagent_turns",
+                        "workflow_id": uuid.uuid4().hex,
+                        "queue_partition_key": f"bench:{c}",
+                        "app_version": "shipagent-durable-1",
+                    },
+                    f"bench:{c}",
+                    f"turn {t}",
+                )
+                for t in range(turns)
+                for c in range(chats)
+            ]
+            for handle in handles:
+                assert handle.get_result(polling_interval_sec=0.02).success
+            elapsed = time.perf_counter() - start
+        finally:
+            client.destroy()
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(timeout=60)
+        for n, log in enumerate(logs):
+            log.seek(0)
+            noisy = [line for line in log.read().splitlines() if "WARNING" in line or "ERROR" in line]
+            if noisy:
+                print(f"worker {n}: " + "\n".join(noisy[-5:]), file=sys.stderr)
+            log.close()
+        shutil.rmtree(project, ignore_errors=True)
+    return chats * turns / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--chats", type=int, default=100)
+    parser.add_argument("--chat-turns", type=int, default=3)
+    parser.add_argument("--child")
+    parser.add_argument("--database")
+    args = parser.parse_args()
+    if args.child:
+        per_turn_child(args.database, args.turns)
+        return
+    with postgres_server() as server:
+        rows: list[tuple[str, list[float]]] = [("plain", per_turn("plain", None, args.turns))]
+        rows.append(("durable, SQLite", per_turn("sqlite", "sqlite", args.turns)))
+        with database(server) as url:
+            rows.append(("durable, Postgres", per_turn("postgres", url, args.turns)))
+        base = statistics.mean(rows[0][1])
+        print(f"Per-turn cost, instant model, {args.turns} turns one at a time:\n")
+        print("| mode | mean ms | p50 ms | overhead vs plain |")
+        print("|---|---:|---:|---:|")
+        for name, times in rows:
+            mean = statistics.mean(times)
+            extra = "—" if name == "plain" else f"+{(mean - base) * 1000:.1f} ms"
+            print(f"| {name} | {mean * 1000:.1f} | {statistics.median(times) * 1000:.1f} | {extra} |")
+        total = args.chats * args.chat_turns
+        print(f"\nThroughput on Postgres, {args.chats} chats × {args.chat_turns} turns ({total} turns):\n")
+        print("| workers | turns/s | vs 1 worker |")
+        print("|---:|---:|---:|")
+        one = 0.0
+        for n in (1, 2, 4):
+            with database(server) as url:
+                rate = throughput(url, n, args.chats, args.chat_turns)
+            one = one or rate
+            print(f"| {n} | {rate:.1f} | {rate / one:.2f}× |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

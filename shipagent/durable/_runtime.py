@@ -1,0 +1,277 @@
+"""The durable executor: turns go onto one DBOS queue partitioned by chat key.
+
+``DurableExecutor`` is the :class:`~shipagent.turns.TurnExecutor` a started agent uses when
+ship.json turns ``durable`` on. It runs in one of two roles:
+
+* **worker** (default; ``shipagent worker``, ``shipagent serve``): launches DBOS in this process,
+  so queued turns of any chat run here up to the queue's per-worker concurrency; writes a
+  heartbeat row every :data:`HEARTBEAT_SECONDS` and, every few seconds, resumes the pending turns
+  of executors whose heartbeat is older than ``recoverAfterSeconds``;
+* **client** (``serve --no-worker``): only enqueues turns and waits for their results through a
+  ``DBOSClient``; other processes execute them.
+
+Either way :meth:`submit` enqueues the turn as workflow ``shipagent.turn`` with the request id as
+the workflow id (same id twice → the first turn's result, nothing runs again) and the chat key as
+the partition key (partition concurrency 1: one turn of a chat at a time across every worker;
+different chats in parallel), and waits for the result.
+
+Streaming degrades in durable mode: the turn may run in another process, so ``on_step`` receives
+the turn's ``done`` event (with the final output) after completion, not live steps; a ``channel``
+cannot follow the turn across processes, so ``chat_send`` texts come back in the result's output.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from contextlib import suppress
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from dbos import DBOS, DBOSClient, SetEnqueueOptions, SetWorkflowID
+from dbos._utils import INTERNAL_QUEUE_NAME
+
+from .._steps import StepCallback
+from ..results import AgentResult, StepEvent
+from ..turns import TurnHooks
+from ._heartbeat import Heartbeats
+from ._hooks import DurableTurnHooks
+from ._settings import (
+    APP_NAME,
+    QUEUE_NAME,
+    WORKFLOW_NAME,
+    DurableSettings,
+    ExecutorSlot,
+    claim_slot,
+    resolve_settings,
+)
+from ._workflow import bind_agent, turn_workflow
+
+if TYPE_CHECKING:
+    from ..agent import ShipAgent
+
+__all__ = ["APP_VERSION", "DurableExecutor", "recover_executors"]
+
+log = logging.getLogger("shipagent.durable")
+
+APP_VERSION = "shipagent-durable-1"
+"""Fixed DBOS application version: every worker of every machine recovers every pending turn
+(DBOS otherwise derives the version from a hash of the registered code, and recovers only its own)."""
+HEARTBEAT_SECONDS = 2.0
+QUEUE_POLL_SECONDS = 0.02
+RESULT_POLL_SECONDS = 0.01
+STOP_GRACE_SECONDS = 30
+
+
+def recover_executors(sys_db: Any, executor_ids: list[str]) -> list[str]:
+    """Re-enqueue the pending turns of ``executor_ids``; returns the workflow ids re-enqueued.
+
+    Uses DBOS's own recovery primitive (the one its launch-time recovery uses): a conditional
+    update that only matches a workflow still PENDING *on one of those executors*, so recovering
+    twice, or racing another worker, re-enqueues each turn at most once. The turn keeps its queue
+    and partition, so per-chat order holds.
+    """
+    done: list[str] = []
+    for executor_id in executor_ids:
+        for pending in sys_db.get_pending_workflows(executor_id, APP_VERSION):
+            if sys_db.reenqueue_for_recovery(pending.workflow_id, [executor_id], INTERNAL_QUEUE_NAME):
+                done.append(pending.workflow_id)
+    return done
+
+
+class DurableExecutor:
+    """Runs an agent's turns as durable workflows (use with ``async with``)."""
+
+    def __init__(
+        self,
+        agent: ShipAgent,
+        *,
+        worker: bool = True,
+        concurrency: int | None = None,
+        executor_id: str | None = None,
+    ) -> None:
+        self.agent = agent
+        self.worker = worker
+        self.concurrency = concurrency
+        self.settings: DurableSettings = resolve_settings(
+            agent.config.durable, agent.project_root, executor_id=executor_id
+        )
+        self.executor_id: str | None = None
+        self.recovered: list[str] = []
+        """Workflow ids this worker re-enqueued for dead executors (for tests and logs)."""
+        self._slot: ExecutorSlot | None = None
+        self._heartbeats: Heartbeats | None = None
+        self._client: DBOSClient | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._queue: Any = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> DurableExecutor:
+        if self.worker:
+            await self._start_worker()
+        else:
+            url = self.settings.database_url
+            await anyio.to_thread.run_sync(lambda: DBOS.migrate(url))  # a client never migrates
+            self._client = await anyio.to_thread.run_sync(
+                lambda: DBOSClient(system_database_url=url, application_name=APP_NAME)
+            )
+        return self
+
+    async def _start_worker(self) -> None:
+        self._slot = claim_slot(self.agent.project_root, self.settings)
+        self.executor_id = self._slot.executor_id
+        self._heartbeats = Heartbeats(self.settings)
+        try:
+            await self._beat()  # before launch: a worker that dies while recovering is visible
+            bind_agent(self.agent)
+            self.agent.turn_hooks = DurableTurnHooks()
+            config: Any = {
+                "name": APP_NAME,
+                "system_database_url": self.settings.database_url,
+                "executor_id": self.executor_id,
+                "application_version": APP_VERSION,
+                "log_level": "WARNING",
+                "notification_listener_polling_interval_sec": 0.1,
+            }
+            DBOS(config=config)
+            # Launched from inside the running loop on purpose: DBOS then runs dequeued and
+            # recovered async workflows on *this* loop, where the agent's MCP sessions and locks
+            # live. (A blocking call, once, at start-up.) Launch also resumes this executor's
+            # own pending turns.
+            DBOS.launch()
+            self._queue = await DBOS.register_queue_async(
+                QUEUE_NAME,
+                partition_concurrency=1,
+                worker_concurrency=self.concurrency,
+                polling_interval_sec=QUEUE_POLL_SECONDS,
+                on_conflict="always_update" if self.concurrency is not None else "never_update",
+            )
+        except BaseException:
+            await self._stop_worker()
+            raise
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._heartbeat_loop()), loop.create_task(self._recovery_loop())]
+        log.info("durable worker %s on %s", self.executor_id, self.settings.redacted_url())
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self.worker:
+            await self._stop_worker()
+        elif self._client is not None:
+            client, self._client = self._client, None
+            await anyio.to_thread.run_sync(client.destroy)
+
+    async def _stop_worker(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        # DBOS stops dequeuing, then waits (in a thread, so this loop keeps running them) for the
+        # turns in flight to finish; one still running after the grace period stays PENDING and is
+        # resumed by this executor's next start or by a live worker.
+        with suppress(Exception):
+            await anyio.to_thread.run_sync(
+                lambda: DBOS.destroy(
+                    destroy_registry=False, workflow_completion_timeout_sec=STOP_GRACE_SECONDS
+                )
+            )
+        bind_agent(None)
+        self.agent.turn_hooks = TurnHooks()
+        if self._heartbeats is not None:
+            self._heartbeats.close()
+        if self._slot is not None:
+            self._slot.release()
+
+    # -- heartbeat and recovery ------------------------------------------------------------------
+
+    async def _beat(self) -> None:
+        assert self._heartbeats is not None and self.executor_id is not None
+        beat = self._heartbeats.beat
+        await anyio.to_thread.run_sync(beat, self.executor_id, os.getpid(), socket.gethostname())
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_SECONDS)
+            try:
+                await self._beat()
+            except Exception as exc:  # a database hiccup must not stop the worker
+                log.warning("durable heartbeat failed: %s", exc)
+
+    async def _recovery_loop(self) -> None:
+        interval = min(max(self.settings.recover_after_seconds / 3, 0.5), 10.0)
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.recover_dead()
+            except Exception as exc:
+                log.warning("durable recovery pass failed: %s", exc)
+
+    async def recover_dead(self) -> list[str]:
+        """Resume the pending turns of every executor whose heartbeat is stale (one winner each)."""
+        hb, me, after = self._heartbeats, self.executor_id, self.settings.recover_after_seconds
+        assert hb is not None and me is not None
+
+        def work() -> list[str]:
+            done: list[str] = []
+            for dead in hb.stale(me, after):
+                if hb.claim(dead, after):  # exactly one live worker wins each dead executor
+                    ids = recover_executors(_sys_db(), [dead])
+                    if ids:
+                        log.warning("durable: resumed %d turn(s) of dead executor %s", len(ids), dead)
+                    done.extend(ids)
+            return done
+
+        done = await anyio.to_thread.run_sync(work)
+        self.recovered.extend(done)
+        return done
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        request_id: str | None,
+        on_step: StepCallback | None,
+        channel: Any,
+    ) -> AgentResult:
+        """Enqueue the turn (or find it, by request id) and wait for its result."""
+        rid = request_id or uuid.uuid4().hex
+        result: AgentResult
+        if self._client is not None:
+            options: Any = {
+                "workflow_name": WORKFLOW_NAME,
+                "queue_name": QUEUE_NAME,
+                "workflow_id": rid,
+                "queue_partition_key": chat_key,
+                "app_version": APP_VERSION,
+            }
+            client_handle: Any = await self._client.enqueue_async(options, chat_key, text)
+            result = await client_handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
+        else:
+            with SetWorkflowID(rid), SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION):
+                handle = await self._queue.enqueue_async(turn_workflow, chat_key, text)
+            result = await handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
+        if on_step is not None:  # durable mode reports the outcome, not live steps (see module doc)
+            data: dict[str, Any] = {"requestId": result.request_id}
+            if not result.success:
+                data["success"] = False
+            outcome = on_step(StepEvent("done", result.output, data))
+            if asyncio.iscoroutine(outcome):
+                await outcome
+        return result
+
+
+def _sys_db() -> Any:
+    from dbos._dbos import _get_dbos_instance
+
+    return _get_dbos_instance()._sys_db

@@ -1,0 +1,38 @@
+"""The one registered workflow: a turn of a chat, identified by its request id.
+
+DBOS keeps its registry and its runtime in process-global state (``DBOS`` is a singleton; a
+second ``DBOS(config=...)`` in the same process returns the first), so one process serves one
+durable project: the worker binds its agent here and every dequeued or recovered turn runs on it.
+Several workers therefore mean several processes, which is what a cluster is anyway.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dbos import DBOS
+
+from ..errors import ShipAgentError
+from ..results import AgentResult
+from ._settings import WORKFLOW_NAME
+
+if TYPE_CHECKING:
+    from ..agent import ShipAgent
+
+__all__ = ["bind_agent", "turn_workflow"]
+
+_agent: ShipAgent | None = None
+
+
+def bind_agent(agent: ShipAgent | None) -> None:
+    """Make ``agent`` the one this process's workflows run on (``None`` unbinds)."""
+    global _agent
+    _agent = agent
+
+
+@DBOS.workflow(name=WORKFLOW_NAME)
+async def turn_workflow(chat_key: str, text: str) -> AgentResult:
+    """Run one turn; the workflow id is the turn's request id."""
+    if _agent is None:  # pragma: no cover - a worker binds before DBOS launches
+        raise ShipAgentError("no agent is bound to this durable worker")
+    return await _agent.execute_turn(chat_key, text, request_id=DBOS.workflow_id)

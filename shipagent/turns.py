@@ -1,0 +1,97 @@
+"""Seams where a turn's effects run: inline by default, as recorded steps in durable mode.
+
+The core (``agent.py``) reads top to bottom the same way in both modes. It asks its
+:class:`TurnHooks` to wrap the model and the toolsets, to load the chat's history and to commit the
+turn; the default hooks do exactly what the plain runtime always did. Durable mode
+(``shipagent.durable``) plugs in hooks that record the model requests, the tools with effects and
+the commit as DBOS steps, and a :class:`TurnExecutor` that queues whole turns. The core never
+imports the durable room: the package facade registers it in :data:`executor_factories`, and the
+agent looks it up by name only when ship.json turns durable mode on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+from pydantic_ai.toolsets import AbstractToolset
+
+from ._steps import StepCallback
+from .results import AgentResult
+
+if TYPE_CHECKING:
+    from .agent import ShipAgent
+    from .history.compaction import CompactionResult
+
+__all__ = ["CommitOutcome", "TurnCommit", "TurnExecutor", "TurnHooks", "executor_factories"]
+
+
+@dataclass
+class TurnCommit:
+    """Everything a successful turn writes, so the write can be recorded, checked and replayed."""
+
+    chat_key: str
+    request_id: str
+    text: str
+    said: str
+    output: str
+    records: list[Any]
+    sent: list[str]
+    base: list[ModelMessage]
+    new: list[ModelMessage]
+    base_compaction: CompactionResult | None
+
+
+CommitOutcome = tuple["CompactionResult | None", "Exception | None"]
+"""What a commit did: the compaction it triggered, or the exception that kept the turn from sticking."""
+
+
+class TurnHooks:
+    """The default: every effect runs inline, exactly as in a plain (non-durable) agent."""
+
+    def request_id(self, given: str | None, fresh: Callable[[], str]) -> str:
+        """The turn's request id: the caller's, else a fresh one."""
+        return given or fresh()
+
+    def model(self, model: Model) -> Model:
+        """The model the tool loop calls (durable mode records each request)."""
+        return model
+
+    def toolsets(self, toolsets: Sequence[AbstractToolset[Any]]) -> list[AbstractToolset[Any]]:
+        """The toolsets the tool loop offers (durable mode runs tools with effects as steps)."""
+        return list(toolsets)
+
+    async def load(
+        self, agent: ShipAgent, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
+    ) -> list[ModelMessage]:
+        """The chat's history at the start of the turn."""
+        return await load()
+
+    async def commit(
+        self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
+    ) -> CommitOutcome:
+        """Write the turn to every store (durable mode: once, whatever crashes in between)."""
+        return await commit(turn)
+
+
+class TurnExecutor(Protocol):
+    """Runs whole turns somewhere else (a queue of durable workflows) and returns their results."""
+
+    async def submit(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        request_id: str | None,
+        on_step: StepCallback | None,
+        channel: Any,
+    ) -> AgentResult: ...
+
+
+ExecutorFactory = Callable[["ShipAgent"], AbstractAsyncContextManager[TurnExecutor | None]]
+executor_factories: dict[str, ExecutorFactory] = {}
+"""Registered by the package facade (``"durable"`` → ``shipagent.durable``, imported lazily)."""

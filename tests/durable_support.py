@@ -1,0 +1,139 @@
+"""Scripted model and tools for durable-mode worker subprocesses (the ``--model-factory`` hook).
+
+Workers run as real processes (``shipagent worker --model-factory durable_support:scripted_model``
+with this directory on ``PYTHONPATH``); the project's ship.json lists ``durable_support`` in
+``tools.modules`` so the workers offer its tools. Everything the test needs to observe crosses
+the process boundary through files in ``$SHIPAGENT_TEST_DIR``:
+
+* ``requests.jsonl`` — one line per model request *actually sent* (a recorded request replayed by
+  DBOS never reaches the model, so it is not written): the user's text, the phase (``first`` or
+  ``after-tool``), the worker's pid, and the system prompt texts it carried;
+* ``running-<tag>`` — written by ``test_block`` (and by a blocking model request) when it starts, so
+  the test can kill the worker mid-call; it then waits for ``release-<tag>`` (never, if the test
+  wants it killed there);
+* ``effects.jsonl`` — one line per ``test_block`` call that finished (an effect outside the turn).
+
+The model's answers depend only on the user's text:
+
+* ``block:<tag>`` — call ``test_block(tag)``, then answer ``finished <tag>``;
+* ``inject:<tag>`` — call ``test_inject(tag)`` (injects the system message ``RULE-<tag>``), then block in
+  the next model request on ``release-<tag>``, then answer ``saw RULE-<tag>: yes|no``;
+* ``send:<tag>`` — call ``chat_send("sent <tag>")``, then block in the next model request on
+  ``release-<tag>``, then answer ``finished <tag>``;
+* anything else — answer ``echo: <text>`` (after ``$SHIPAGENT_TEST_DELAY`` seconds, default 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.toolsets import FunctionToolset
+
+from shipagent import current_tool_context
+
+__all__ = ["scripted_model", "toolset"]
+
+
+def _dir() -> Path:
+    return Path(os.environ["SHIPAGENT_TEST_DIR"])
+
+
+def _append(name: str, record: dict[str, Any]) -> None:
+    with open(_dir() / name, "a", encoding="utf-8") as handle:
+        handle.write(json.dumps(record) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+async def _wait_released(tag: str) -> None:
+    (_dir() / f"running-{tag}").write_text(str(os.getpid()), encoding="utf-8")
+    while not (_dir() / f"release-{tag}").exists():  # noqa: ASYNC110 - another process writes it
+        await asyncio.sleep(0.05)
+
+
+async def test_block(tag: str) -> str:
+    """Signal that the call is running, wait for the test to release it, record the effect."""
+    await _wait_released(tag)
+    _append("effects.jsonl", {"tag": tag, "pid": os.getpid()})
+    return f"block {tag} done"
+
+
+async def test_inject(tag: str) -> str:
+    """Inject a system message the next model request must carry."""
+    result = current_tool_context().inject_system_message_once(f"RULE-{tag}", fingerprint=f"rule:{tag}")
+    _append("effects.jsonl", {"tag": f"inject-{tag}", "inserted": result.inserted, "pid": os.getpid()})
+    return f"injected {tag}"
+
+
+toolset: FunctionToolset[Any] = FunctionToolset([test_block, test_inject])
+
+
+def _user_text(messages: list[ModelMessage]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                    return part.content
+    return ""
+
+
+def _systems(messages: list[ModelMessage]) -> list[str]:
+    return [
+        p.content
+        for m in messages
+        if isinstance(m, ModelRequest)
+        for p in m.parts
+        if isinstance(p, SystemPromptPart) and p.content.startswith("RULE-")
+    ]
+
+
+async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    text = _user_text(messages)
+    last = messages[-1]
+    after_tool = isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts)
+    phase = "after-tool" if after_tool else "first"
+    _append(
+        "requests.jsonl",
+        {"text": text, "phase": phase, "pid": os.getpid(), "systems": _systems(messages), "t": time.time()},
+    )
+    kind, _, tag = text.partition(":")
+    if kind == "block" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("test_block", {"tag": tag})])
+        return ModelResponse(parts=[TextPart(f"finished {tag}")])
+    if kind == "inject" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("test_inject", {"tag": tag})])
+        await _wait_released(tag)
+        seen = "yes" if f"RULE-{tag}" in _systems(messages) else "no"
+        return ModelResponse(parts=[TextPart(f"saw RULE-{tag}: {seen}")])
+    if kind == "send" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
+        await _wait_released(tag)
+        return ModelResponse(parts=[TextPart(f"finished {tag}")])
+    delay = float(os.environ.get("SHIPAGENT_TEST_DELAY", "0"))
+    if delay:
+        await asyncio.sleep(delay)
+    return ModelResponse(parts=[TextPart(f"echo: {text}")])
+
+
+def scripted_model() -> FunctionModel:
+    """The ``--model-factory`` target: a FunctionModel scripted by the user's text."""
+    return FunctionModel(_respond, model_name="durable-scripted")

@@ -1,0 +1,347 @@
+"""Durable turns with real worker processes, real SQLite and real Postgres (issue 14).
+
+Every worker is a ``shipagent worker`` subprocess running the scripted model and tools of
+``durable_support``; the test process submits turns as a client (``agent.run`` with the durable
+executor in client mode, or a ``DBOSClient``), kills workers with SIGKILL at chosen moments and
+reads the project's stores afterwards.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from _durable_env import (
+    SHIPAGENT,
+    Worker,
+    durable_project,
+    fresh_database,
+    postgres_server,  # noqa: F401 - the session fixture
+    read_jsonl,
+    wait_for,
+    worker_env,
+)
+
+from shipagent import AgentResult, ShipAgent
+from shipagent.chatkeys import ShipPaths
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    with fresh_database(request.getfixturevalue("postgres_server")) as url:
+        yield url
+
+
+@pytest.fixture
+def pg_database(postgres_server: str) -> Iterator[str]:  # noqa: F811
+    with fresh_database(postgres_server) as url:
+        yield url
+
+
+def client_agent(project: Path) -> ShipAgent:
+    """An agent that only submits turns (``serve --no-worker``'s role); workers run them."""
+    agent = ShipAgent.from_project(project)
+    agent.turn_executor_options = {"worker": False}
+    return agent
+
+
+async def started(worker: Worker) -> Worker:
+    return await anyio.to_thread.run_sync(worker.wait_ready)
+
+
+async def committed(project: Path, chat_key: str) -> dict[str, list[str]]:
+    """The request ids each store holds for ``chat_key``, in store order (user entries only)."""
+    paths = ShipPaths(project)
+    messages = [r["requestId"] for r in read_jsonl(paths.message_log(chat_key)) if r.get("t") == "turn"]
+    transcript = [r["requestId"] for r in read_jsonl(paths.transcript(chat_key)) if r["role"] == "user"]
+    agent_context = [r["requestId"] for r in read_jsonl(paths.agent_context(chat_key))]
+    agent = ShipAgent.from_project(project)
+    try:
+        box = await agent.handover.output_box_id(chat_key)
+        cards = await agent.handover.read_box(box)
+    finally:
+        await agent.handover.aclose()
+    user_cards = [c.metadata["request_id"] for c in cards if c.metadata.get("role") == "user"]
+    return {
+        "messages": messages,
+        "transcript": transcript,
+        "agentContext": agent_context,
+        "cards": user_cards,
+    }
+
+
+async def assert_committed_once(project: Path, chat_key: str, request_id: str) -> None:
+    for store, ids in (await committed(project, chat_key)).items():
+        assert ids.count(request_id) == 1, f"{store}: {ids}"
+
+
+# -- kill -9 and restart with the same executor id ------------------------------------------------
+
+
+async def test_kill9_mid_tool_call_then_restart_same_executor(tmp_path: Path, database: str) -> None:
+    project = durable_project(tmp_path / "p", database)
+    signals = project / "signals"
+    first = await started(Worker(project, "worker-a"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:kill", "block:t1", request_id="turn-kill-1")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t1")  # the tool is running
+            first.kill9()
+            (signals / "release-t1").touch()
+            second = await started(Worker(project, "worker-a"))  # same executor id
+        second.stop()
+    r = result["r"]
+    assert (r.success, r.output, r.request_id) == (True, "finished t1", "turn-kill-1")
+    requests = read_jsonl(signals / "requests.jsonl")
+    # the first model request is recorded: the restarted worker did not send it again
+    assert [(q["text"], q["phase"], q["pid"]) for q in requests] == [
+        ("block:t1", "first", first.pid),
+        ("block:t1", "after-tool", second.pid),
+    ]
+    # the tool was killed before it finished, so its step reran once, in the new worker
+    assert read_jsonl(signals / "effects.jsonl") == [{"tag": "t1", "pid": second.pid}]
+    await assert_committed_once(project, "chat:kill", "turn-kill-1")
+    # the chat goes on in the restarted project
+    third = await started(Worker(project, "worker-a"))
+    try:
+        async with client_agent(project) as agent:
+            nxt = await agent.run("chat:kill", "after the crash")
+        assert nxt.output == "echo: after the crash"
+        assert (await committed(project, "chat:kill"))["messages"] == ["turn-kill-1", nxt.request_id]
+    finally:
+        third.stop()
+
+
+async def test_injection_survives_replay(tmp_path: Path) -> None:
+    """Killed after the injecting tool's step: the resumed turn's next request carries the injection."""
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    first = await started(Worker(project, "worker-i"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:inject", "inject:t2", request_id="turn-inject")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t2")  # 2nd model request
+            first.kill9()
+            (signals / "release-t2").touch()
+            second = await started(Worker(project, "worker-i"))
+        second.stop()
+    assert result["r"].output == "saw RULE-t2: yes"
+    requests = read_jsonl(signals / "requests.jsonl")
+    assert [(q["phase"], q["pid"], q["systems"]) for q in requests] == [
+        ("first", first.pid, []),
+        ("after-tool", first.pid, ["RULE-t2"]),
+        ("after-tool", second.pid, ["RULE-t2"]),  # replayed tool step, injection laid back
+    ]
+    # the tool ran once: its step was recorded before the kill
+    assert [e["tag"] for e in read_jsonl(signals / "effects.jsonl")] == ["inject-t2"]
+    await assert_committed_once(project, "chat:inject", "turn-inject")
+
+
+async def test_chat_send_text_survives_replay(tmp_path: Path) -> None:
+    """Killed after chat_send's step: the resumed turn still reports and records the sent text."""
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    first = await started(Worker(project, "worker-s"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:send", "send:t5", request_id="turn-send")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t5")  # 2nd model request
+            first.kill9()
+            (signals / "release-t5").touch()
+            second = await started(Worker(project, "worker-s"))
+        second.stop()
+    assert result["r"].output == "sent t5\n\nfinished t5"
+    transcript = read_jsonl(ShipPaths(project).transcript("chat:send"))
+    assert [(e["role"], e["text"], e.get("via")) for e in transcript] == [
+        ("user", "send:t5", None),
+        ("assistant", "sent t5", "tool"),
+        ("assistant", "finished t5", None),
+    ]
+    await assert_committed_once(project, "chat:send", "turn-send")
+
+
+async def test_sigterm_lets_the_running_turn_finish(tmp_path: Path) -> None:
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    worker = await started(Worker(project, "worker-t"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:term", "block:t6")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t6")
+            worker.proc.send_signal(signal.SIGTERM)  # a deploy stops the worker mid-turn
+            await anyio.sleep(0.5)
+            (signals / "release-t6").touch()
+    assert result["r"].output == "finished t6"
+    assert await anyio.to_thread.run_sync(lambda: worker.proc.wait(timeout=60)) == 0
+    assert [q["pid"] for q in read_jsonl(signals / "requests.jsonl")] == [worker.pid, worker.pid]
+
+
+# -- many workers -----------------------------------------------------------------------------------
+
+
+def test_two_workers_ten_chats_five_turns_postgres(tmp_path: Path, pg_database: str) -> None:
+    from dbos import DBOSClient
+
+    project = durable_project(tmp_path / "p", pg_database)
+    signals = project / "signals"
+    workers = [Worker(project, f"worker-{n}", concurrency=3, SHIPAGENT_TEST_DELAY="0.05") for n in (1, 2)]
+    try:
+        for w in workers:
+            w.wait_ready()
+        client = DBOSClient(system_database_url=pg_database, application_name="shipagent")
+        try:
+            handles = []
+            for turn in range(5):  # enqueued in turn order; all 50 before any result is awaited
+                for chat in range(10):
+                    options: Any = {
+                        "workflow_name": "shipagent.turn",
+                        "queue_name": "shipagent_turns",
+                        "workflow_id": f"c{chat}-t{turn}",
+                        "queue_partition_key": f"chat:{chat}",
+                        "app_version": "shipagent-durable-1",
+                    }
+                    handles.append(client.enqueue(options, f"chat:{chat}", f"c{chat}-t{turn}"))
+            results = [h.get_result(polling_interval_sec=0.05) for h in handles]
+        finally:
+            client.destroy()
+    finally:
+        for w in workers:
+            w.stop()
+    assert all(r.success for r in results)
+    assert [r.output for r in results] == [f"echo: c{c}-t{t}" for t in range(5) for c in range(10)]
+    for chat in range(10):
+        stores = anyio.run(committed, project, f"chat:{chat}")
+        expected = [f"c{chat}-t{t}" for t in range(5)]
+        assert stores == {name: expected for name in stores}, chat  # once each, in order
+    requests = read_jsonl(signals / "requests.jsonl")
+    assert sorted(q["text"] for q in requests) == sorted(f"c{c}-t{t}" for c in range(10) for t in range(5))
+    assert {q["pid"] for q in requests} == {w.pid for w in workers}  # both workers did work
+    # per chat, turn i+1's request started only after turn i's answer was committed
+    for chat in range(10):
+        times = [
+            q["t"] for q in sorted(requests, key=lambda q: q["text"]) if q["text"].startswith(f"c{chat}-")
+        ]
+        assert times == sorted(times)
+
+
+async def test_dead_worker_turn_resumed_by_another_within_deadline(tmp_path: Path, pg_database: str) -> None:
+    recover_after = 3.0
+    project = durable_project(tmp_path / "p", pg_database, recover_after=recover_after)
+    signals = project / "signals"
+    doomed = await started(Worker(project, "worker-doomed"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:orphan", "block:t3", request_id="turn-orphan")
+            result["at"] = time.monotonic()  # type: ignore[assignment]
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t3")
+            survivor = await started(Worker(project, "worker-survivor"))
+            (signals / "release-t3").touch()
+            doomed.kill9()  # for good: nobody restarts "worker-doomed"
+            killed_at = time.monotonic()
+        survivor.stop()
+    took = float(result["at"]) - killed_at  # type: ignore[arg-type]
+    assert took <= recover_after + 10, took
+    assert result["r"].output == "finished t3"
+    requests = read_jsonl(signals / "requests.jsonl")
+    assert [(q["phase"], q["pid"]) for q in requests] == [("first", doomed.pid), ("after-tool", survivor.pid)]
+    await assert_committed_once(project, "chat:orphan", "turn-orphan")
+
+
+async def test_recover_by_hand(tmp_path: Path) -> None:
+    project = durable_project(tmp_path / "p", "sqlite", recover_after=600)
+    signals = project / "signals"
+    doomed = await started(Worker(project, "worker-gone"))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run("chat:hand", "block:t4", request_id="turn-hand")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / "running-t4")
+            (signals / "release-t4").touch()
+            doomed.kill9()
+            other = await started(Worker(project, "worker-other"))
+            out = await anyio.to_thread.run_sync(
+                lambda: subprocess.run(
+                    [SHIPAGENT, "recover", "-C", str(project), "--executor", "worker-gone"],
+                    capture_output=True,
+                    text=True,
+                    env=worker_env(project),
+                    timeout=120,
+                )
+            )
+            assert out.returncode == 0, out.stderr
+            assert "resumed 1 pending turn(s)" in out.stdout
+        other.stop()
+    assert result["r"].output == "finished t4"
+    await assert_committed_once(project, "chat:hand", "turn-hand")
+
+
+# -- in process: same request id twice --------------------------------------------------------------
+
+
+async def test_same_request_id_twice_runs_one_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from durable_support import scripted_model
+
+    project = durable_project(tmp_path / "p", "sqlite")
+    monkeypatch.setenv("SHIPAGENT_TEST_DIR", str(project / "signals"))
+    agent = ShipAgent.from_project(project, model=scripted_model())  # this process is the worker
+    steps: list[str] = []
+    async with agent:
+        first = await agent.run(
+            "chat:idem", "hello", request_id="same-id", on_step=lambda e: steps.append(e.type)
+        )
+        again = await agent.run("chat:idem", "something else", request_id="same-id")
+        other = await agent.run("chat:idem", "next")
+    assert (first.output, again.output, again.request_id) == ("echo: hello", "echo: hello", "same-id")
+    assert other.output == "echo: next"
+    assert steps == ["done"]  # durable mode reports the outcome, not live steps
+    assert [q["text"] for q in read_jsonl(project / "signals" / "requests.jsonl")] == ["hello", "next"]
+    stores = await committed(project, "chat:idem")
+    assert stores == {name: ["same-id", other.request_id] for name in stores}
+    assert agent.turn_executor is None  # stopped with the agent
+
+
+async def test_durable_needs_a_started_agent(tmp_path: Path) -> None:
+    project = durable_project(tmp_path / "p", "sqlite")
+    agent = ShipAgent.from_project(project)
+    with pytest.raises(Exception, match="async with agent"):
+        await agent.run("chat:x", "hi")
