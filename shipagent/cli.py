@@ -29,6 +29,7 @@ from .mcp import mcp_app
 from .models import describe_model
 from .results import AgentResult, StepEvent
 from .skills import skills_check_hook
+from .stores import _cli as stores_cli
 from .tools import sandbox_check_hook
 
 __all__ = ["app", "main"]
@@ -44,6 +45,7 @@ app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
 app.add_typer(context_app, name="context")  # shipagent context list|export|import
 app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
 app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
+app.command("migrate")(stores_cli.migrate_command)  # shipagent migrate --to/--from postgresql://
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
