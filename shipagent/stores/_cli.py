@@ -86,6 +86,12 @@ def migrate_command(
     bad = [row for row in rows if not row.ok]
     where = f"{redact(url)}" if to else f"{project / '.ship'}"
     if bad:
+        for row in bad:
+            chat = "(project)" if row.chat_key is None else repr(row.chat_key)
+            _err.print(
+                escape(f"mismatch: chat {chat} store {row.store}: source {row.source}, target {row.target}")
+                + (f": {escape(row.note)}" if row.note else "")
+            )
         _err.print(f"[bold red]{len(bad)} store(s) do not match[/] in {escape(where)}")
         raise typer.Exit(1)
     chats = len({row.chat_key for row in rows if row.chat_key is not None})
