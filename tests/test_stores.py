@@ -227,12 +227,14 @@ async def test_commit_turn_writes_every_store(stores: Any) -> None:
         sent=["on it"],
         tool_calls=[{"tool": "chat_send", "success": True, "error": None}],
         base_compaction=[ModelRequest(parts=[UserPromptPart("earlier, compacted")])],
+        said="done (as said)",
     )
     card_ids = await stores.commit_turn(turn)
     assert [r.data["t"] for r in await stores.messages.records("c")] == ["compaction", "turn"]
     assert await stores.messages.last_committed("c") == Committed(2, "r1")
-    assert [r["text"] for r in await stores.transcript.last("c", 10)] == ["do it", "on it", "done"]
+    assert [r["text"] for r in await stores.transcript.last("c", 10)] == ["do it", "on it", "done (as said)"]
     (entry,) = await stores.agent_context.last("c", 10)
+    assert entry["outputPreview"] == "done"
     assert entry["toolCalls"] == [{"tool": "chat_send", "success": True, "error": None}]
     box = await stores.cards.get_box(await stores.cards.named_box("output:c"))
     assert box.card_ids == card_ids
@@ -298,3 +300,26 @@ async def test_file_stores_write_what_the_runtime_writes(tmp_path: Path) -> None
     assert raw.count("\n") == 3 and json.loads(raw.splitlines()[1])["via"] == "tool"
     assert (tmp_path / ".ship" / "cardbox.sqlite3").exists()
     await stores.close()
+
+
+def test_open_stores_follows_ship_json_durable_database(tmp_path: Path) -> None:
+    from shipagent.config import ShipConfig
+    from shipagent.stores import open_stores
+
+    plain = ShipConfig.model_validate({"name": "p"})
+    assert isinstance(open_stores(tmp_path, plain), FileStores)
+    sqlite = ShipConfig.model_validate({"name": "p", "durable": {"enabled": True, "database": "sqlite"}})
+    assert isinstance(open_stores(tmp_path, sqlite), FileStores)
+    url = "postgresql://u@127.0.0.1:5432/db"
+    off = ShipConfig.model_validate({"name": "p", "durable": {"enabled": False, "database": url}})
+    assert isinstance(open_stores(tmp_path, off), FileStores)
+    cluster = ShipConfig.model_validate(
+        {
+            "name": "p",
+            "durable": {"enabled": True, "database": url},
+            "context": {"agentContext": {"windowEntries": 7}},
+        }
+    )
+    stores = open_stores(tmp_path, cluster)
+    assert isinstance(stores, PgStores) and stores.pool.url == url
+    assert stores.agent_context.window == 7 and stores.cards.project_id == "p"

@@ -36,6 +36,7 @@ from ._protocols import (
     TranscriptStore,
     TurnWrite,
 )
+from ._select import open_stores
 
 __all__ = [
     "AgentContextStore",
@@ -52,4 +53,5 @@ __all__ = [
     "TranscriptStore",
     "TurnWrite",
     "migrate",
+    "open_stores",
 ]

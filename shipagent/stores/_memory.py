@@ -110,7 +110,9 @@ async def commit_in_order(
     await messages.append_turn(turn.chat_key, turn.request_id, turn.messages)
     if turn.compaction is not None:
         await messages.append_compaction(turn.chat_key, turn.request_id, turn.compaction)
-    await transcript.append_turn(turn.chat_key, turn.request_id, turn.user_text, turn.output, sent=turn.sent)
+    await transcript.append_turn(
+        turn.chat_key, turn.request_id, turn.user_text, turn.transcript_answer, sent=turn.sent
+    )
     await agent_context.append(turn.chat_key, turn.request_id, turn.user_text, turn.output, turn.tool_calls)
     box = await cards.named_box(f"output:{turn.chat_key}")
     return await cards.append_to_box(

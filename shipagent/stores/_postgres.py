@@ -208,7 +208,7 @@ class PgStores:
         history.append(turn_record(rid, turn.messages))
         if turn.compaction is not None:
             history.append(compaction_record(rid, turn.compaction))
-        said = transcript_records(key, rid, turn.user_text, turn.output, turn.sent)
+        said = transcript_records(key, rid, turn.user_text, turn.transcript_answer, turn.sent)
         entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
         cards = turn_cards(key, rid, turn.user_text, turn.output)
         async with self.pool.connection() as conn, conn.transaction():

@@ -64,6 +64,8 @@ class TurnWrite:
         compaction: the history right after a compaction this turn triggered, written after it.
         tool_calls: ``{"tool", "success", "error"}`` per call, for the agent-context log.
         sent: ``chat_send`` texts, in the order they were said (transcript lines ``via: tool``).
+        said: the answer as the transcript records it (``None``: ``output``); the agent passes
+            its ``TurnCommit.said`` here and ``output`` goes to the agent context and the cards.
     """
 
     chat_key: str
@@ -75,6 +77,12 @@ class TurnWrite:
     tool_calls: builtins.list[dict[str, Any]] = field(default_factory=list)
     base_compaction: builtins.list[ModelMessage] | None = None
     compaction: builtins.list[ModelMessage] | None = None
+    said: str | None = None
+
+    @property
+    def transcript_answer(self) -> str:
+        """What the transcript's answer line says."""
+        return self.output if self.said is None else self.said
 
 
 @runtime_checkable
