@@ -163,6 +163,7 @@ async def test_agent_context_window_merges_the_oldest(stores: Any) -> None:
     assert [e["requestId"] for e in entries[1:]] == ["r3", "r4", "r5"]
     assert len(entries[1]["toolCalls"][0]["error"]) == 200
     assert [r.seq for r in await ctx.records("c")] == [1, 2, 3, 4]
+    assert await ctx.count("c") == 4  # after the window rewrote the log, not the 6 ever appended
 
 
 async def test_context_files_index_contents_paging_and_rewrites(stores: Any) -> None:
@@ -323,3 +324,20 @@ def test_open_stores_follows_ship_json_durable_database(tmp_path: Path) -> None:
     stores = open_stores(tmp_path, cluster)
     assert isinstance(stores, PgStores) and stores.pool.url == url
     assert stores.agent_context.window == 7 and stores.cards.project_id == "p"
+
+
+async def test_file_logs_skip_a_torn_last_line_and_keep_counting(tmp_path: Path) -> None:
+    """A crash mid-append leaves a torn line: it is no record, and the next append starts afresh."""
+    stores = FileStores(tmp_path)
+    await stores.messages.append_turn("k", "r1", exchange("q1", "a1"))
+    assert await stores.messages.last_committed("k") == Committed(1, "r1")
+    log = stores.paths.message_log("k")
+    log.write_bytes(log.read_bytes() + b'{"t":"turn","requestId":"torn","messa')
+    assert await stores.messages.last_committed("k") == Committed(1, "r1")
+    assert await stores.messages.append_turn("k", "r2", exchange("q2", "a2")) == 2
+    assert await stores.messages.last_committed("k") == Committed(2, "r2")
+    assert [r.data["requestId"] for r in await stores.messages.records("k")] == ["r1", "r2"]
+    assert dump_messages(await stores.messages.rebuild("k")) == dump_messages(
+        [*exchange("q1", "a1"), *exchange("q2", "a2")]
+    )
+    await stores.close()

@@ -10,6 +10,7 @@ worker thread.
 from __future__ import annotations
 
 import builtins
+import json
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -25,7 +26,7 @@ from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
 from ..history.stores import AgentContextLog, MessageLog, Transcript
 from ._memory import commit_in_order
-from ._protocols import LogRecord, TurnWrite
+from ._protocols import Committed, LogRecord, TurnWrite
 from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
 
 __all__ = ["FileStores", "file_chat_keys"]
@@ -75,6 +76,7 @@ class _FileLog(RawLog):
     def __init__(self, paths: ShipPaths, path: Callable[[str], Path]) -> None:
         self._ship = paths
         self._path = path
+        self._counts: dict[Path, tuple[int, int, int]] = {}  # path: (inode, bytes parsed, lines)
 
     def path(self, chat_key: str) -> Path:
         return self._path(chat_key)
@@ -87,7 +89,7 @@ class _FileLog(RawLog):
 
         def write() -> int:
             jsonl.append_lines(path, records)
-            return len(jsonl.read_all(path))
+            return self._count(path)
 
         return await self._run(write)
 
@@ -102,7 +104,50 @@ class _FileLog(RawLog):
         return await self._run(lambda: jsonl.read_last(self.path(chat_key), count, skip=skip))
 
     async def count(self, chat_key: str) -> int:
-        return await self._run(lambda: len(jsonl.read_all(self.path(chat_key))))
+        path = self.path(chat_key)
+        return await self._run(lambda: self._count(path))
+
+    def _count(self, path: Path) -> int:
+        """Readable lines in ``path``, parsing only the bytes appended since the last count.
+
+        Keyed by inode: the agent-context window replaces its file by a rename, which starts over.
+        """
+        try:
+            stat = path.stat()
+        except FileNotFoundError:
+            self._counts.pop(path, None)
+            return 0
+        inode, consumed, count = self._counts.get(path, (stat.st_ino, 0, 0))
+        if inode != stat.st_ino or stat.st_size < consumed:
+            consumed, count = 0, 0
+        if stat.st_size > consumed:
+            with open(path, "rb") as fh:
+                fh.seek(consumed)
+                data = fh.read(stat.st_size - consumed)
+            end = data.rfind(b"\n") + 1  # a line without "\n" is torn or still being written
+            for raw in data[:end].split(b"\n"):
+                if raw.strip():
+                    try:
+                        json.loads(raw)
+                    except (json.JSONDecodeError, UnicodeDecodeError):
+                        continue  # read_all skips it too: seqs stay the same
+                    count += 1
+            consumed += end
+        self._counts[path] = (stat.st_ino, consumed, count)
+        return count
+
+    async def last_committed(self, chat_key: str) -> Committed:
+        """The line count and the newest record's request id, without reading the whole log."""
+        path = self.path(chat_key)
+
+        def read() -> Committed:
+            count = self._count(path)
+            for record in jsonl.iter_objects_backward(path):
+                request_id = record.get("requestId") if isinstance(record, dict) else None
+                return Committed(count, request_id if isinstance(request_id, str) else None)
+            return Committed(0, None)
+
+        return await self._run(read)
 
     async def chat_keys(self) -> builtins.list[str]:
         def scan() -> builtins.list[str]:
