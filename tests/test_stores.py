@@ -246,6 +246,28 @@ async def test_commit_turn_writes_every_store(stores: Any) -> None:
     ]
 
 
+async def test_commit_turn_twice_leaves_the_turn_once(stores: Any, request: pytest.FixtureRequest) -> None:
+    first = await stores.commit_turn(turn := TurnWrite("c", "r1", "q", "a", exchange("q", "a"), sent=["s"]))
+    assert len(first) == 2
+    assert await stores.commit_turn(turn) == []  # a retry, a replayed step: nothing written twice
+    counts = [
+        await stores.messages.count("c"),
+        await stores.transcript.count("c"),
+        await stores.agent_context.count("c"),
+    ]
+    assert counts == [1, 3, 1]
+    assert len((await stores.cards.get_box(await stores.cards.named_box("output:c"))).card_ids) == 2
+    if "postgres" in request.node.name:
+        return  # one transaction: a half-written turn cannot exist there
+    # Files and memory write store after store: a crash after the message log leaves the rest to do.
+    await stores.messages.append_turn("c", "r2", exchange("q2", "a2"))
+    written = await stores.commit_turn(TurnWrite("c", "r2", "q2", "a2", exchange("q2", "a2")))
+    assert len(written) == 2
+    assert [r.data["requestId"] for r in await stores.messages.records("c")] == ["r1", "r2"]
+    assert [r["requestId"] for r in await stores.transcript.last("c", 10)] == ["r1"] * 3 + ["r2"] * 2
+    assert [r["requestId"] for r in await stores.agent_context.last("c", 10)] == ["r1", "r2"]
+
+
 async def test_unicode_and_huge_payloads_come_back_whole(stores: Any) -> None:
     big = ('Ω≈ç√∫ 🚢 \u0000 nul, \u2028 line sep, "quotes" \\ back\n' * 40000)[: 3 * 1024 * 1024]
     await stores.messages.append_turn("ключ 🚢", "r-ü", exchange(big, big))

@@ -25,9 +25,8 @@ from ..files import ContextFiles, ContextRef, Page, Tail
 from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
 from ..history.stores import AgentContextLog, MessageLog, Transcript
-from ._memory import commit_in_order
 from ._protocols import Committed, LogRecord, TurnWrite
-from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
+from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, commit_in_order
 
 __all__ = ["FileStores", "file_chat_keys"]
 

@@ -14,9 +14,9 @@ from typing import Any
 from ..handover import CardBoxStore, SqliteCardBoxStore
 from ._context import ContextBase, sha256
 from ._protocols import LogRecord, TurnWrite
-from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, turn_cards
+from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, commit_in_order
 
-__all__ = ["MemoryStores", "commit_in_order"]
+__all__ = ["MemoryStores"]
 
 
 def _copy(record: dict[str, Any]) -> dict[str, Any]:
@@ -91,33 +91,6 @@ class MemoryContextFiles(ContextBase):
 
     async def chat_keys(self) -> list[str]:
         return sorted(k for k, v in self._index.items() if v)
-
-
-async def commit_in_order(
-    messages: MessageLogMixin | Any,
-    transcript: Any,
-    agent_context: Any,
-    cards: CardBoxStore,
-    turn: TurnWrite,
-) -> list[str]:
-    """A turn's commit as the file runtime has always done it: store after store, in this order.
-
-    Not atomic (a crash in between leaves the first stores written); durable mode's
-    ``commit_once`` completes such a turn by request id. Postgres does it in one transaction.
-    """
-    if turn.base_compaction is not None:
-        await messages.append_compaction(turn.chat_key, turn.request_id, turn.base_compaction)
-    await messages.append_turn(turn.chat_key, turn.request_id, turn.messages)
-    if turn.compaction is not None:
-        await messages.append_compaction(turn.chat_key, turn.request_id, turn.compaction)
-    await transcript.append_turn(
-        turn.chat_key, turn.request_id, turn.user_text, turn.transcript_answer, sent=turn.sent
-    )
-    await agent_context.append(turn.chat_key, turn.request_id, turn.user_text, turn.output, turn.tool_calls)
-    box = await cards.named_box(f"output:{turn.chat_key}")
-    return await cards.append_to_box(
-        box, turn_cards(turn.chat_key, turn.request_id, turn.user_text, turn.output)
-    )
 
 
 class MemoryStores:

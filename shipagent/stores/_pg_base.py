@@ -32,6 +32,7 @@ _DDL = [
         record json NOT NULL, PRIMARY KEY (chat_key, seq))"""
         for table in _LOGS
     ),
+    "CREATE INDEX IF NOT EXISTS messages_request ON shipagent.messages (chat_key, request_id)",
     """CREATE TABLE IF NOT EXISTS shipagent.context_content (
         chat_key text NOT NULL, ref_id text NOT NULL, sha256 text NOT NULL, content bytea NOT NULL,
         PRIMARY KEY (chat_key, ref_id))""",

@@ -200,7 +200,10 @@ class PgStores:
         """Test seam: awaited with the connection inside the transaction, just before COMMIT."""
 
     async def commit_turn(self, turn: TurnWrite) -> list[str]:
-        """The whole turn in one transaction: history, transcript, agent context, output-box cards."""
+        """The whole turn in one transaction: history, transcript, agent context, output-box cards.
+
+        Idempotent by request id: a turn already committed writes nothing and returns ``[]``.
+        """
         key, rid = turn.chat_key, turn.request_id
         history: list[dict[str, Any]] = []
         if turn.base_compaction is not None:
@@ -212,6 +215,15 @@ class PgStores:
         entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
         cards = turn_cards(key, rid, turn.user_text, turn.output)
         async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"messages\x1f{key}",)
+            )
+            cur = await conn.execute(
+                "SELECT 1 FROM shipagent.messages WHERE chat_key = %s AND request_id = %s AND kind = 'turn'",
+                (key, rid),
+            )
+            if await cur.fetchone() is not None:
+                return []  # committed already, whole (one transaction): a replay writes nothing
             await append_rows(conn, "messages", key, history)
             await append_rows(conn, "transcript", key, said)
             await _agent_context_append(conn, key, entry, self.agent_context.window)

@@ -111,6 +111,10 @@ class RecordLog(Protocol):
         """Every chat key with at least one record (sorted)."""
         ...
 
+    async def holds(self, chat_key: str, request_id: str, *, scan: int, kind: str | None = None) -> bool:
+        """Whether one of the newest ``scan`` records carries ``request_id`` (and ``t == kind``)."""
+        ...
+
 
 @runtime_checkable
 class MessageLogStore(RecordLog, Protocol):
@@ -234,8 +238,11 @@ class Stores(Protocol):
     async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
         """Write ``turn`` to the message log, transcript, agent-context log and the chat's output box.
 
-        Returns the ids of the output-box cards. On Postgres this is one transaction: after a
-        crash either all of the turn is visible or none of it.
+        Returns the ids of the output-box cards written. Idempotent by request id: committing a
+        turn again (a retry after a crash, a replayed durable step) leaves every store holding it
+        once. On Postgres this is one transaction: after a crash either all of the turn is
+        visible or none of it; the files are written store after store, each skipped when it
+        already holds the request id.
         """
         ...
 

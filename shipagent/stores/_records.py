@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage
 
-from ..handover import CARD_CHAT_MESSAGE, NewCard, TextContent
+from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
 from ..history.stores import dump_messages, load_messages, now_iso
-from ._protocols import Committed, LogRecord
+from ._protocols import Committed, LogRecord, TurnWrite
 
 __all__ = [
     "AgentContextMixin",
@@ -24,6 +24,7 @@ __all__ = [
     "RawLog",
     "TranscriptMixin",
     "agent_context_entry",
+    "commit_in_order",
     "compaction_record",
     "summarize_window",
     "transcript_records",
@@ -130,6 +131,17 @@ class RawLog(ABC):
     async def replace_all(self, chat_key: str, records: Sequence[dict[str, Any]]) -> None:
         """Replace the chat's records (renumbered from 1) in one step: the agent-context window."""
 
+    async def holds(self, chat_key: str, request_id: str, *, scan: int, kind: str | None = None) -> bool:
+        """Whether one of the newest ``scan`` records has ``request_id`` (and ``t == kind``, if given).
+
+        Per-chat order means nothing of a chat is committed after its running turn, so a turn that
+        was written is among the newest few records.
+        """
+        return any(
+            r.get("requestId") == request_id and (kind is None or r.get("t") == kind)
+            for r in await self.last(chat_key, scan)
+        )
+
     async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
         if count <= 0:
             return []
@@ -202,3 +214,39 @@ class AgentContextMixin(RawLog):
         if await self.append_records(chat_key, [entry]) > self.window:
             entries = [r.data for r in await self.records(chat_key)]
             await self.replace_all(chat_key, summarize_window(chat_key, entries, self.window))
+
+
+async def _cards_hold(cards: CardBoxStore, chat_key: str, request_id: str) -> bool:
+    box = await cards.get_box(await cards.named_box(f"output:{chat_key}"))
+    return any(c.metadata.get("request_id") == request_id for c in await cards.get_cards(box.card_ids[-4:]))
+
+
+async def commit_in_order(
+    messages: MessageLogMixin,
+    transcript: TranscriptMixin,
+    agent_context: AgentContextMixin,
+    cards: CardBoxStore,
+    turn: TurnWrite,
+) -> list[str]:
+    """A turn's commit store after store, as the file runtime has always written it.
+
+    Not atomic, so it is idempotent per store instead: a store that already holds the turn's
+    request id (an earlier attempt crashed half-way, a durable step is replayed) is skipped, so
+    the retry completes the turn and every store holds it exactly once. Returns the ids of the
+    output-box cards written now (``[]`` when they were already there).
+    """
+    key, rid = turn.chat_key, turn.request_id
+    if not await messages.holds(key, rid, scan=8, kind="turn"):
+        if turn.base_compaction is not None:
+            await messages.append_compaction(key, rid, turn.base_compaction)
+        await messages.append_turn(key, rid, turn.messages)
+        if turn.compaction is not None:
+            await messages.append_compaction(key, rid, turn.compaction)
+    if not await transcript.holds(key, rid, scan=64):
+        await transcript.append_turn(key, rid, turn.user_text, turn.transcript_answer, sent=turn.sent)
+    if not await agent_context.holds(key, rid, scan=8):
+        await agent_context.append(key, rid, turn.user_text, turn.output, turn.tool_calls)
+    if await _cards_hold(cards, key, rid):
+        return []
+    box = await cards.named_box(f"output:{key}")
+    return await cards.append_to_box(box, turn_cards(key, rid, turn.user_text, turn.output))
