@@ -41,6 +41,7 @@ from .models import describe_model
 from .results import AgentResult, StepEvent
 from .serve._cli import serve, serve_check_hook
 from .skills import skills_check_hook
+from .stores import _cli as stores_cli
 from .tools import sandbox_check_hook
 
 __all__ = ["app", "main"]
@@ -58,6 +59,7 @@ app.command("inspect")(inspect_command)  # shipagent inspect CHAT_KEY: what the 
 app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
 app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
 app.command()(serve)  # shipagent serve (shipagent/serve/_cli.py)
+app.command("migrate")(stores_cli.migrate_command)  # shipagent migrate --to/--from postgresql://
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 

@@ -22,7 +22,6 @@ from _durable_env import (
     Worker,
     durable_project,
     fresh_database,
-    postgres_server,  # noqa: F401 - the session fixture
     read_jsonl,
     wait_for,
     worker_env,
@@ -44,7 +43,7 @@ def database(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:  # noqa: F811
+def pg_database(postgres_server: str) -> Iterator[str]:
     with fresh_database(postgres_server) as url:
         yield url
 

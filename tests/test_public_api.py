@@ -167,3 +167,27 @@ def test_durable_room_surface() -> None:
     ]
     for name in shipagent.durable.__all__:
         assert getattr(shipagent.durable, name).__doc__, name
+
+
+def test_stores_room_surface() -> None:
+    import shipagent.stores
+
+    assert shipagent.stores.__all__ == [
+        "AgentContextStore",
+        "Committed",
+        "ContextFileStore",
+        "FileStores",
+        "LogRecord",
+        "MemoryStores",
+        "MessageLogStore",
+        "MigrationRow",
+        "PgStores",
+        "RecordLog",
+        "Stores",
+        "TranscriptStore",
+        "TurnWrite",
+        "migrate",
+        "open_stores",
+    ]
+    for name in shipagent.stores.__all__:
+        assert getattr(shipagent.stores, name).__doc__, name

@@ -1,0 +1,57 @@
+"""Stores behind a protocol (issue 14): the same chats on ``.ship/`` files or on Postgres.
+
+A project's state is five stores — the model-message log (turns and compactions), the
+transcript, the agent-context log, the context files (index + contents) and the cards/boxes —
+each a small async protocol in the shape of openai-agents' session protocol:
+
+* :class:`MemoryStores` — everything in memory (tests; the protocol's reference);
+* :class:`FileStores` — today's ``.ship/`` JSONL files and ``cardbox.sqlite3``, the default,
+  byte-for-byte what the runtime has always written (thin adapters over the existing classes);
+* :class:`PgStores` — Postgres (psycopg 3), tables keyed by ``(chat_key, seq)``, context file
+  contents in the database, and :meth:`PgStores.commit_turn` writing a whole turn in one
+  transaction.
+
+``shipagent migrate --to postgresql://…`` / ``--from postgresql://…`` copies a project's stores
+between the two, verifying the counts per chat and store.
+
+    stores = PgStores("postgresql://…")
+    await stores.commit_turn(TurnWrite(chat_key, request_id, user_text, output, new_messages))
+    history = await stores.messages.rebuild(chat_key)
+"""
+
+from __future__ import annotations
+
+from ._files import FileStores
+from ._memory import MemoryStores
+from ._migrate import MigrationRow, migrate
+from ._postgres import PgStores
+from ._protocols import (
+    AgentContextStore,
+    Committed,
+    ContextFileStore,
+    LogRecord,
+    MessageLogStore,
+    RecordLog,
+    Stores,
+    TranscriptStore,
+    TurnWrite,
+)
+from ._select import open_stores
+
+__all__ = [
+    "AgentContextStore",
+    "Committed",
+    "ContextFileStore",
+    "FileStores",
+    "LogRecord",
+    "MemoryStores",
+    "MessageLogStore",
+    "MigrationRow",
+    "PgStores",
+    "RecordLog",
+    "Stores",
+    "TranscriptStore",
+    "TurnWrite",
+    "migrate",
+    "open_stores",
+]

@@ -1,0 +1,237 @@
+"""The stores on Postgres: every worker of a cluster reads and writes the same chats.
+
+Tables are keyed by ``(chat_key, seq)`` and hold the very records the JSONL files hold (a
+``json`` column keeps their text as written). Context file contents live in Postgres too, so a
+file one worker spilled is readable by a worker on another machine. :meth:`PgStores.commit_turn`
+writes a turn's history, transcript, agent-context entry and output-box cards in ONE transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ._context import ContextBase, sha256
+from ._pg_base import PgPool, append_rows
+from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
+from ._protocols import LogRecord, TurnWrite
+from ._records import (
+    AgentContextMixin,
+    MessageLogMixin,
+    RawLog,
+    TranscriptMixin,
+    agent_context_entry,
+    compaction_record,
+    summarize_window,
+    transcript_records,
+    turn_cards,
+    turn_record,
+)
+
+__all__ = ["PgStores"]
+
+
+async def _records(conn: Any, table: str, chat_key: str, start: int, stop: int | None) -> list[LogRecord]:
+    cur = await conn.execute(
+        f"SELECT seq, record FROM shipagent.{table} WHERE chat_key = %s AND seq >= %s AND seq < %s ORDER BY seq",
+        (chat_key, start, stop if stop is not None else 2**62),
+    )
+    return [LogRecord(int(seq), record) for seq, record in await cur.fetchall()]
+
+
+async def _replace(conn: Any, table: str, chat_key: str, records: Sequence[dict[str, Any]]) -> None:
+    await conn.execute(f"DELETE FROM shipagent.{table} WHERE chat_key = %s", (chat_key,))
+    await append_rows(conn, table, chat_key, records)
+
+
+async def _agent_context_append(conn: Any, chat_key: str, entry: dict[str, Any], window: int) -> None:
+    if await append_rows(conn, "agent_context", chat_key, [entry]) > window:
+        entries = [r.data for r in await _records(conn, "agent_context", chat_key, 1, None)]
+        await _replace(conn, "agent_context", chat_key, summarize_window(chat_key, entries, window))
+
+
+class _PgLog(RawLog):
+    table = ""
+
+    def __init__(self, pool: PgPool) -> None:
+        self._pool = pool
+
+    async def append_records(self, chat_key: str, records: Sequence[dict[str, Any]]) -> int:
+        async with self._pool.connection() as conn, conn.transaction():
+            return await append_rows(conn, self.table, chat_key, records)
+
+    async def records(self, chat_key: str, start: int = 1, stop: int | None = None) -> list[LogRecord]:
+        async with self._pool.connection() as conn:
+            return await _records(conn, self.table, chat_key, start, stop)
+
+    async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
+        if count <= 0:
+            return []
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT record FROM shipagent.{self.table} WHERE chat_key = %s ORDER BY seq DESC LIMIT %s OFFSET %s",
+                (chat_key, count, max(0, skip)),
+            )
+            return [row[0] for row in reversed(await cur.fetchall())]
+
+    async def count(self, chat_key: str) -> int:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT coalesce(max(seq), 0) FROM shipagent.{self.table} WHERE chat_key = %s", (chat_key,)
+            )
+            row = await cur.fetchone()
+            return int(row[0])
+
+    async def chat_keys(self) -> list[str]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(f"SELECT DISTINCT chat_key FROM shipagent.{self.table}")
+            return sorted(row[0] for row in await cur.fetchall())  # Python's order, not the collation's
+
+    async def replace_all(self, chat_key: str, records: Sequence[dict[str, Any]]) -> None:
+        async with self._pool.connection() as conn, conn.transaction():
+            await _replace(conn, self.table, chat_key, records)
+
+
+class PgMessageLog(MessageLogMixin, _PgLog):
+    """``shipagent.messages``: turn and compaction records per chat."""
+
+    table = "messages"
+
+    async def last_compaction(self, chat_key: str) -> int:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT coalesce(max(seq), 0) FROM shipagent.messages WHERE chat_key = %s AND kind = 'compaction'",
+                (chat_key,),
+            )
+            row = await cur.fetchone()
+            return int(row[0])
+
+
+class PgTranscript(TranscriptMixin, _PgLog):
+    """``shipagent.transcript``: one row per utterance."""
+
+    table = "transcript"
+
+
+class PgAgentContext(AgentContextMixin, _PgLog):
+    """``shipagent.agent_context``: one row per run, windowed in the same transaction as the append."""
+
+    table = "agent_context"
+
+    def __init__(self, pool: PgPool, *, window: int = 200) -> None:
+        super().__init__(pool)
+        self.window = window
+
+    async def append(
+        self, chat_key: str, request_id: str, user_text: str, output: str, tool_calls: list[dict[str, Any]]
+    ) -> None:
+        entry = agent_context_entry(chat_key, request_id, user_text, output, tool_calls)
+        async with self._pool.connection() as conn, conn.transaction():
+            await _agent_context_append(conn, chat_key, entry, self.window)
+
+
+class PgContextFiles(ContextBase):
+    """``shipagent.context_index`` (the refs, a log) and ``shipagent.context_content`` (the bytes)."""
+
+    def __init__(self, pool: PgPool, cache_dir: Path | None = None) -> None:
+        super().__init__(cache_dir)
+        self._pool = pool
+
+    async def _append(self, chat_key: str, record: dict[str, Any], content: bytes | None) -> None:
+        async with self._pool.connection() as conn, conn.transaction():
+            if content is not None:
+                await conn.execute(
+                    """INSERT INTO shipagent.context_content VALUES (%s, %s, %s, %s)
+                    ON CONFLICT (chat_key, ref_id) DO UPDATE SET sha256 = EXCLUDED.sha256, content = EXCLUDED.content""",
+                    (chat_key, str(record["id"]), sha256(content), content),
+                )
+            await append_rows(conn, "context_index", chat_key, [record])
+
+    async def index(self, chat_key: str) -> list[dict[str, Any]]:
+        async with self._pool.connection() as conn:
+            return [r.data for r in await _records(conn, "context_index", chat_key, 1, None)]
+
+    async def _digest(self, chat_key: str, ref_id: str) -> str | None:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT sha256 FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
+                (chat_key, ref_id),
+            )
+            row = await cur.fetchone()
+            return None if row is None else str(row[0])
+
+    async def _bytes(self, chat_key: str, ref_id: str) -> bytes:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT content FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
+                (chat_key, ref_id),
+            )
+            row = await cur.fetchone()
+            return b"" if row is None else bytes(row[0])
+
+    async def chat_keys(self) -> list[str]:
+        async with self._pool.connection() as conn:
+            cur = await conn.execute("SELECT DISTINCT chat_key FROM shipagent.context_index")
+            return sorted(row[0] for row in await cur.fetchall())
+
+
+class PgStores:
+    """Every store of a project on one Postgres database (``postgresql://…``).
+
+    Args:
+        url: the database (the same one ship.json ``durable.database`` names is fine: DBOS keeps
+            to its own schema).
+        window: the agent-context window.
+        project_id: the card store's project id (the agent uses ship.json ``name``).
+        pool_size: connections kept open by this process.
+    """
+
+    def __init__(
+        self, url: str, *, window: int = 200, project_id: str = "default", pool_size: int = 4
+    ) -> None:
+        self.pool = PgPool(url, size=pool_size)
+        self.messages = PgMessageLog(self.pool)
+        self.transcript = PgTranscript(self.pool)
+        self.agent_context = PgAgentContext(self.pool, window=window)
+        self.context_files = PgContextFiles(self.pool)
+        self.cards = PgCardBoxStore(self.pool, project_id=project_id)
+        self.before_commit: Callable[[Any], Awaitable[None]] | None = None
+        """Test seam: awaited with the connection inside the transaction, just before COMMIT."""
+
+    async def commit_turn(self, turn: TurnWrite) -> list[str]:
+        """The whole turn in one transaction: history, transcript, agent context, output-box cards.
+
+        Idempotent by request id: a turn already committed writes nothing and returns ``[]``.
+        """
+        key, rid = turn.chat_key, turn.request_id
+        history: list[dict[str, Any]] = []
+        if turn.base_compaction is not None:
+            history.append(compaction_record(rid, turn.base_compaction))
+        history.append(turn_record(rid, turn.messages))
+        if turn.compaction is not None:
+            history.append(compaction_record(rid, turn.compaction))
+        said = transcript_records(key, rid, turn.user_text, turn.transcript_answer, turn.sent)
+        entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
+        cards = turn_cards(key, rid, turn.user_text, turn.output)
+        async with self.pool.connection() as conn, conn.transaction():
+            await conn.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"messages\x1f{key}",)
+            )
+            cur = await conn.execute(
+                "SELECT 1 FROM shipagent.messages WHERE chat_key = %s AND request_id = %s AND kind = 'turn'",
+                (key, rid),
+            )
+            if await cur.fetchone() is not None:
+                return []  # committed already, whole (one transaction): a replay writes nothing
+            await append_rows(conn, "messages", key, history)
+            await append_rows(conn, "transcript", key, said)
+            await _agent_context_append(conn, key, entry, self.agent_context.window)
+            box = await named_box_in(conn, self.cards.project_id, f"output:{key}")
+            card_ids = await append_cards(conn, box, cards)
+            if self.before_commit is not None:
+                await self.before_commit(conn)
+        return card_ids
+
+    async def close(self) -> None:
+        await self.pool.close()

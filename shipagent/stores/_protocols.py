@@ -1,0 +1,251 @@
+"""The store protocols: what a turn reads and writes, whatever holds it (files, memory, Postgres).
+
+Shaped like openai-agents' ``Session`` protocol: a few async methods per store, so the runtime
+never knows whether a chat lives in ``.ship/`` JSONL files on one machine or in a Postgres
+database shared by workers on many. Every per-chat log is a sequence of JSON records numbered
+``seq`` = 1, 2, … per chat key (in the files the line number; in Postgres the ``(chat_key, seq)``
+key), and the records themselves are the same dicts in every implementation, so ``shipagent
+migrate`` can move them and write back byte-identical JSONL.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic_ai.messages import ModelMessage
+
+from ..files import ContextRef, Page, Tail
+from ..handover import CardBoxStore
+
+__all__ = [
+    "AgentContextStore",
+    "Committed",
+    "ContextFileStore",
+    "LogRecord",
+    "MessageLogStore",
+    "RecordLog",
+    "Stores",
+    "TranscriptStore",
+    "TurnWrite",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LogRecord:
+    """One record of a per-chat log: its ``seq`` (1-based, per chat key) and its JSON object."""
+
+    seq: int
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Committed:
+    """Where a chat's message log stands: its last ``seq`` and that record's request id.
+
+    A worker compares this with what it saw last: a different value means another worker
+    committed a turn of the chat since, and the in-memory history must be rebuilt.
+    """
+
+    seq: int
+    request_id: str | None
+
+
+@dataclass
+class TurnWrite:
+    """Everything one successful turn writes, for :meth:`Stores.commit_turn`.
+
+    Attributes:
+        messages: the turn's new model messages (injections already stripped).
+        base_compaction: when the run succeeded only on a compacted history, that history; it
+            is written as a compaction record before the turn.
+        compaction: the history right after a compaction this turn triggered, written after it.
+        tool_calls: ``{"tool", "success", "error"}`` per call, for the agent-context log.
+        sent: ``chat_send`` texts, in the order they were said (transcript lines ``via: tool``).
+        said: the answer as the transcript records it (``None``: ``output``); the agent passes
+            its ``TurnCommit.said`` here and ``output`` goes to the agent context and the cards.
+    """
+
+    chat_key: str
+    request_id: str
+    user_text: str
+    output: str
+    messages: builtins.list[ModelMessage]
+    sent: builtins.list[str] = field(default_factory=list)
+    tool_calls: builtins.list[dict[str, Any]] = field(default_factory=list)
+    base_compaction: builtins.list[ModelMessage] | None = None
+    compaction: builtins.list[ModelMessage] | None = None
+    said: str | None = None
+
+    @property
+    def transcript_answer(self) -> str:
+        """What the transcript's answer line says."""
+        return self.output if self.said is None else self.said
+
+
+@runtime_checkable
+class RecordLog(Protocol):
+    """The raw per-chat log every typed store below is: numbered JSON records, append-only."""
+
+    async def append_records(self, chat_key: str, records: Sequence[dict[str, Any]]) -> int:
+        """Append records as they are (a migration, a replay); returns the last seq (0 if none)."""
+        ...
+
+    async def count(self, chat_key: str) -> int:
+        """How many records the chat has (its last seq)."""
+        ...
+
+    async def records(
+        self, chat_key: str, start: int = 1, stop: int | None = None
+    ) -> builtins.list[LogRecord]:
+        """Records with ``start <= seq < stop`` (``stop=None``: to the end), oldest first."""
+        ...
+
+    async def last(self, chat_key: str, count: int, *, skip: int = 0) -> builtins.list[dict[str, Any]]:
+        """The newest ``count`` records after skipping the newest ``skip``, oldest first."""
+        ...
+
+    async def chat_keys(self) -> builtins.list[str]:
+        """Every chat key with at least one record (sorted)."""
+        ...
+
+    async def holds(self, chat_key: str, request_id: str, *, scan: int, kind: str | None = None) -> bool:
+        """Whether one of the newest ``scan`` records carries ``request_id`` (and ``t == kind``)."""
+        ...
+
+
+@runtime_checkable
+class MessageLogStore(RecordLog, Protocol):
+    """Model messages per chat: ``turn`` records and ``compaction`` records (see ``history.stores``)."""
+
+    async def append_turn(self, chat_key: str, request_id: str, messages: builtins.list[ModelMessage]) -> int:
+        """Append the messages one committed turn added; returns the record's seq."""
+        ...
+
+    async def append_compaction(
+        self, chat_key: str, request_id: str, history: builtins.list[ModelMessage]
+    ) -> int:
+        """Append the whole history right after a compaction; returns the record's seq."""
+        ...
+
+    async def rebuild(self, chat_key: str) -> builtins.list[ModelMessage]:
+        """The history after the last committed turn: the last compaction plus the turns after it."""
+        ...
+
+    async def last_committed(self, chat_key: str) -> Committed:
+        """The last seq and its request id (``Committed(0, None)`` for a new chat)."""
+        ...
+
+
+@runtime_checkable
+class TranscriptStore(RecordLog, Protocol):
+    """What the user and the assistant said, one record per utterance."""
+
+    async def append_turn(
+        self, chat_key: str, request_id: str, user_text: str, output: str, *, sent: Sequence[str] = ()
+    ) -> int:
+        """The user, the ``chat_send`` texts, the answer, in one append; returns the last seq."""
+        ...
+
+    async def page_before(self, chat_key: str, before: int | None, limit: int) -> builtins.list[LogRecord]:
+        """Up to ``limit`` records with ``seq < before`` (``None``: the newest), oldest first."""
+        ...
+
+
+@runtime_checkable
+class AgentContextStore(RecordLog, Protocol):
+    """One execution summary per run; past ``window`` entries the oldest are merged into one."""
+
+    window: int
+
+    async def append(
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        output: str,
+        tool_calls: builtins.list[dict[str, Any]],
+    ) -> None:
+        """Append a run's summary, merging older entries when the window overflows."""
+        ...
+
+
+@runtime_checkable
+class ContextFileStore(Protocol):
+    """The context files of every chat: an index of refs plus the files' bytes.
+
+    The index is a log too (a later ref with the same id wins), so a store can be copied
+    record by record; :meth:`put` writes the bytes and appends the ref together.
+    """
+
+    async def put(self, chat_key: str, ref: ContextRef, content: bytes) -> ContextRef:
+        """Store ``content`` under ``ref`` (its ``size_bytes`` is set from the content)."""
+        ...
+
+    async def put_raw(self, chat_key: str, record: dict[str, Any], content: bytes | None) -> None:
+        """Append an index record as it is, with its bytes when given (what a migration does).
+
+        An index may name one id several times (a rewritten catalog): only the newest version's
+        bytes still exist, so a copy passes ``content`` with the last record of each id only.
+        """
+        ...
+
+    async def list(self, chat_key: str) -> builtins.list[ContextRef]:
+        """The chat's current refs, in the order they were last written."""
+        ...
+
+    async def index(self, chat_key: str) -> builtins.list[dict[str, Any]]:
+        """Every index record ever appended, oldest first (what a migration copies)."""
+        ...
+
+    async def get(self, chat_key: str, ref_id: str) -> ContextRef:
+        """The ref ``ref_id``; :class:`~shipagent.errors.NotFoundError` when the chat has none."""
+        ...
+
+    async def content(self, chat_key: str, ref_id: str) -> bytes:
+        """The whole file behind ``ref_id``."""
+        ...
+
+    async def read(self, chat_key: str, ref_id: str, offset: int = 0, limit: int = 8192) -> Page:
+        """Bytes ``[offset, offset + limit)`` on UTF-8 character boundaries."""
+        ...
+
+    async def tail(self, chat_key: str, ref_id: str, lines: int = 200, *, max_bytes: int = 65536) -> Tail:
+        """The last ``lines`` lines."""
+        ...
+
+    async def text(self, chat_key: str, ref_id: str) -> str:
+        """The file decoded (bad UTF-8 replaced), for grep."""
+        ...
+
+    async def chat_keys(self) -> builtins.list[str]:
+        """Every chat key with an index."""
+        ...
+
+
+@runtime_checkable
+class Stores(Protocol):
+    """All the stores of one project, and the one write that commits a turn to all of them."""
+
+    messages: MessageLogStore
+    transcript: TranscriptStore
+    agent_context: AgentContextStore
+    context_files: ContextFileStore
+    cards: CardBoxStore
+
+    async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
+        """Write ``turn`` to the message log, transcript, agent-context log and the chat's output box.
+
+        Returns the ids of the output-box cards written. Idempotent by request id: committing a
+        turn again (a retry after a crash, a replayed durable step) leaves every store holding it
+        once. On Postgres this is one transaction: after a crash either all of the turn is
+        visible or none of it; the files are written store after store, each skipped when it
+        already holds the request id.
+        """
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
