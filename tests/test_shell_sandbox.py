@@ -240,3 +240,24 @@ async def test_the_model_learns_why_an_allow_listed_command_needs_approval(make_
         == f"{needs}; the allow list could not approve it: the option '--output=log.txt' makes it write a file"
     )
     assert not (world.project / "log.txt").exists()
+
+
+async def test_tools_installed_under_tmp_still_run_while_their_neighbours_stay_hidden(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A CI clone with its virtualenv under /tmp: the private /tmp must not hide the venv's tools.
+    base = Path(tempfile.mkdtemp(prefix="shipagent-ci-", dir="/tmp"))
+    try:
+        tools = base / "venv" / "bin"
+        tools.mkdir(parents=True)
+        (tools / "shipagent-hello").write_text("#!/bin/sh\necho hello from the venv\n")
+        (tools / "shipagent-hello").chmod(0o755)
+        secret = f"TOPSECRET-{os.urandom(8).hex()}"
+        (base / "neighbour.txt").write_text(secret)
+        monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+        project = make_project(base / "proj", allow_mode())
+        result, script = await run_exec_shell(project, f"shipagent-hello; cat {base}/neighbour.txt")
+        assert result["stdout"] == "hello from the venv\n", result
+        assert ENOENT in result["stderr"] and secret not in repr(script.requests)
+    finally:
+        shutil.rmtree(base)

@@ -181,6 +181,23 @@ def _tool_dirs(homes: Sequence[Path]) -> list[Path]:
     return found
 
 
+def _exact_dirs(hidden: Sequence[Path]) -> list[Path]:
+    """``$PATH`` entries and the running Python's installation inside a hidden ``/tmp`` or ``/run``.
+
+    A virtualenv or a checkout under ``/tmp`` (a CI clone) would vanish behind the private ``/tmp``
+    and ``python3`` would stop working in the sandbox. Unlike a home's tool folders, only those exact
+    directories come back (read-only), never their neighbours in ``/tmp``.
+    """
+    candidates = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
+    candidates += [sys.prefix, sys.exec_prefix]
+    found: list[Path] = []
+    for raw in candidates:
+        path = Path(os.path.realpath(raw))
+        if path.is_dir() and path not in found and any(path != h and path.is_relative_to(h) for h in hidden):
+            found.append(path)
+    return found
+
+
 def _layout(policy: ExecShellPermission, project_root: Path) -> SandboxLayout:
     """Resolve the paths of a sandbox for ``project_root`` (touches the file system)."""
     root = project_root.resolve()
@@ -191,7 +208,8 @@ def _layout(policy: ExecShellPermission, project_root: Path) -> SandboxLayout:
         real = candidate.resolve()
         if real != Path("/") and real.is_dir() and real not in hidden:
             hidden.append(real)
-    readable = _tool_dirs([h for h in hidden if h not in (Path("/tmp"), Path("/run"))])
+    system = [h for h in hidden if h in (Path("/tmp"), Path("/run"))]
+    readable = _tool_dirs([h for h in hidden if h not in system]) + _exact_dirs(system)
     if policy.network:  # DNS: resolv.conf is often a symlink into /run (systemd-resolved)
         resolv = Path("/etc/resolv.conf").resolve()
         if any(resolv.is_relative_to(h) for h in hidden):
