@@ -20,7 +20,9 @@ Turns are interleaved (contender order rotates every turn) so machine drift hits
 cell is the median of ``--turns`` turns (default 40). Needs the ``bench`` extra
 (``pip install -e '.[bench]'``); without openai-agents that column is skipped.
 
-Run: ``python bench/turn_overhead.py [--turns 40] [--sizes 10,100,1000]`` (prints a markdown table).
+Run: ``python bench/turn_overhead.py [--turns 40] [--sizes 10,100,1000] [--clock wall|cpu]`` (prints
+a markdown table; ``--clock cpu`` counts the process's CPU time, steadier when other jobs share
+the machine).
 """
 
 from __future__ import annotations
@@ -142,7 +144,7 @@ async def openai_agents(n: int, root: Path) -> Turn | None:
     return turn
 
 
-async def measure(n: int, turns: int) -> dict[str, float]:
+async def measure(n: int, turns: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
     tmp = Path(tempfile.mkdtemp(prefix="ship-bench-"))
     (tmp / "ship").mkdir()
     contenders: dict[str, Turn] = {
@@ -161,9 +163,9 @@ async def measure(n: int, turns: int) -> dict[str, float]:
     for i in range(turns):
         order = names[i % len(names) :] + names[: i % len(names)]
         for name in order:
-            start = time.perf_counter()
+            start = clock()
             await contenders[name](i)
-            samples[name].append(time.perf_counter() - start)
+            samples[name].append(clock() - start)
     return {name: statistics.median(s) for name, s in samples.items()}
 
 
@@ -171,16 +173,24 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=40)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time (all threads) per turn, steadier on a busy machine",
+    )
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    print(f"median per-turn time over {args.turns} interleaved turns, instant model\n")
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    what = "wall" if args.clock == "wall" else "CPU (process_time)"
+    print(f"median per-turn {what} time over {args.turns} interleaved turns, instant model\n")
     print(
         "| history | bare pydantic-ai | bare + one JSONL append | shipagent | openai-agents + SQLiteSession "
         "| ship / (bare + JSONL) | ship / openai-agents |"
     )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n in sizes:
-        t = await measure(n, args.turns)
+        t = await measure(n, args.turns, clock)
         oa = t.get("openai-agents")
         oa_cell = f"{oa * 1000:.2f} ms" if oa else "n/a"
         oa_ratio = f"{t['shipagent'] / oa:.2f}x" if oa else "n/a"

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from pathlib import Path
 from types import TracebackType
@@ -25,9 +25,10 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
-from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
+from pydantic_ai.toolsets import AbstractToolset
 
 from . import instructions as _instructions
+from ._combined import SequentialCombinedToolset
 from ._guard import GuardedToolset
 from ._steps import StepCallback, StepReporter, tool_call_records
 from .chatkeys import ShipPaths, validate_chat_key
@@ -326,10 +327,13 @@ class ShipAgent:
         compaction: CompactionResult | None = None
         failure: Exception | None = None
 
+        # The card store joins the JSONL stores' thread hop when it can (one hop per turn).
+        cards = self.handover.turn_writer(chat_key, request_id, text, output)
+
         async def commit_history() -> None:
             nonlocal compaction, failure
             logs = partial(
-                self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts
+                self._write_logs, chat_key, request_id, text, said, output, records, ctx.sent_texts, cards
             )
             try:
                 compaction = await self.chats.commit(
@@ -338,10 +342,12 @@ class ShipAgent:
             except Exception as exc:  # disk full, permissions: the turn did not stick
                 failure = exc
 
-        # The JSONL stores and the card store are independent files: write them side by side.
-        async with anyio.create_task_group() as group:
-            group.start_soon(commit_history)
-            group.start_soon(self.handover.record_turn, chat_key, request_id, text, output)
+        if cards is not None:
+            await commit_history()
+        else:  # the chat's first turn in this process: its output box is looked up on the way
+            async with anyio.create_task_group() as group:
+                group.start_soon(commit_history)
+                group.start_soon(self.handover.record_turn, chat_key, request_id, text, output)
         if failure is not None:
             log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
             return await self._failed(request_id, failure, steps, overflow=False, saved=False)
@@ -412,7 +418,9 @@ class ShipAgent:
             model=model,
             instructions=instructions,
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            toolsets=[CatalogToolset(CombinedToolset(self._toolsets()), skills=self._catalog_skills)],
+            toolsets=[
+                CatalogToolset(SequentialCombinedToolset(self._toolsets()), skills=self._catalog_skills)
+            ],
             capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
         ) as agent_run:
@@ -454,6 +462,7 @@ class ShipAgent:
         output: str,
         records: list[Any],
         sent: Sequence[str] = (),
+        cards: Callable[[], None] | None = None,
     ) -> None:
         self.transcript.append_turn(chat_key, request_id, text, said, sent=sent)
         self.agent_context.append(
@@ -463,6 +472,8 @@ class ShipAgent:
             output,
             [{"tool": r.tool, "success": r.success, "error": r.error} for r in records],
         )
+        if cards is not None:
+            cards()  # logs its own failure: the turn is committed either way
 
     async def _failed(
         self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool, saved: bool = True
