@@ -33,6 +33,10 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_RAW = "\x00messages\x00"  # a placeholder no JSON string value can contain unescaped
+_RAW_JSON = b'"\\u0000messages\\u0000"'
+
+
 def dump_messages(messages: list[ModelMessage]) -> list[Any]:
     return ModelMessagesTypeAdapter.dump_python(messages, mode="json")  # type: ignore[no-any-return]
 
@@ -98,8 +102,11 @@ class MessageLog:
         return self._paths.message_log(chat_key)
 
     def append_turn(self, chat_key: str, request_id: str, messages: list[ModelMessage]) -> None:
-        record = {"t": "turn", "ts": now_iso(), "requestId": request_id, "messages": dump_messages(messages)}
-        jsonl.append_line(self.path(chat_key), record)
+        record = {"t": "turn", "ts": now_iso(), "requestId": request_id, "messages": _RAW}
+        # The messages go straight from pydantic's serializer into the line: no Python-object
+        # round trip (dump to dicts, then json.dumps) on every turn.
+        head, _, tail = jsonl.dumps(record).rpartition(_RAW_JSON)  # "messages" is the last key
+        jsonl.append_raw(self.path(chat_key), head + ModelMessagesTypeAdapter.dump_json(messages) + tail)
 
     def append_compaction(self, chat_key: str, request_id: str, history: list[ModelMessage]) -> None:
         record = {
