@@ -24,13 +24,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import anyio
-import mcp_types
-from fastmcp.client.transports import ClientTransport, SSETransport, StdioTransport, StreamableHttpTransport
-from mcp import MCPError
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
@@ -39,6 +35,10 @@ from ._naming import ToolName, assign_names, exposed_name
 from ._redact import Redactor, install_log_redaction, safe_url
 from ._status import McpServerStatus, McpToolInfo, ServerState
 from ._toolset import McpServerToolset, tool_definition, visible_to_model
+
+if TYPE_CHECKING:  # the MCP client stack (FastMCP) costs ~1 s to import: only when a server starts
+    import mcp_types
+    from pydantic_ai.mcp import MCPToolset
 
 __all__ = ["McpManager"]
 
@@ -244,6 +244,14 @@ class McpManager:
         return None
 
     def _build(self, name: str, cfg: McpServerConfig) -> MCPToolset[Any]:
+        from fastmcp.client.transports import (
+            ClientTransport,
+            SSETransport,
+            StdioTransport,
+            StreamableHttpTransport,
+        )
+        from pydantic_ai.mcp import MCPToolset
+
         transport: ClientTransport
         if isinstance(cfg, McpStdioServer):
             transport = StdioTransport(
@@ -436,6 +444,9 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def _connection_closed(exc: BaseException) -> bool:
+    import mcp_types
+    from mcp import MCPError  # loaded by then: only a started server's failure gets here
+
     return any(isinstance(e, MCPError) and e.error.code == mcp_types.CONNECTION_CLOSED for e in _chain(exc))
 
 

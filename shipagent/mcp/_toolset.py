@@ -19,18 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types
-from mcp import MCPError
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from ._naming import ToolName
 from ._redact import Redactor
 from ._results import convert_result, failure
+
+if TYPE_CHECKING:
+    import mcp_types
+    from pydantic_ai.mcp import MCPToolset
 
 __all__ = ["McpServerToolset", "tool_definition"]
 
@@ -129,6 +130,9 @@ class McpServerToolset(AbstractToolset[Any]):
                 f"MCP server {self.server!r} is not available ({self.dead_reason}); "
                 f"tool {name.exposed!r} cannot be called in this session"
             )
+        import mcp_types
+        from mcp import MCPError  # the MCP SDK is imported once a server runs, not with shipagent
+
         try:
             with anyio.fail_after(self._timeout + _BACKSTOP_SECONDS):
                 result = await self.mcp.client.call_tool_mcp(name.original, args, timeout=self._timeout)
