@@ -11,22 +11,22 @@ from collections.abc import Callable
 from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .agent import ShipAgent
+from ._lazycli import LazyGroup, lazy_subcommand
 from .config import ShipConfig, load_config
 from .errors import ShipAgentError
-from .execution import ApprovalRequest
-from .files import context_app
-from .mcp import mcp_app
-from .models import describe_model
-from .results import AgentResult, StepEvent
 from .skills import skills_check_hook
+
+if TYPE_CHECKING:  # pydantic-ai and the agent load when a command needs them, not for --help
+    from .agent import ShipAgent
+    from .execution import ApprovalRequest
+    from .results import AgentResult, StepEvent
 
 __all__ = ["app", "main"]
 
@@ -36,9 +36,16 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=LazyGroup,
 )
-app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
-app.add_typer(context_app, name="context")  # shipagent context list|export|import
+# shipagent mcp list; shipagent context list|export|import — imported when used
+lazy_subcommand("mcp", "shipagent.mcp._cli", "mcp_app", "Inspect the MCP servers declared in ship.json.")
+lazy_subcommand(
+    "context",
+    "shipagent.files._cli",
+    "context_app",
+    "List, export and import a chat's context files (spilled outputs, compacted history, catalog).",
+)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -48,9 +55,9 @@ ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="Model string overriding ship.json llm.model.")
 ]
 
-AgentFactory = Callable[..., ShipAgent]
-agent_factory: AgentFactory = ShipAgent.from_project
-"""How the CLI builds agents; tests swap it to script the model."""
+AgentFactory = Callable[..., "ShipAgent"]
+agent_factory: AgentFactory | None = None
+"""How the CLI builds agents (``None``: ``ShipAgent.from_project``); tests swap it to script the model."""
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -59,8 +66,13 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
 
 
 def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
+    factory = agent_factory
+    if factory is None:
+        from .agent import ShipAgent
+
+        factory = ShipAgent.from_project
     try:
-        return agent_factory(project, model=model, **kwargs)
+        return factory(project, model=model, **kwargs)
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
 
@@ -203,6 +215,8 @@ def check(project: ProjectOpt = Path(".")) -> None:
         raise _fail(str(exc)) from None
     history = config.context.chat_history
     console.print(f"[bold]ship.json OK[/] — {escape(config.name)}")
+    from .models import describe_model
+
     console.print(f"model: {escape(describe_model(config.llm))}")
     console.print(
         f"history: {history.in_memory_max_messages} messages in memory, keep "
