@@ -39,11 +39,6 @@ def rss_mib() -> float:
     return pages * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
-def resident(agent: ShipAgent) -> int:
-    """How many chats hold their history in memory."""
-    return sum(1 for chat in agent.chats._chats.values() if chat.messages is not None)
-
-
 def seed(agent: ShipAgent, keys: list[str], messages: int) -> None:
     """One turn record of ``messages`` messages per chat, written as the message log writes it."""
     record = {
@@ -83,7 +78,8 @@ async def main() -> None:
             if i % step == 0 or i == args.chats:
                 rate = i / (time.perf_counter() - start)
                 print(
-                    f"| {i:,} | {rss_mib():.0f} MiB | {resident(agent):,} | {rate:,.0f} chats/s |", flush=True
+                    f"| {i:,} | {rss_mib():.0f} MiB | {len(agent.chats.resident()):,} | {rate:,.0f} chats/s |",
+                    flush=True,
                 )
         print(f"\nRSS before touching any chat: {base:.0f} MiB")
 

@@ -64,6 +64,10 @@ class ChatHistoryConfig(_Model):
     in_memory_max_messages: int = Field(default=60, ge=4)
     compact_keep_last_messages: int = Field(default=30, ge=1)
     max_history_tokens: int = Field(default=32000, ge=256)
+    idle_evict_seconds: float = Field(default=600, ge=0)
+    """A chat unused this long is dropped from memory (rebuilt from disk on its next turn)."""
+    max_resident_chats: int = Field(default=1000, ge=1)
+    """At most this many chats stay in memory; the least recently used go first."""
 
 
 class AgentContextConfig(_Model):

@@ -15,6 +15,7 @@ The model-message log holds two kinds of records:
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,6 +25,8 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
+
+_REMEMBERED_COUNTS = 4096  # entry counts of the most recently used chats' agent-context logs
 
 __all__ = ["AgentContextLog", "MessageLog", "Transcript", "now_iso"]
 
@@ -148,7 +151,7 @@ class AgentContextLog:
     def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
         self._paths = paths
         self.window = window
-        self._counts: dict[str, int] = {}
+        self._counts: OrderedDict[str, int] = OrderedDict()  # recent chats only (a miss re-counts)
 
     def path(self, chat_key: str) -> Path:
         return self._paths.agent_context(chat_key)
@@ -184,9 +187,12 @@ class AgentContextLog:
             count = len(jsonl.read_all(path))
         else:
             count += 1
-        self._counts[chat_key] = count
         if count > self.window:
-            self._counts[chat_key] = self._compact(chat_key)
+            count = self._compact(chat_key)
+        self._counts[chat_key] = count
+        self._counts.move_to_end(chat_key)
+        while len(self._counts) > _REMEMBERED_COUNTS:
+            self._counts.popitem(last=False)
 
     def _compact(self, chat_key: str) -> int:
         path = self.path(chat_key)
