@@ -211,7 +211,7 @@ class ShipAgent:
         return self._model
 
     def _toolsets(self) -> list[AbstractToolset[Any]]:
-        """Every toolset a run offers the model, each guarded so a crash becomes a failure result."""
+        """Every toolset a run offers the model, guarded so a crash becomes a failure result."""
         toolsets: list[AbstractToolset[Any]] = [
             self._builtin_toolset,
             self._context_toolset,
@@ -223,8 +223,10 @@ class ShipAgent:
         ]
         if self.handover.toolset is not None:
             toolsets.append(self.handover.toolset)
-        # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
-        return self.handover.restrict([GuardedToolset(SpillToolset(t)) for t in toolsets])
+        # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools); the guard and
+        # the spill wrap them all once (per tool call they act alike), not each toolset: pydantic-ai
+        # walks every wrapper layer for tools and instructions on every model request
+        return [GuardedToolset(SpillToolset(SequentialCombinedToolset(self.handover.restrict(toolsets))))]
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
