@@ -6,8 +6,10 @@ times each phase of ``ShipAgent.run`` by wrapping the methods that implement it:
 * ``load history`` (``ChatHistories.aget``), ``instructions`` (``ShipAgent._instructions``),
   ``toolsets`` (building the guarded toolset list), ``tool loop`` (pydantic-ai's run, including
   the catalog check in ``CatalogToolset.get_tools`` and its tool-definition preparation),
-* ``commit`` (message log + transcript + agent-context log, one thread hop) and ``card store``
-  (the output box) — these two run side by side, so their sum exceeds their share of the turn.
+* ``commit``: message log, transcript, agent-context log and the card store's output box, all
+  written in one worker-thread hop before ``run`` returns.
+
+The history grows by two messages a turn (as in ``turn_overhead.py``).
 
 Run: ``python bench/turn_profile.py [--history 10] [--turns 200] [--top 25]``.
 """
@@ -32,10 +34,10 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pydantic_ai.toolsets import CombinedToolset
 from turn_overhead import instant, make_history
 
 from shipagent import ShipAgent
+from shipagent._combined import SequentialCombinedToolset
 from shipagent.files import CatalogToolset
 from shipagent.files import _catalog as files_catalog
 from shipagent.handover import Handover
@@ -93,10 +95,10 @@ async def main() -> None:
     timed(ShipAgent, "_toolsets", "toolsets")
     timed(ShipAgent, "_tool_loop", "tool loop (pydantic-ai)")
     timed(CatalogToolset, "get_tools", "  of which: tool defs + catalog check")
-    timed(CombinedToolset, "get_tools", "    of which: tool defs (CombinedToolset.get_tools)")
+    timed(SequentialCombinedToolset, "get_tools", "    of which: tool defs of shipagent's toolsets")
     timed(files_catalog, "render_catalog", "    of which: catalog rendering")
-    timed(ChatHistories, "commit", "commit (3 JSONL stores)")
-    timed(Handover, "record_turn", "card store")
+    timed(ChatHistories, "commit", "commit: message log, transcript, agent-context log, cards (one hop)")
+    timed(Handover, "record_turn", "card store, awaited separately (a chat's first turn only)")
     timed(ShipAgent, "run", "whole turn")
     for i in range(args.turns):
         await agent.run("bench:chat", f"turn {i}")
