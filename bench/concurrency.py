@@ -7,7 +7,7 @@ alternating, and the best of each is kept. A real model's latency would make con
 by far more; with an instant model this measures how much of a turn's own work overlaps (the
 stores' writes run in worker threads while other turns use the event loop).
 
-Run: ``python bench/concurrency.py [--chats 100] [--rounds 3] [--repeat 3]``.
+Run: ``python bench/concurrency.py [--chats 100] [--rounds 3] [--repeat 3] [--model-latency-ms 0]``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pydantic_ai.models.function import FunctionModel
+from pydantic_ai.messages import ModelMessage, ModelResponse
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from turn_overhead import instant
 
 from shipagent import ShipAgent
@@ -32,11 +33,22 @@ async def main() -> None:
     parser.add_argument("--chats", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--model-latency-ms",
+        type=float,
+        default=0.0,
+        help="make the model answer after this long (a real model takes 100s of ms)",
+    )
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="ship-concurrency-"))
     try:
         (root / "ship.json").write_text('{"name": "bench"}')
-        agent = ShipAgent.from_project(root, model=FunctionModel(instant))
+
+        async def slow(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+            await asyncio.sleep(args.model_latency_ms / 1000)
+            return await instant(messages, info)
+
+        agent = ShipAgent.from_project(root, model=FunctionModel(slow if args.model_latency_ms else instant))
         keys = [f"bench:chat:{i}" for i in range(args.chats)]
         for key in keys:  # warm: every chat exists on disk and in memory
             await agent.run(key, "warm up")
@@ -59,7 +71,8 @@ async def main() -> None:
         for _ in range(args.repeat):
             seq = max(seq, await sequential())
             con = max(con, await concurrent())
-        print(f"{args.chats} chats × {args.rounds} rounds, best of {args.repeat}, instant model\n")
+        model = f"model latency {args.model_latency_ms:g} ms" if args.model_latency_ms else "instant model"
+        print(f"{args.chats} chats × {args.rounds} rounds, best of {args.repeat}, {model}\n")
         print("| sequential | concurrent | ratio |")
         print("|---:|---:|---:|")
         print(f"| {seq:.0f} turns/s | {con:.0f} turns/s | {con / seq:.2f}x |")
