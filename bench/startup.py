@@ -60,14 +60,14 @@ def _cli() -> list[str]:
     return [found] if found else [sys.executable, "-c", "from shipagent.cli import main; main()"]
 
 
-def cold(argv: list[str], runs: int, *, cwd: Path | None = None) -> float:
-    """Median wall time of ``runs`` fresh processes running ``argv`` to completion."""
+def cold_times(argv: list[str], runs: int, *, cwd: Path | None = None) -> list[float]:
+    """Wall times of ``runs`` fresh processes running ``argv`` to completion."""
     times = []
     for _ in range(runs):
         start = time.perf_counter()
         subprocess.run(argv, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return times
 
 
 def run_to_request(runs: int) -> tuple[float, float]:
@@ -106,12 +106,22 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     py = sys.executable
-    baseline = cold([py, "-c", "pass"], args.runs)
-    help_time = cold([*_cli(), "--help"], args.runs)
-    ship = cold([py, "-c", "import shipagent"], args.runs)
-    pai = cold([py, "-c", "import pydantic_ai"], args.runs)
-    agent = cold([py, "-c", "from shipagent import ShipAgent"], args.runs)
-    provider = cold([py, "-c", "import pydantic_ai.models.openai"], args.runs)
+    commands = {
+        "baseline": [py, "-c", "pass"],
+        "help": [*_cli(), "--help"],
+        "ship": [py, "-c", "import shipagent"],
+        "pai": [py, "-c", "import pydantic_ai"],
+        "agent": [py, "-c", "from shipagent import ShipAgent"],
+        "provider": [py, "-c", "import pydantic_ai.models.openai"],
+    }
+    # Round-robin, one process of each per round, so load drift on a shared machine hits all alike;
+    # run from a temp dir so `python -c` imports the installed shipagent, not a checkout's.
+    samples: dict[str, list[float]] = {name: [] for name in commands}
+    with tempfile.TemporaryDirectory() as cwd:
+        for _ in range(args.runs):
+            for name, argv in commands.items():
+                samples[name].extend(cold_times(argv, 1, cwd=Path(cwd)))
+    baseline, help_time, ship, pai, agent, provider = (statistics.median(samples[n]) for n in commands)
     request, exit_ = run_to_request(args.runs)
     print(f"median of {args.runs} cold processes; bare `python -c pass` takes {baseline * 1000:.0f} ms\n")
     print("| what | time | target |")
