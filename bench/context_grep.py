@@ -1,8 +1,8 @@
 """Benchmark context files on a 200 MB log: grep against bare ripgrep, read/tail at 200 MB vs 2 MB.
 
 Run: ``python bench/context_grep.py [--size-mb 200]``. Everything is generated in a temp dir and
-removed afterwards. Targets (issue 5): ``context_grep`` within 2x of bare ``rg`` on the same
-pattern; ``context_read`` / ``context_tail`` cost flat in the file size.
+removed afterwards. Targets: ``context_grep`` within 1.2x of bare ``rg`` (its output read through
+a pipe) on the same pattern; ``context_read`` / ``context_tail`` cost flat in the file size.
 """
 
 from __future__ import annotations
@@ -109,9 +109,11 @@ def main() -> int:
             ("grep regex 'upstream \\w+ after \\d+s' (-i)", r"upstream \w+ after \d+s", False),
         ):
             flag = "--case-sensitive" if case else "--ignore-case"
+            # Bare rg's output is read through a pipe, as any caller that wants the matches reads
+            # it: with stdout on /dev/null ripgrep stops at the first match and the time is moot.
             bare = best_of(
                 lambda p=pattern, f=flag: subprocess.run(
-                    [rg, "--no-config", f, "-e", p, str(big_path)], stdout=subprocess.DEVNULL, check=False
+                    [rg, "--no-config", f, "-e", p, str(big_path)], capture_output=True, check=False
                 ),
                 args.repeat,
             )

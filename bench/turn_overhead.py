@@ -1,41 +1,58 @@
-"""Per-turn overhead of ``ShipAgent.run`` against bare ``pydantic_ai.Agent.run``.
+"""Per-turn time: shipagent against bare pydantic-ai and openai-agents + SQLiteSession, side by side.
 
-Both use the same instant ``FunctionModel``; shipagent runs with persistence on (transcript,
-message log, agent-context log on disk). Three rows per history size:
+Four contenders run in one process, each keeping one conversation going (every turn's messages
+join its history), with an instant model:
 
-* ``bare``: ``Agent.run(text, message_history=<N messages>)``, keeping the conversation going
-  (each turn's messages join the history, exactly as they do in shipagent);
-* ``bare + ship's toolsets``: the same, offering the model the ~14 builtin and context tools a
-  shipagent run offers (a tool costs pydantic-ai time per request even when it is not called);
-* ``ship (N in memory)``: ship.json bounds raised so shipagent sends the same N messages;
-* ``ship (default bounds)``: the default 60/30 compaction and 32k token budget, with N messages on
-  disk — what a real long chat costs.
+* ``bare``: ``pydantic_ai.Agent.run(text, message_history=history)`` with a ``FunctionModel`` whose
+  function is async and reports usage (a sync function costs an executor hop per request and a
+  usage-less response a word count over the whole history — neither is pydantic-ai's own cost);
+* ``bare + JSONL``: the same plus one JSONL append of the turn's new messages
+  (``result.new_messages_json()``) in a worker thread — the least a persistent async app does;
+* ``shipagent``: ``ShipAgent.run`` with persistence on (message log, transcript, agent-context
+  log and card store written before ``run`` returns), its ~20 builtin/context/handover tools
+  offered, ship.json bounds raised so it sends the same N messages as the others;
+* ``openai-agents``: ``Runner.run(agent, text, session=SQLiteSession(<file>))`` with tracing off
+  and a minimal instant ``agents.models.interface.Model`` (the SDK's
+  ``agents.testing.ScriptedModel`` deep-copies every request's input to record it, which would
+  charge the SDK ~ms per turn at 1,000 messages that a real deployment does not pay).
 
-Run: ``python bench/turn_overhead.py`` (prints a markdown table).
+Turns are interleaved (contender order rotates every turn) so machine drift hits all alike; each
+cell is the median of ``--turns`` turns (default 40). Needs the ``bench`` extra
+(``pip install -e '.[bench]'``); without openai-agents that column is skipped.
+
+Run: ``python bench/turn_overhead.py [--turns 40] [--sizes 10,100,1000] [--clock wall|cpu]`` (prints
+a markdown table; ``--clock cpu`` counts the process's CPU time, steadier when other jobs share
+the machine).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
+from pydantic_ai.usage import RequestUsage
 
 from shipagent import ShipAgent
 from shipagent.history.stores import MessageLog, Transcript
 
-TURNS = 60
 SIZES = (10, 100, 1000)
+Turn = Callable[[int], Awaitable[None]]
 
 
-def instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    return ModelResponse(parts=[TextPart("ok")])
+async def instant(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """An async function (no executor hop) that reports usage (no word count over the history)."""
+    return ModelResponse(parts=[TextPart("ok")], usage=RequestUsage(input_tokens=1, output_tokens=1))
 
 
 def make_history(n: int) -> list[ModelMessage]:
@@ -46,70 +63,142 @@ def make_history(n: int) -> list[ModelMessage]:
     return out
 
 
-def project(n: int, *, bounded: bool) -> Path:
-    root = Path(tempfile.mkdtemp(prefix="ship-bench-"))
-    config: dict[str, object] = {"name": "bench"}
-    if not bounded:
-        config["context"] = {
+async def bare(n: int, root: Path, *, append: bool) -> Turn:
+    agent = Agent(FunctionModel(instant))
+    history = make_history(n)
+    path = root / "bare.jsonl"
+    state = {"history": history}
+
+    def write(data: bytes) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data + b"\n")
+        finally:
+            os.close(fd)
+
+    async def turn(i: int) -> None:
+        result = await agent.run(f"turn {i}", message_history=state["history"])
+        if append:
+            await anyio.to_thread.run_sync(write, result.new_messages_json())
+        state["history"] = result.all_messages()
+
+    return turn
+
+
+async def ship(n: int, root: Path) -> Turn:
+    config = {
+        "name": "bench",
+        "context": {
             "chatHistory": {
                 "inMemoryMaxMessages": 100_000,
                 "compactKeepLastMessages": 50_000,
                 "maxHistoryTokens": 10_000_000,
             }
-        }
+        },
+    }
     (root / "ship.json").write_text(json.dumps(config))
     agent = ShipAgent.from_project(root, model=FunctionModel(instant))
     history = make_history(n)
     log, transcript = MessageLog(agent.paths), Transcript(agent.paths)
-    for i in range(0, len(history), 2):
-        log.append_turn("bench:chat", f"seed{i}", history[i : i + 2])
-        transcript.append_turn("bench:chat", f"seed{i}", f"question {i}", f"answer {i}")
-    return root
+    log.append_turn("bench:chat", "seed", history)
+    transcript.append_turn("bench:chat", "seed", "seeded", "seeded")
+
+    async def turn(i: int) -> None:
+        result = await agent.run("bench:chat", f"turn {i}")
+        assert result.success, result.output
+
+    return turn
 
 
-async def time_bare(n: int, *, tools: bool = False) -> float:
-    """The same conversation through bare pydantic-ai: its history grows by each turn, as ship's does."""
-    agent = Agent(FunctionModel(instant))
-    toolsets = ShipAgent.from_project(project(0, bounded=False))._toolsets() if tools else None
-    history = make_history(n)
-    history = (await agent.run("warm up", message_history=history, toolsets=toolsets)).all_messages()
-    samples = []
-    for i in range(TURNS):
-        start = time.perf_counter()
-        result = await agent.run(f"turn {i}", message_history=history, toolsets=toolsets)
-        samples.append(time.perf_counter() - start)
-        history = result.all_messages()
-    return statistics.median(samples)
+async def openai_agents(n: int, root: Path) -> Turn | None:
+    try:
+        from agents import Agent as OAAgent
+        from agents import Runner, SQLiteSession, set_tracing_disabled
+        from agents.models.interface import Model as OAModel
+        from agents.testing import assistant_message
+        from agents.usage import Usage
+    except ImportError:
+        return None
+    from agents.items import ModelResponse as OAResponse
+
+    set_tracing_disabled(True)
+
+    class Instant(OAModel):
+        async def get_response(self, *args: Any, **kwargs: Any) -> OAResponse:
+            return OAResponse(output=[assistant_message("ok")], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    session = SQLiteSession("bench", root / "oa.sqlite")
+    items: list[Any] = []
+    for i in range(n // 2):
+        items.append({"role": "user", "content": f"question {i}: " + "lorem ipsum " * 20})
+        items.append({"role": "assistant", "content": f"answer {i}: " + "dolor sit amet " * 20})
+    await session.add_items(items)
+    agent = OAAgent(name="bench", instructions="You are a bench.", model=Instant())
+
+    async def turn(i: int) -> None:
+        await Runner.run(agent, f"turn {i}", session=session)
+
+    return turn
 
 
-async def time_ship(n: int, *, bounded: bool) -> tuple[float, int]:
-    root = project(n, bounded=bounded)
-    agent = ShipAgent.from_project(root, model=FunctionModel(instant))
-    await agent.run("bench:chat", "warm up")  # hydrates the chat from disk once
-    samples = []
-    for i in range(TURNS):
-        start = time.perf_counter()
-        await agent.run("bench:chat", f"turn {i}")
-        samples.append(time.perf_counter() - start)
-    disk = sum(p.stat().st_size for p in (root / ".ship").rglob("*") if p.is_file())
-    return statistics.median(samples), disk
+async def measure(n: int, turns: int, clock: Callable[[], float] = time.perf_counter) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix="ship-bench-"))
+    (tmp / "ship").mkdir()
+    contenders: dict[str, Turn] = {
+        "bare": await bare(n, tmp, append=False),
+        "bare + JSONL": await bare(n, tmp, append=True),
+        "shipagent": await ship(n, tmp / "ship"),
+    }
+    oa = await openai_agents(n, tmp)
+    if oa is not None:
+        contenders["openai-agents"] = oa
+    names = list(contenders)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:  # warm-up: hydration, first-call caches
+        for i in range(3):
+            await contenders[name](-1 - i)
+    for i in range(turns):
+        order = names[i % len(names) :] + names[: i % len(names)]
+        for name in order:
+            start = clock()
+            await contenders[name](i)
+            samples[name].append(clock() - start)
+    return {name: statistics.median(s) for name, s in samples.items()}
 
 
 async def main() -> None:
-    print(f"median per-turn time over {TURNS} turns, instant FunctionModel\n")
-    print(
-        "| history | bare pydantic-ai | bare + ship's toolsets | ship (same N in memory) | ratio to bare "
-        "| ratio to bare + tools | ship (default bounds) | .ship on disk |"
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--turns", type=int, default=40)
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)))
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time (all threads) per turn, steadier on a busy machine",
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for n in SIZES:
-        bare = await time_bare(n)
-        bare_tools = await time_bare(n, tools=True)
-        same, _ = await time_ship(n, bounded=False)
-        default, disk = await time_ship(n, bounded=True)
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    clock = time.perf_counter if args.clock == "wall" else time.process_time
+    what = "wall" if args.clock == "wall" else "CPU (process_time)"
+    print(f"median per-turn {what} time over {args.turns} interleaved turns, instant model\n")
+    print(
+        "| history | bare pydantic-ai | bare + one JSONL append | shipagent | openai-agents + SQLiteSession "
+        "| ship / (bare + JSONL) | ship / openai-agents |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n in sizes:
+        t = await measure(n, args.turns, clock)
+        oa = t.get("openai-agents")
+        oa_cell = f"{oa * 1000:.2f} ms" if oa else "n/a"
+        oa_ratio = f"{t['shipagent'] / oa:.2f}x" if oa else "n/a"
         print(
-            f"| {n} | {bare * 1000:.2f} ms | {bare_tools * 1000:.2f} ms | {same * 1000:.2f} ms "
-            f"| {same / bare:.2f}x | {same / bare_tools:.2f}x | {default * 1000:.2f} ms | {disk / 1024:.0f} KiB |"
+            f"| {n} | {t['bare'] * 1000:.2f} ms | {t['bare + JSONL'] * 1000:.2f} ms "
+            f"| {t['shipagent'] * 1000:.2f} ms | {oa_cell} "
+            f"| {t['shipagent'] / t['bare + JSONL']:.2f}x | {oa_ratio} |",
+            flush=True,
         )
 
 

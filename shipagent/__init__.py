@@ -1,27 +1,39 @@
-"""shipagent: a runtime for chat agents on pydantic-ai whose context stays bounded and inspectable."""
+"""shipagent: a runtime for chat agents on pydantic-ai whose context stays bounded and inspectable.
 
-from . import _quiet  # noqa: F401  (first: pydantic-ai's banner off before any agent exists)
-from ._checks import Problem, check_project
-from .agent import ShipAgent
-from .config import ShipConfig, load_config
-from .errors import (
-    BadRequestError,
-    ChatKeyError,
-    ConfigError,
-    NotFoundError,
-    ProjectLockedError,
-    ShipAgentError,
-    ToolContextError,
-)
-from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
-from .execution import (
-    ApprovalRequest,
-    InjectionResult,
-    ToolExecutionContext,
-    current_tool_context,
-)
-from .results import AgentResult, StepEvent, ToolCallRecord
-from .turns import executor_factories as _executor_factories
+The public names load on first use (PEP 562 module ``__getattr__``): ``import shipagent`` and
+the ``shipagent`` command's start-up do not pay for pydantic-ai until something needs an agent.
+pydantic-ai's first-run banner is turned off by ``shipagent.agent`` (every run goes through
+:class:`ShipAgent`), not here, so that importing the package stays light.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ._executors import executor_factories as _executor_factories
+from .errors import ConfigError
+
+if TYPE_CHECKING:
+    from ._checks import Problem, check_project
+    from .agent import ShipAgent
+    from .config import ShipConfig, load_config
+    from .errors import (
+        BadRequestError,
+        ChatKeyError,
+        NotFoundError,
+        ProjectLockedError,
+        ShipAgentError,
+        ToolContextError,
+    )
+    from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
+    from .execution import (
+        ApprovalRequest,
+        InjectionResult,
+        ToolExecutionContext,
+        current_tool_context,
+    )
+    from .results import AgentResult, StepEvent, ToolCallRecord
 
 
 def _durable_executor(agent: ShipAgent) -> object:
@@ -37,6 +49,35 @@ def _durable_executor(agent: ShipAgent) -> object:
 
 
 _executor_factories.setdefault("durable", _durable_executor)  # type: ignore[arg-type]
+
+_HOME = {
+    "AgentResult": "results",
+    "ApprovalRequest": "execution",
+    "ApprovalRequired": "events",
+    "BadRequestError": "errors",
+    "ChatKeyError": "errors",
+    "Compacted": "events",
+    "ConfigError": "errors",
+    "Done": "events",
+    "InjectionResult": "execution",
+    "NotFoundError": "errors",
+    "Problem": "_checks",
+    "ProjectLockedError": "errors",
+    "ShipAgent": "agent",
+    "ShipAgentError": "errors",
+    "ShipConfig": "config",
+    "StepEvent": "results",
+    "TextDelta": "events",
+    "ToolCallRecord": "results",
+    "ToolContextError": "errors",
+    "ToolExecutionContext": "execution",
+    "ToolFinished": "events",
+    "ToolStarted": "events",
+    "check_project": "_checks",
+    "current_tool_context": "execution",
+    "load_config": "config",
+}
+"""Where each public name lives (``shipagent.<module>``)."""
 
 __all__ = [
     "AgentResult",
@@ -65,3 +106,21 @@ __all__ = [
     "current_tool_context",
     "load_config",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:  # ``shipagent.history`` and friends, as when this file imported them eagerly
+        try:
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module 'shipagent' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -14,17 +14,19 @@ import threading
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ._checks import Problem, check_project, has_errors
-from .agent import ShipAgent
 from .chatkeys import validate_chat_key
 from .config import load_config
 from .errors import ConfigError, ShipAgentError
+
+if TYPE_CHECKING:  # pydantic-ai loads when a command needs an agent, not for ``shipagent --help``
+    from ._checks import Problem
+    from .agent import ShipAgent
 
 __all__ = [
     "configure_logging",
@@ -89,6 +91,8 @@ def preflight(
     except ShipAgentError as exc:
         err_console.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    from ._checks import Problem, check_project, has_errors
+
     problems = check_project(root, config=config, include_model=False)
     agent: ShipAgent | None = None
     try:

@@ -30,9 +30,11 @@ from pydantic_ai import Agent
 from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
-from pydantic_ai.toolsets import AbstractToolset, CombinedToolset
+from pydantic_ai.toolsets import AbstractToolset
 
+from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
 from . import instructions as _instructions
+from ._combined import SequentialCombinedToolset
 from ._explain import explain_failure
 from ._guard import GuardedToolset
 from ._lock import ProjectLock
@@ -329,7 +331,7 @@ class ShipAgent:
         return build_model(self.config.llm, name) if name else self.model
 
     def _toolsets(self) -> list[AbstractToolset[Any]]:
-        """Every toolset a run offers the model, each guarded so a crash becomes a failure result."""
+        """Every toolset a run offers the model, guarded so a crash becomes a failure result."""
         toolsets: list[AbstractToolset[Any]] = [
             self._builtin_toolset,
             self._context_toolset,
@@ -341,9 +343,12 @@ class ShipAgent:
         ]
         if self.handover.toolset is not None:
             toolsets.append(self.handover.toolset)
-        # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools)
-        # outermost: each call's injections travel with its result (history.injections)
-        return self.handover.restrict([InjectionToolset(GuardedToolset(SpillToolset(t))) for t in toolsets])
+        # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools); the guard and
+        # the spill wrap them all once (per tool call they act alike), not each toolset: pydantic-ai
+        # walks every wrapper layer for tools and instructions on every model request. Outermost:
+        # each call's injections travel with its result (history.injections)
+        combined = SequentialCombinedToolset(self.handover.restrict(toolsets))
+        return [InjectionToolset(GuardedToolset(SpillToolset(combined)))]
 
     def _is_mcp_tool(self, name: str) -> bool:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
@@ -619,6 +624,8 @@ class ShipAgent:
         """Write a finished turn to every store; returns the compaction it triggered or the failure."""
         compaction: CompactionResult | None = None
         failure: Exception | None = None
+        # The card store joins the JSONL stores' thread hop when it can (one hop per turn).
+        cards = self.handover.turn_writer(turn.chat_key, turn.request_id, turn.text, turn.output)
 
         async def commit_history() -> None:
             nonlocal compaction, failure
@@ -631,6 +638,7 @@ class ShipAgent:
                 turn.output,
                 turn.records,
                 turn.sent,
+                cards,
             )
             # the ledger's records of this turn's requests go in the same worker-thread hop
             logs = _then(logs, self._ledger.flush(turn.chat_key, turn.request_id, turn.new))
@@ -646,12 +654,14 @@ class ShipAgent:
             except Exception as exc:  # disk full, permissions: the turn did not stick
                 failure = exc
 
-        # The JSONL stores and the card store are independent files: write them side by side.
-        async with anyio.create_task_group() as group:
-            group.start_soon(commit_history)
-            group.start_soon(
-                self.handover.record_turn, turn.chat_key, turn.request_id, turn.text, turn.output
-            )
+        if cards is not None:
+            await commit_history()
+        else:  # the chat's first turn in this process: its output box is looked up on the way
+            async with anyio.create_task_group() as group:
+                group.start_soon(commit_history)
+                group.start_soon(
+                    self.handover.record_turn, turn.chat_key, turn.request_id, turn.text, turn.output
+                )
         return compaction, failure
 
     async def _with_overflow_retries(
@@ -708,7 +718,8 @@ class ShipAgent:
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
             toolsets=[
                 CatalogToolset(
-                    CombinedToolset(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills
+                    SequentialCombinedToolset(self.turn_hooks.toolsets(self._toolsets())),
+                    skills=self._catalog_skills,
                 )
             ],
             capabilities=[window],
@@ -789,6 +800,7 @@ class ShipAgent:
         output: str,
         records: list[Any],
         sent: Sequence[str] = (),
+        cards: Callable[[], None] | None = None,
     ) -> None:
         self.transcript.append_turn(chat_key, request_id, text, said, sent=sent)
         self.agent_context.append(
@@ -798,6 +810,8 @@ class ShipAgent:
             output,
             [{"tool": r.tool, "success": r.success, "error": r.error} for r in records],
         )
+        if cards is not None:
+            cards()  # logs its own failure: the turn is committed either way
 
     async def _failed(
         self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool, saved: bool = True

@@ -7,6 +7,7 @@ A chat key (``telegram:chat:42``) is user input: it becomes a directory or file 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 from dataclasses import dataclass
@@ -29,6 +30,8 @@ def validate_chat_key(chat_key: object) -> str:
         raise ChatKeyError("chat key must not be empty")
     if len(chat_key) > MAX_CHAT_KEY_LENGTH:
         raise ChatKeyError(f"chat key is {len(chat_key)} characters long; the limit is {MAX_CHAT_KEY_LENGTH}")
+    if chat_key.isprintable():  # the usual key, checked in C: no printable char is Cc or Cs
+        return chat_key
     for index, char in enumerate(chat_key):
         if unicodedata.category(char) in ("Cc", "Cs") or char == "\x00":
             raise ChatKeyError(
@@ -44,7 +47,11 @@ def encode_chat_key(chat_key: str) -> str:
     ``%XX`` (so ``.`` and ``/`` never survive). An encoding longer than 200 bytes keeps a readable
     prefix and appends ``~`` and 16 hex digits of the key's SHA-256, which keeps names unique.
     """
-    validate_chat_key(chat_key)
+    return _encode(validate_chat_key(chat_key))
+
+
+@functools.lru_cache(maxsize=4096)  # every store of a turn asks for the same few keys' names
+def _encode(chat_key: str) -> str:
     out: list[str] = []
     for byte in chat_key.encode("utf-8"):
         char = chr(byte)

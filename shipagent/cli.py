@@ -6,21 +6,19 @@ with status 2; a failed run exits with 1. Tracebacks are for bugs only.
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import asdict
-from functools import partial
 from importlib import resources
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ._chat_loop import ChatLoop
-from ._checks import check_project, has_errors
 from ._cli_support import (
     configure_logging,
     ensure_gitignore,
@@ -29,20 +27,13 @@ from ._cli_support import (
     print_problems,
     version_text,
 )
-from .agent import ShipAgent
+from ._lazycli import LazyGroup, lazy_subcommand
 from .config import ShipConfig, load_config
-from .durable import _cli as durable_cli
-from .durable._check import durable_check_hook
 from .errors import ShipAgentError
-from .files import context_app
-from .ledger import inspect_command
-from .mcp import mcp_app
-from .models import describe_model
-from .results import AgentResult, StepEvent
-from .serve._cli import serve, serve_check_hook
-from .skills import skills_check_hook
-from .stores import _cli as stores_cli
-from .tools import sandbox_check_hook
+
+if TYPE_CHECKING:  # pydantic-ai and the agent load when a command needs them, not for --help
+    from .agent import ShipAgent
+    from .results import AgentResult, StepEvent
 
 __all__ = ["app", "main"]
 
@@ -52,14 +43,47 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=LazyGroup,
 )
-app.add_typer(mcp_app, name="mcp")  # shipagent mcp list
-app.add_typer(context_app, name="context")  # shipagent context list|export|import
-app.command("inspect")(inspect_command)  # shipagent inspect CHAT_KEY: what the model saw (ledger)
-app.command("worker")(durable_cli.worker_command)  # shipagent worker (durable mode, issue 14)
-app.command("recover")(durable_cli.recover_command)  # shipagent recover [--executor ID]
-app.command()(serve)  # shipagent serve (shipagent/serve/_cli.py)
-app.command("migrate")(stores_cli.migrate_command)  # shipagent migrate --to/--from postgresql://
+# shipagent mcp list; shipagent context list|export|import — imported when used
+lazy_subcommand("mcp", "shipagent.mcp._cli", "mcp_app", "Inspect the MCP servers declared in ship.json.")
+lazy_subcommand(
+    "context",
+    "shipagent.files._cli",
+    "context_app",
+    "List, export and import a chat's context files (spilled outputs, compacted history, catalog).",
+)
+# commands of other rooms, each imported when it runs (their modules load pydantic-ai, DBOS, uvicorn)
+lazy_subcommand(
+    "inspect",
+    "shipagent.ledger._cli",
+    "inspect_command",
+    "Show what the model saw: sections and items of a request, with source, edit and tokens.",
+)
+lazy_subcommand(
+    "worker",
+    "shipagent.durable._cli",
+    "worker_command",
+    "Run a durable worker: execute queued turns of this project until SIGTERM/Ctrl-C.",
+)
+lazy_subcommand(
+    "recover",
+    "shipagent.durable._cli",
+    "recover_command",
+    "Resume pending turns of dead workers now (default: every executor with a stale heartbeat).",
+)
+lazy_subcommand(
+    "serve",
+    "shipagent.serve._cli",
+    "serve",
+    "Serve the agent over HTTP: REST + SSE, OpenAI-compatible /v1/chat/completions, a web page.",
+)
+lazy_subcommand(
+    "migrate",
+    "shipagent.stores._cli",
+    "migrate_command",
+    "Copy this project's .ship/ stores into Postgres (--to URL) or back to files (--from URL).",
+)
 console = Console(soft_wrap=True)
 err_console = Console(stderr=True, soft_wrap=True)
 
@@ -86,9 +110,9 @@ ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="Model string overriding ship.json llm.model.")
 ]
 
-AgentFactory = Callable[..., ShipAgent]
-agent_factory: AgentFactory = ShipAgent.from_project
-"""How the CLI builds agents; tests swap it to script the model."""
+AgentFactory = Callable[..., "ShipAgent"]
+agent_factory: AgentFactory | None = None
+"""How the CLI builds agents (``None``: ``ShipAgent.from_project``); tests swap it to script the model."""
 
 
 def _fail(message: str, code: int = 2) -> typer.Exit:
@@ -96,9 +120,18 @@ def _fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+def _agent_factory() -> AgentFactory:
+    """:data:`agent_factory`, or ``ShipAgent.from_project`` (imported now, not for ``--help``)."""
+    if agent_factory is not None:
+        return agent_factory
+    from .agent import ShipAgent
+
+    return ShipAgent.from_project
+
+
 def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
     try:
-        return agent_factory(project, model=model, **kwargs)
+        return _agent_factory()(project, model=model, **kwargs)
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
 
@@ -199,7 +232,9 @@ def chat(
 ) -> None:
     """Talk to the agent. Commands: /help, /history, /clear, /exit."""
     # the chat key and the checks of `shipagent check` before the prompt (exit 2 / 1)
-    agent = preflight(err_console, project, chat_key, lambda: agent_factory(project, model=model))
+    from ._chat_loop import ChatLoop
+
+    agent = preflight(err_console, project, chat_key, lambda: _agent_factory()(project, model=model))
     console.print(f"[bold]{escape(agent.config.name)}[/] — chat key {escape(chat_key)}; /help for commands")
     loop = ChatLoop(agent, chat_key, console, channel=_ConsoleChannel())
     try:
@@ -222,6 +257,8 @@ def check(project: ProjectOpt = Path(".")) -> None:
         raise _fail(str(exc)) from None
     history = config.context.chat_history
     console.print(f"[bold]ship.json OK[/] — {escape(config.name)}")
+    from .models import describe_model
+
     console.print(f"model: {escape(describe_model(config.llm))}")
     console.print(
         f"history: {history.in_memory_max_messages} messages in memory, keep "
@@ -236,6 +273,8 @@ def check(project: ProjectOpt = Path(".")) -> None:
         console.print(f"tool module: {escape(module)}")
     for hook in check_hooks:
         hook(root, config, console)
+    from ._checks import check_project, has_errors
+
     problems = check_project(root, config=config)
     print_problems(console, problems)
     if has_errors(problems):
@@ -247,11 +286,24 @@ def check(project: ProjectOpt = Path(".")) -> None:
 CheckHook = Callable[[Path, ShipConfig, Console], None]
 check_hooks: list[CheckHook] = []
 """Extra reports for ``shipagent check`` (skills, MCP, …) registered by subsystems."""
-check_hooks.append(skills_check_hook)
-check_hooks.append(durable_check_hook)  # ship.json durable: validated and connected (issue 14)
-check_hooks.append(serve_check_hook)
+
+
+def _hook(module: str, name: str, **options: Any) -> CheckHook:
+    """A check hook imported when ``shipagent check`` runs it (not for every command's start-up)."""
+
+    def hook(root: Path, config: ShipConfig, out: Console) -> None:
+        getattr(importlib.import_module(module), name)(root, config, out, **options)
+
+    hook.__name__ = hook.__qualname__ = name
+    return hook
+
+
+check_hooks.append(_hook("shipagent.skills", "skills_check_hook"))
+# ship.json durable: validated and connected (issue 14)
+check_hooks.append(_hook("shipagent.durable._check", "durable_check_hook"))
+check_hooks.append(_hook("shipagent.serve._cli", "serve_check_hook"))
 # exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)
-check_hooks.append(partial(sandbox_check_hook, report=False))
+check_hooks.append(_hook("shipagent.tools", "sandbox_check_hook", report=False))
 
 
 @app.command()

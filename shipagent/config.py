@@ -80,6 +80,10 @@ class ChatHistoryConfig(_Model):
     ``extract`` on any failure)."""
     summary_model: str | None = None
     """The model for ``summarizer: "model"`` (a pydantic-ai model string); default: the agent's."""
+    idle_evict_seconds: float = Field(default=600, ge=0)
+    """A chat unused this long is dropped from memory (rebuilt from disk on its next turn)."""
+    max_resident_chats: int = Field(default=1000, ge=1)
+    """At most this many chats stay in memory; the least recently used go first."""
 
 
 class AgentContextConfig(_Model):

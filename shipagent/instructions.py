@@ -10,7 +10,9 @@ Each source is a callable so subsystems plug in without this module knowing them
 
 from __future__ import annotations
 
+import functools
 import inspect
+import stat
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
@@ -23,10 +25,40 @@ __all__ = ["InstructionSource", "default_prompt", "read_agent_md"]
 InstructionSource = Callable[[ToolExecutionContext], "str | Awaitable[str | None] | None"]
 
 
+_agent_md_cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
+
+
 def read_agent_md(project_root: Path) -> str:
-    """``Agent.md`` of the project, or an empty string when there is none."""
+    """``Agent.md`` of the project, or an empty string when there is none.
+
+    Read again only when the file's inode, mtime or size changed: every turn asks, and one
+    ``stat`` is cheaper than reading and stripping the file each time.
+    """
     path = project_root / "Agent.md"
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else ""
+    try:
+        st = path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        _agent_md_cache.pop(path, None)
+        return ""
+    if not stat.S_ISREG(st.st_mode):
+        return ""
+    key = (st.st_ino, st.st_mtime_ns, st.st_size)
+    cached = _agent_md_cache.get(path)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    text = path.read_text(encoding="utf-8").strip()
+    if len(_agent_md_cache) >= 64:  # a few projects per process; never grows without bound
+        _agent_md_cache.clear()
+    _agent_md_cache[path] = (key, text)
+    return text
+
+
+@functools.cache
+def _default_template() -> str:
+    try:
+        return resources.files("shipagent").joinpath("prompts/default.md").read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return "Today's date: {date}."
 
 
 def default_prompt(now: datetime | None = None) -> str:
@@ -38,10 +70,7 @@ def default_prompt(now: datetime | None = None) -> str:
     user's message was the alternative; it would vary the request anyway and add a message the
     ledger must account for, for a value a tool call gives when it matters.
     """
-    try:
-        text = resources.files("shipagent").joinpath("prompts/default.md").read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = "Today's date: {date}."
+    text = _default_template()  # a package file: read once per process
     stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%d (%A, UTC)")
     return text.replace("{date}", stamp).strip()
 

@@ -19,6 +19,8 @@ from typing import Any
 __all__ = [
     "append_line",
     "append_lines",
+    "append_raw",
+    "dumps",
     "iter_lines_backward",
     "iter_objects_backward",
     "read_all",
@@ -35,22 +37,28 @@ def _dumps(obj: Any) -> bytes:
     return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
 
 
+def dumps(obj: Any) -> bytes:
+    """One JSONL line (UTF-8, compact, ending in ``\n``) as every store writes it."""
+    return _dumps(obj)
+
+
 def append_lines(path: Path, objs: Iterable[Any]) -> None:
     """Append objects as lines with a single ``write`` (so a crash tears at most the last line)."""
-    data = b"".join(_dumps(o) for o in objs)
+    append_raw(path, b"".join(_dumps(o) for o in objs))
+
+
+def append_raw(path: Path, data: bytes) -> None:
+    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``."""
     if not data:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         # A previous crash may have left a torn last line without "\n": start on a fresh line so
         # the torn fragment stays one bad line instead of corrupting this record too.
         size = os.fstat(fd).st_size
-        if size:
-            with open(path, "rb") as fh:
-                fh.seek(size - 1)
-                if fh.read(1) != b"\n":
-                    data = b"\n" + data
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # same descriptor: no second open
+            data = b"\n" + data
         view = memoryview(data)
         while view:
             written = os.write(fd, view)

@@ -12,7 +12,6 @@ agent looks it up by name only when ship.json turns durable mode on.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -20,6 +19,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
+from ._executors import executor_factories
 from ._steps import StepCallback
 from .results import AgentResult
 
@@ -90,8 +90,3 @@ class TurnExecutor(Protocol):
         on_step: StepCallback | None,
         channel: Any,
     ) -> AgentResult: ...
-
-
-ExecutorFactory = Callable[["ShipAgent"], AbstractAsyncContextManager[TurnExecutor | None]]
-executor_factories: dict[str, ExecutorFactory] = {}
-"""Registered by the package facade (``"durable"`` → ``shipagent.durable``, imported lazily)."""

@@ -19,7 +19,6 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio.to_thread
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from pydantic_ai import FunctionToolset, ModelRetry, RunContext, Tool
 from pydantic_ai.exceptions import ToolFailed
 
@@ -31,6 +30,8 @@ log = logging.getLogger(__name__)
 
 
 def _validator_for(tool: ProviderTool) -> Any:
+    from jsonschema import Draft202012Validator  # type: ignore[import-untyped]  # only with provider tools
+
     validator = Draft202012Validator(tool.parameters)
 
     def validate(ctx: RunContext[Any], **args: Any) -> None:

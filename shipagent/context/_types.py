@@ -14,9 +14,6 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
-from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
-
 __all__ = [
     "ARCHETYPE_LEVEL",
     "SCOPE_MIN_LEVEL",
@@ -125,6 +122,10 @@ class ProviderTool:
             )
         if not isinstance(self.parameters, dict) or self.parameters.get("type", "object") != "object":
             raise ValueError(f"tool {self.name!r}: parameters must be a JSON schema of type 'object'")
+        # jsonschema costs ~0.15 s to import: only when a provider declares a tool
+        from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
+        from jsonschema.exceptions import SchemaError  # type: ignore[import-untyped]
+
         try:
             Draft202012Validator.check_schema(self.parameters)
         except SchemaError as exc:

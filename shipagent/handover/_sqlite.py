@@ -263,6 +263,13 @@ class SqliteCardBoxStore:
         return await self._run(lambda: self._read(read))
 
     async def append_to_box(self, box_id: BoxId, card_ids: Sequence[str | NewCard]) -> list[str]:
+        return await self._run(lambda: self.append_to_box_sync(box_id, card_ids))
+
+    def append_to_box_sync(self, box_id: BoxId, card_ids: Sequence[str | NewCard]) -> list[str]:
+        """:meth:`append_to_box` for a caller already in a worker thread (a turn's commit).
+
+        Lets the agent write a turn's cards in the same thread hop as its JSONL stores.
+        """
         bid = str(box_id)
         items = [c if isinstance(c, NewCard) else str(c) for c in card_ids]
         self._check_serialisable(items)
@@ -281,7 +288,7 @@ class SqliteCardBoxStore:
             )
             return ids
 
-        return await self._run(lambda: self._write(write))
+        return self._write(write)
 
     async def named_box(
         self, name: str, *, initial: Sequence[NewCard] = (), project_id: str | None = None

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -47,31 +49,103 @@ class _Chat:
     sources: list[str] | None = None
     """``history:<seq>`` / ``summary:<id>`` per message of :attr:`messages` (issue 13 §4)."""
     next_seq: int = 0
+    pins: int = 0
+    """Turns holding or waiting for the lock: a pinned chat is never dropped from memory."""
+    used: float = 0.0
+    """``time.monotonic()`` of the last use."""
+
+
+class _ChatLock:
+    """What :meth:`ChatHistories.lock` returns: the chat's lock, pinning the chat while used.
+
+    The chat is looked up when the ``async with`` is entered (not when the handle was made) and
+    pinned before the first ``await``, so eviction can never hand two turns of one chat two
+    different locks.
+    """
+
+    def __init__(self, owner: ChatHistories, chat_key: str) -> None:
+        self._owner = owner
+        self._key = chat_key
+        self._held: list[_Chat] = []
+
+    async def __aenter__(self) -> None:
+        chat = self._owner._chat(self._key)
+        chat.pins += 1  # synchronously with the lookup: from here on it stays resident
+        try:
+            await chat.lock.acquire()
+        except BaseException:
+            self._owner._unpin(self._key, chat)
+            raise
+        self._held.append(chat)
+
+    async def __aexit__(self, *exc: object) -> None:
+        chat = self._held.pop()
+        chat.lock.release()
+        self._owner._unpin(self._key, chat)
 
 
 class ChatHistories:
-    """The in-memory histories of every chat this process has seen."""
+    """The in-memory histories of the chats this process has used recently.
+
+    A chat idle for ``idleEvictSeconds``, or beyond the ``maxResidentChats`` most recently used,
+    is dropped from memory — its history, lock and bookkeeping — unless a turn holds or awaits
+    its lock; its next turn rebuilds it from the tail of its message log. Eviction runs on the
+    way in and out of every lookup (no timer), so a process with no traffic keeps what it has.
+    """
 
     def __init__(self, paths: ShipPaths, config: ChatHistoryConfig) -> None:
         self.config = config
         self.log = MessageLog(paths)
-        self._chats: dict[str, _Chat] = {}
+        self._chats: OrderedDict[str, _Chat] = OrderedDict()  # least recently used first
         self.compaction_hooks: list[CompactionHook] = []
         self.reconciler: Reconciler | None = None
         self._hydrating = threading.Lock()
         """Run once per chat when it is hydrated from disk, and after a failed log write."""
         self.summarizer: Summarizer | None = None
         """Writes summaries when ``chatHistory.summarizer`` is ``model`` (the agent sets it)."""
+        self.clock: Callable[[], float] = time.monotonic
+        """Where "now" comes from (tests move it)."""
 
     def _chat(self, chat_key: str) -> _Chat:
+        now = self.clock()
         chat = self._chats.get(chat_key)
         if chat is None:
-            chat = self._chats[chat_key] = _Chat(anyio.Lock())
+            chat = self._chats[chat_key] = _Chat(anyio.Lock(), used=now)
+        else:
+            chat.used = now
+            self._chats.move_to_end(chat_key)
+        self._evict(now, keep=chat_key)
         return chat
 
-    def lock(self, chat_key: str) -> anyio.Lock:
-        """The lock that serialises turns of ``chat_key``."""
-        return self._chat(chat_key).lock
+    def _unpin(self, chat_key: str, chat: _Chat) -> None:
+        chat.pins -= 1
+        chat.used = self.clock()
+        if self._chats.get(chat_key) is chat:
+            self._chats.move_to_end(chat_key)
+        self._evict(chat.used)
+
+    def _evict(self, now: float, keep: str | None = None) -> None:
+        """Drop idle chats and the least recently used beyond the bound; never a pinned one."""
+        idle_before = now - self.config.idle_evict_seconds
+        excess = len(self._chats) - self.config.max_resident_chats
+        victims: list[str] = []
+        for key, chat in self._chats.items():  # oldest first; stops at the first recent one
+            if excess <= 0 and chat.used > idle_before:
+                break
+            if chat.pins or key == keep:
+                continue
+            victims.append(key)
+            excess -= 1
+        for key in victims:
+            del self._chats[key]
+
+    def resident(self) -> list[str]:
+        """The chats whose history is in memory, least recently used first (for inspection)."""
+        return [key for key, chat in self._chats.items() if chat.messages is not None]
+
+    def lock(self, chat_key: str) -> _ChatLock:
+        """The lock that serialises turns of ``chat_key`` (use with ``async with``)."""
+        return _ChatLock(self, chat_key)
 
     def _load(self, chat_key: str) -> tuple[list[ModelMessage], list[str], int]:
         messages = self.log.rebuild(chat_key)
@@ -103,7 +177,7 @@ class ChatHistories:
                 chat.logs_behind = False
 
     def get(self, chat_key: str) -> list[ModelMessage]:
-        """The chat's history (a copy), rebuilt from disk the first time this process sees it."""
+        """The chat's history (a copy), rebuilt from disk when it is not in memory."""
         chat = self._chat(chat_key)
         if chat.messages is None or chat.logs_behind:
             self._hydrate(chat, chat_key)
@@ -131,9 +205,9 @@ class ChatHistories:
 
         Written as a compaction record with an empty history, so a restart agrees.
         """
-        chat = self._chat(chat_key)
-        async with chat.lock:
+        async with self.lock(chat_key):  # pins the chat: the lookups below find this one
             await self.aget(chat_key)  # the seq counter continues after a /clear
+            chat = self._chat(chat_key)
             write = partial(
                 self.log.append_compaction, chat_key, request_id, [], sources=[], next_seq=chat.next_seq
             )

@@ -16,6 +16,7 @@ The model-message log holds two kinds of records:
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +28,8 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 from .. import jsonl
 from ..chatkeys import ShipPaths
 
+_REMEMBERED_COUNTS = 4096  # entry counts of the most recently used chats' agent-context logs
+
 __all__ = ["AgentContextLog", "MessageLog", "Transcript", "now_iso"]
 
 log = logging.getLogger("shipagent.history")
@@ -35,6 +38,10 @@ log = logging.getLogger("shipagent.history")
 def now_iso() -> str:
     """The current UTC time as ISO 8601 with milliseconds and a ``Z``."""
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+_RAW = "\x00messages\x00"  # a placeholder no JSON string value can contain unescaped
+_RAW_JSON = b'"\\u0000messages\\u0000"'
 
 
 def dump_messages(messages: list[ModelMessage]) -> list[Any]:
@@ -142,15 +149,14 @@ class MessageLog:
         self, chat_key: str, request_id: str, messages: list[ModelMessage], *, seq: int | None = None
     ) -> None:
         """Append a committed turn; ``seq`` is its first message's sequence number."""
-        record: dict[str, Any] = {
-            "t": "turn",
-            "ts": now_iso(),
-            "requestId": request_id,
-            "messages": dump_messages(messages),
-        }
+        record: dict[str, Any] = {"t": "turn", "ts": now_iso(), "requestId": request_id}
         if seq is not None:
             record["seq"] = seq
-        jsonl.append_line(self.path(chat_key), record)
+        record["messages"] = _RAW  # must stay the last key: the line is split at it below
+        # The messages go straight from pydantic's serializer into the line: no Python-object
+        # round trip (dump to dicts, then json.dumps) on every turn.
+        head, _, tail = jsonl.dumps(record).rpartition(_RAW_JSON)
+        jsonl.append_raw(self.path(chat_key), head + ModelMessagesTypeAdapter.dump_json(messages) + tail)
 
     def append_compaction(
         self,
@@ -345,7 +351,7 @@ class AgentContextLog:
     def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
         self._paths = paths
         self.window = window
-        self._counts: dict[str, int] = {}
+        self._counts: OrderedDict[str, int] = OrderedDict()  # recent chats only (a miss re-counts)
         self._swept = False
 
     def path(self, chat_key: str) -> Path:
@@ -387,9 +393,12 @@ class AgentContextLog:
             count = len(jsonl.read_all(path))
         else:
             count += 1
-        self._counts[chat_key] = count
         if count > self.window:
-            self._counts[chat_key] = self._compact(chat_key)
+            count = self._compact(chat_key)
+        self._counts[chat_key] = count
+        self._counts.move_to_end(chat_key)
+        while len(self._counts) > _REMEMBERED_COUNTS:
+            self._counts.popitem(last=False)
 
     def _sweep_once(self) -> None:
         """Remove temp files that an interrupted window rewrite left behind (once per process)."""

@@ -27,13 +27,9 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, TextIO
+from typing import TYPE_CHECKING, Any, Self, TextIO
 
 import anyio
-import mcp_types
-from fastmcp.client.transports import ClientTransport, SSETransport, StreamableHttpTransport
-from mcp import MCPError
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import RunContext
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
@@ -41,8 +37,13 @@ from ..config import McpHttpServer, McpServerConfig, McpStdioServer, ShipConfig
 from ._naming import ToolName, assign_names, exposed_name
 from ._redact import Redactor, install_log_redaction, safe_url
 from ._status import McpServerStatus, McpToolInfo, ServerState
-from ._stdio import ShipStdioTransport
 from ._toolset import McpServerToolset, tool_definition, visible_to_model
+
+if TYPE_CHECKING:  # the MCP client stack (FastMCP) costs ~1 s to import: only when a server starts
+    import mcp_types
+    from pydantic_ai.mcp import MCPToolset
+
+    from ._stdio import ShipStdioTransport
 
 __all__ = ["McpManager"]
 
@@ -249,6 +250,11 @@ class McpManager:
         return None
 
     def _build(self, name: str, cfg: McpServerConfig) -> MCPToolset[Any]:
+        from fastmcp.client.transports import ClientTransport, SSETransport, StreamableHttpTransport
+        from pydantic_ai.mcp import MCPToolset
+
+        from ._stdio import ShipStdioTransport
+
         transport: ClientTransport
         if isinstance(cfg, McpStdioServer):
             transport = self._stdio[name] = ShipStdioTransport(
@@ -455,6 +461,9 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
 
 
 def _connection_closed(exc: BaseException) -> bool:
+    import mcp_types
+    from mcp import MCPError  # loaded by then: only a started server's failure gets here
+
     return any(isinstance(e, MCPError) and e.error.code == mcp_types.CONNECTION_CLOSED for e in _chain(exc))
 
 

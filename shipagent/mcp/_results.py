@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import mcp_types
+if TYPE_CHECKING:
+    import mcp_types
 
 __all__ = ["convert_result", "failure", "render_content"]
 
@@ -35,6 +36,8 @@ def _size(n: int) -> str:
 
 
 def _render_block(block: mcp_types.ContentBlock) -> str:
+    import mcp_types  # the MCP types cost ~0.5 s to import: only once a server answers
+
     if isinstance(block, mcp_types.TextContent):
         return block.text
     if isinstance(block, mcp_types.ImageContent):

@@ -19,18 +19,19 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp_types
-from mcp import MCPError
-from pydantic_ai.mcp import MCPToolset
 from pydantic_ai.tools import RunContext, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, ToolsetTool
 
 from ._naming import ToolName
 from ._redact import Redactor
 from ._results import convert_result, failure
+
+if TYPE_CHECKING:
+    import mcp_types
+    from pydantic_ai.mcp import MCPToolset
 
 __all__ = ["McpServerToolset", "tool_definition"]
 
@@ -151,6 +152,9 @@ class McpServerToolset(AbstractToolset[Any]):
         return convert_result(result, tool=name.exposed, server=self.server)
 
     def _call_failed(self, name: ToolName, exc: Exception) -> dict[str, Any]:
+        import mcp_types
+        from mcp import MCPError  # the MCP SDK is imported once a server runs, not with shipagent
+
         if isinstance(exc, TimeoutError):
             return self._timed_out(name)
         if isinstance(exc, MCPError):

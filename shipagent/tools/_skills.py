@@ -8,6 +8,7 @@ second time in the tool result would double its cost.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
@@ -26,6 +27,12 @@ __all__ = ["SkillsCache", "make_skills_tools"]
 _MAX_SKILL_CHARS = 60000
 
 
+@functools.lru_cache(maxsize=64)
+def _resolved(root: Path) -> Path:
+    """``root.resolve()`` once per project root: the catalog and the instructions ask every turn."""
+    return root.resolve()
+
+
 class SkillsCache:
     """Discovered skills per project, rescanned on ``refresh`` or when a lookup misses.
 
@@ -40,7 +47,7 @@ class SkillsCache:
 
     @staticmethod
     def _key(root: Path, config: ShipConfig) -> tuple[Path, tuple[str, ...], bool]:
-        return root.resolve(), tuple(config.skills.paths), config.skills.allow_external_paths
+        return _resolved(root), tuple(config.skills.paths), config.skills.allow_external_paths
 
     async def get(self, root: Path, config: ShipConfig, *, refresh: bool = False) -> list[Skill]:
         key = self._key(root, config)

@@ -1,0 +1,82 @@
+"""``SequentialCombinedToolset``: pydantic-ai's ``CombinedToolset`` without a task per child.
+
+``CombinedToolset`` asks its children for ``for_run``, ``for_run_step``, ``get_tools`` and their
+instructions through ``pydantic_ai._utils.gather``, which opens an anyio task group and spawns a
+task per child — several times per model request. shipagent's children are a handful of local
+toolsets whose answers are already in memory, so the task machinery costs more than the work
+(about 1.5 ms of CPU per turn in ``bench/turn_profile.py``). Awaiting the children one after
+another gives the same results in the same order; a child that does I/O (the MCP manager's
+toolset) still does its own fan-out inside.
+
+This reaches into pydantic-ai's private instruction-relay helpers to keep its attribution rules
+exactly; pydantic-ai is pinned ``<3`` and the agent tests cover toolset instructions and tools.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.exceptions import UserError
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, ToolsetTool
+from pydantic_ai.toolsets._instruction_collection import RELAYS, InstructionContribution, RelayedPart
+from pydantic_ai.toolsets.combined import _CombinedToolsetTool
+
+__all__ = ["SequentialCombinedToolset"]
+
+
+@dataclass
+class SequentialCombinedToolset(CombinedToolset[Any]):
+    """A ``CombinedToolset`` that awaits its children in order instead of in parallel tasks."""
+
+    async def for_run(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        return replace(self, toolsets=[await t.for_run(ctx) for t in self.toolsets])
+
+    async def for_run_step(self, ctx: RunContext[Any]) -> AbstractToolset[Any]:
+        new = [await t.for_run_step(ctx) for t in self.toolsets]
+        if all(a is b for a, b in zip(new, self.toolsets, strict=True)):
+            return self
+        return replace(self, toolsets=new)
+
+    async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+        # CombinedToolset.get_tools with the children awaited in order; the merge is unchanged.
+        all_tools: dict[str, ToolsetTool[Any]] = {}
+        for toolset in self.toolsets:
+            for name, tool in (await toolset.get_tools(ctx)).items():
+                tool_toolset = tool.toolset
+                if existing := all_tools.get(name):
+                    label = tool_toolset.label[0].upper() + tool_toolset.label[1:]
+                    raise UserError(
+                        f"{label} defines a tool whose name conflicts with existing tool from "
+                        f"{existing.toolset.label}: {name!r}. {toolset.tool_name_conflict_hint}"
+                    )
+                tool_def = tool.tool_def
+                if tool_def.toolset_id is None and (toolset_id := tool_toolset._explicit_id) is not None:
+                    tool_def = replace(tool_def, toolset_id=toolset_id)
+                all_tools[name] = _CombinedToolsetTool(
+                    toolset=tool_toolset,
+                    tool_def=tool_def,
+                    max_retries=tool.max_retries,
+                    args_validator=tool.args_validator,
+                    args_validator_func=tool.args_validator_func,
+                    source_toolset=toolset,
+                    source_tool=tool,
+                )
+        return all_tools
+
+    async def _collect_child_instruction_contributions(
+        self, ctx: RunContext[Any]
+    ) -> list[InstructionContribution[Any]]:
+        contributions = [
+            contribution
+            for child in self._instruction_children()
+            for contribution in await child._collect_instruction_contributions(ctx)
+        ]
+        if (relays := RELAYS.get()) is not None and relays.covers(self):  # as AbstractToolset does
+            relays.parts.update(
+                (id(part), RelayedPart(c.source, c.source_id, part, replace(part)))
+                for c in contributions
+                for part in c.parts
+            )
+        return contributions

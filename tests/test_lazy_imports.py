@@ -1,0 +1,37 @@
+"""The command line and `import shipagent` start without pydantic-ai or the MCP client stack."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+HEAVY = ("pydantic_ai", "mcp", "mcp_types", "fastmcp", "openai", "jsonschema")
+
+
+def _loaded_after(code: str) -> list[str]:
+    probe = f"{code}\nimport sys\nprint(' '.join(m for m in {HEAVY!r} if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return done.stdout.split()
+
+
+def test_import_shipagent_and_the_cli_module_load_nothing_heavy() -> None:
+    assert _loaded_after("import shipagent") == []
+    assert _loaded_after("import shipagent.cli") == []
+
+
+def test_help_lists_the_lazy_subcommands_without_loading_them() -> None:
+    code = (
+        "import contextlib, io\n"
+        "from shipagent.cli import app\n"
+        "out = io.StringIO()\n"
+        "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
+        "    app(['--help'])\n"
+        "assert 'mcp' in out.getvalue() and 'context' in out.getvalue(), out.getvalue()"
+    )
+    assert _loaded_after(code) == []
+
+
+def test_an_agent_loads_pydantic_ai_but_not_the_mcp_client_stack() -> None:
+    loaded = _loaded_after("from shipagent import ShipAgent")
+    assert "pydantic_ai" in loaded
+    assert not {"fastmcp", "mcp", "mcp_types", "jsonschema"} & set(loaded)
