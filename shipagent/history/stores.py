@@ -30,7 +30,7 @@ from ..chatkeys import ShipPaths
 
 _REMEMBERED_COUNTS = 4096  # entry counts of the most recently used chats' agent-context logs
 
-__all__ = ["AgentContextLog", "MessageLog", "Transcript", "now_iso"]
+__all__ = ["AgentContextLog", "MessageLog", "Transcript", "agent_context_entry", "now_iso"]
 
 log = logging.getLogger("shipagent.history")
 
@@ -341,6 +341,31 @@ def _summary_span(history: Any, summary_id: str) -> tuple[int, int] | None:
     return None
 
 
+def agent_context_entry(
+    chat_key: str, request_id: str, user_text: str, output: str, tool_calls: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One agent-context log entry (seed 002 §2.3): previews capped, tool errors at 200 characters.
+
+    The one definition of the entry's shape: every store implementation writes exactly this.
+    """
+    return {
+        "v": 1,
+        "ts": now_iso(),
+        "chatKey": chat_key,
+        "requestId": request_id,
+        "userPreview": user_text[:2000],
+        "outputPreview": output[:2000],
+        "toolCalls": [
+            {
+                "tool": c["tool"],
+                "success": c["success"],
+                "error": (c.get("error") or None) and str(c["error"])[:200],
+            }
+            for c in tool_calls
+        ],
+    }
+
+
 class AgentContextLog:
     """``.ship/memory/agent-context/<key>.jsonl``: one execution summary per run (seed 002 §2.3).
 
@@ -367,22 +392,7 @@ class AgentContextLog:
         *,
         recovered: bool = False,
     ) -> None:
-        entry: dict[str, Any] = {
-            "v": 1,
-            "ts": now_iso(),
-            "chatKey": chat_key,
-            "requestId": request_id,
-            "userPreview": user_text[:2000],
-            "outputPreview": output[:2000],
-            "toolCalls": [
-                {
-                    "tool": c["tool"],
-                    "success": c["success"],
-                    "error": (c.get("error") or None) and str(c["error"])[:200],
-                }
-                for c in tool_calls
-            ],
-        }
+        entry = agent_context_entry(chat_key, request_id, user_text, output, tool_calls)
         if recovered:
             entry["recovered"] = True
         path = self.path(chat_key)

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
-from ..history.stores import dump_messages, load_messages, now_iso
+from ..history.stores import agent_context_entry, dump_messages, load_messages, now_iso
 from ._protocols import Committed, LogRecord, TurnWrite
 
 __all__ = [
@@ -50,27 +50,6 @@ def transcript_records(
     if output:
         lines.append({**base, "role": "assistant", "text": output})
     return lines
-
-
-def agent_context_entry(
-    chat_key: str, request_id: str, user_text: str, output: str, tool_calls: list[dict[str, Any]]
-) -> dict[str, Any]:
-    return {
-        "v": 1,
-        "ts": now_iso(),
-        "chatKey": chat_key,
-        "requestId": request_id,
-        "userPreview": user_text[:2000],
-        "outputPreview": output[:2000],
-        "toolCalls": [
-            {
-                "tool": c["tool"],
-                "success": c["success"],
-                "error": (c.get("error") or None) and str(c["error"])[:200],
-            }
-            for c in tool_calls
-        ],
-    }
 
 
 def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
