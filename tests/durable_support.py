@@ -7,7 +7,8 @@ the process boundary through files in ``$SHIPAGENT_TEST_DIR``:
 
 * ``requests.jsonl`` — one line per model request *actually sent* (a recorded request replayed by
   DBOS never reaches the model, so it is not written): the user's text, the phase (``first`` or
-  ``after-tool``), the worker's pid, and the system prompt texts it carried;
+  ``after-tool``), the worker's pid, the system prompt texts it carried and what it carried of the
+  conversation (``said``: ``user: …`` / ``assistant: …`` per prompt and answer, in order);
 * ``running-<tag>`` — written by ``test_block`` (and by a blocking model request) when it starts, so
   the test can kill the worker mid-call; it then waits for ``release-<tag>`` (never, if the test
   wants it killed there);
@@ -93,6 +94,18 @@ def _user_text(messages: list[ModelMessage]) -> str:
     return ""
 
 
+def _said(messages: list[ModelMessage]) -> list[str]:
+    """What the model sees of the conversation: every user prompt and answer text, in order."""
+    said: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                said.append(f"user: {part.content}")
+            elif isinstance(part, TextPart):
+                said.append(f"assistant: {part.content}")
+    return said
+
+
 def _systems(messages: list[ModelMessage]) -> list[str]:
     return [
         p.content
@@ -110,7 +123,14 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     phase = "after-tool" if after_tool else "first"
     _append(
         "requests.jsonl",
-        {"text": text, "phase": phase, "pid": os.getpid(), "systems": _systems(messages), "t": time.time()},
+        {
+            "text": text,
+            "phase": phase,
+            "pid": os.getpid(),
+            "systems": _systems(messages),
+            "said": _said(messages),
+            "t": time.time(),
+        },
     )
     kind, _, tag = text.partition(":")
     if kind == "block" and tag:

@@ -1,0 +1,131 @@
+"""A cluster whose workers share NOTHING but ship.json and the Postgres database (issue 14).
+
+Two ``shipagent worker`` processes run from two different project directories (each its own
+``.ship/``), both configured with the same ``durable.database``. Turns of five chats are queued
+concurrently; whichever worker dequeues a turn must see every earlier turn of the chat, also the
+ones the other worker ran, because the history is loaded from and committed to Postgres.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from _durable_env import Worker, durable_project, fresh_database, read_jsonl
+
+from shipagent.chatkeys import ShipPaths
+
+CHATS, TURNS = 5, 4
+
+
+@pytest.fixture
+def pg_database(postgres_server: str) -> Iterator[str]:
+    with fresh_database(postgres_server) as url:
+        yield url
+
+
+def _enqueue_all(database: str) -> list[Any]:
+    from dbos import DBOSClient
+
+    client = DBOSClient(system_database_url=database, application_name="shipagent")
+    try:
+        handles = []
+        for turn in range(TURNS):  # enqueued in turn order; all before any result is awaited
+            for chat in range(CHATS):
+                options: Any = {
+                    "workflow_name": "shipagent.turn",
+                    "queue_name": "shipagent_turns",
+                    "workflow_id": f"c{chat}-t{turn}",
+                    "queue_partition_key": f"chat:{chat}",
+                    "app_version": "shipagent-durable-1",
+                }
+                handles.append(client.enqueue(options, f"chat:{chat}", f"c{chat}-t{turn}"))
+        return [h.get_result(polling_interval_sec=0.05) for h in handles]
+    finally:
+        client.destroy()
+
+
+def test_workers_with_separate_project_dirs_share_chats_through_postgres(
+    tmp_path: Path, pg_database: str
+) -> None:
+    one = durable_project(tmp_path / "machine-1", pg_database)
+    two = tmp_path / "machine-2"
+    two.mkdir()
+    shutil.copy(one / "ship.json", two / "ship.json")  # the same configuration, nothing else shared
+    shared = tmp_path / "signals"  # where the scripted model records what it was sent
+    shared.mkdir()
+    workers = [
+        Worker(
+            project, f"worker-{n}", concurrency=1, SHIPAGENT_TEST_DELAY="0.1", SHIPAGENT_TEST_DIR=str(shared)
+        )
+        for n, project in ((1, one), (2, two))
+    ]
+    try:
+        for w in workers:
+            w.wait_ready()
+        time.sleep(1.5)  # each worker's queue thread notices the registered queue within a second
+        results = _enqueue_all(pg_database)
+    finally:
+        for w in workers:
+            w.stop()
+    assert [(r.success, r.output) for r in results] == [
+        (True, f"echo: c{c}-t{t}") for t in range(TURNS) for c in range(CHATS)
+    ]
+
+    # every turn committed exactly once, in order, in every store (rows in Postgres)
+    with psycopg.connect(pg_database) as conn:
+
+        def ids(sql: str, chat: int) -> list[str]:
+            return [row[0] for row in conn.execute(sql, (f"chat:{chat}",)).fetchall()]
+
+        for chat in range(CHATS):
+            expected = [f"c{chat}-t{t}" for t in range(TURNS)]
+            turns = (
+                "SELECT request_id FROM shipagent.messages WHERE chat_key = %s AND kind = 'turn' ORDER BY seq"
+            )
+            assert ids(turns, chat) == expected
+            users = (
+                "SELECT record->>'requestId' FROM shipagent.transcript"
+                " WHERE chat_key = %s AND record->>'role' = 'user' ORDER BY seq"
+            )
+            assert ids(users, chat) == expected
+            context = (
+                "SELECT record->>'requestId' FROM shipagent.agent_context WHERE chat_key = %s ORDER BY seq"
+            )
+            assert ids(context, chat) == expected
+            cards = """SELECT c.metadata::json->>'request_id' FROM shipagent.named_boxes n
+                JOIN shipagent.box_cards b ON b.box_id = n.box_id JOIN shipagent.cards c ON c.card_id = b.card_id
+                WHERE n.name = 'output:' || %s AND c.metadata::json->>'role' = 'user' ORDER BY b.position"""
+            assert ids(cards, chat) == expected
+    for project in (one, two):  # nothing of the chats went to either machine's .ship/ files
+        paths = ShipPaths(project)
+        for chat in range(CHATS):
+            assert not paths.message_log(f"chat:{chat}").exists()
+            assert not paths.transcript(f"chat:{chat}").exists()
+
+    requests = read_jsonl(shared / "requests.jsonl")
+    assert sorted(q["text"] for q in requests) == sorted(
+        f"c{c}-t{t}" for c in range(CHATS) for t in range(TURNS)
+    )
+    pids = {w.pid for w in workers}
+    assert {q["pid"] for q in requests} == pids  # both workers did work
+    by_text = {q["text"]: q for q in requests}
+    switched = 0
+    for chat in range(CHATS):
+        runs = [by_text[f"c{chat}-t{t}"] for t in range(TURNS)]
+        assert [q["t"] for q in runs] == sorted(q["t"] for q in runs)  # per-chat order kept
+        for turn, q in enumerate(runs):  # the model saw every earlier turn, whoever ran it
+            earlier = [
+                line
+                for t in range(turn)
+                for line in (f"user: c{chat}-t{t}", f"assistant: echo: c{chat}-t{t}")
+            ]
+            assert q["said"] == [*earlier, f"user: c{chat}-t{turn}"], (chat, turn)
+        switched += sum(a["pid"] != b["pid"] for a, b in itertools.pairwise(runs))
+    assert switched > 0  # some turn ran on the other worker than its chat's previous turn
