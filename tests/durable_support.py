@@ -21,6 +21,7 @@ The model's answers depend only on the user's text:
   the next model request on ``release-<tag>``, then answer ``saw RULE-<tag>: yes|no``;
 * ``send:<tag>`` — call ``chat_send("sent <tag>")``, then block in the next model request on
   ``release-<tag>``, then answer ``finished <tag>``;
+* ``recall:<n>`` — call ``chat_load_history(count=n)``, then answer ``recalled <n>``;
 * anything else — answer ``echo: <text>`` (after ``$SHIPAGENT_TEST_DELAY`` seconds, default 0).
 """
 
@@ -148,6 +149,10 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
             return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
         await _wait_released(tag)
         return ModelResponse(parts=[TextPart(f"finished {tag}")])
+    if kind == "recall" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("chat_load_history", {"count": int(tag)})])
+        return ModelResponse(parts=[TextPart(f"recalled {tag}")])
     delay = float(os.environ.get("SHIPAGENT_TEST_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)

@@ -30,6 +30,16 @@ def pg_database(postgres_server: str) -> Iterator[str]:
         yield url
 
 
+def _options(workflow_id: str, chat_key: str) -> Any:
+    return {
+        "workflow_name": "shipagent.turn",
+        "queue_name": "shipagent_turns",
+        "workflow_id": workflow_id,
+        "queue_partition_key": chat_key,
+        "app_version": "shipagent-durable-1",
+    }
+
+
 def _enqueue_all(database: str) -> list[Any]:
     from dbos import DBOSClient
 
@@ -38,15 +48,12 @@ def _enqueue_all(database: str) -> list[Any]:
         handles = []
         for turn in range(TURNS):  # enqueued in turn order; all before any result is awaited
             for chat in range(CHATS):
-                options: Any = {
-                    "workflow_name": "shipagent.turn",
-                    "queue_name": "shipagent_turns",
-                    "workflow_id": f"c{chat}-t{turn}",
-                    "queue_partition_key": f"chat:{chat}",
-                    "app_version": "shipagent-durable-1",
-                }
+                options = _options(f"c{chat}-t{turn}", f"chat:{chat}")
                 handles.append(client.enqueue(options, f"chat:{chat}", f"c{chat}-t{turn}"))
-        return [h.get_result(polling_interval_sec=0.05) for h in handles]
+        results = [h.get_result(polling_interval_sec=0.05) for h in handles]
+        # then chat_load_history, on whichever worker: it reads the transcript from Postgres
+        recall = client.enqueue(_options("c0-recall", "chat:0"), "chat:0", "recall:4")
+        return [*results, recall.get_result(polling_interval_sec=0.05)]
     finally:
         client.destroy()
 
@@ -75,7 +82,8 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
         for w in workers:
             w.stop()
     assert [(r.success, r.output) for r in results] == [
-        (True, f"echo: c{c}-t{t}") for t in range(TURNS) for c in range(CHATS)
+        *((True, f"echo: c{c}-t{t}") for t in range(TURNS) for c in range(CHATS)),
+        (True, "recalled 4"),
     ]
 
     # every turn committed exactly once, in order, in every store (rows in Postgres)
@@ -85,7 +93,7 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
             return [row[0] for row in conn.execute(sql, (f"chat:{chat}",)).fetchall()]
 
         for chat in range(CHATS):
-            expected = [f"c{chat}-t{t}" for t in range(TURNS)]
+            expected = [f"c{chat}-t{t}" for t in range(TURNS)] + (["c0-recall"] if chat == 0 else [])
             turns = (
                 "SELECT request_id FROM shipagent.messages WHERE chat_key = %s AND kind = 'turn' ORDER BY seq"
             )
@@ -110,6 +118,17 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
             assert not paths.transcript(f"chat:{chat}").exists()
 
     requests = read_jsonl(shared / "requests.jsonl")
+    recall = [q for q in requests if q["text"] == "recall:4"]
+    assert [q["phase"] for q in recall] == ["first", "after-tool"]
+    loaded = [line for line in recall[1]["said"] if "[Earlier conversation loaded" in line]
+    assert len(loaded) == 1  # the last 4 transcript entries before the recall turn, from Postgres
+    assert loaded[0].splitlines()[1:] == [
+        "user: c0-t2",
+        "assistant: echo: c0-t2",
+        "user: c0-t3",
+        "assistant: echo: c0-t3",
+    ], loaded
+    requests = [q for q in requests if q["text"] != "recall:4"]
     assert sorted(q["text"] for q in requests) == sorted(
         f"c{c}-t{t}" for c in range(CHATS) for t in range(TURNS)
     )
