@@ -148,3 +148,31 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
             assert q["said"] == [*earlier, f"user: c{chat}-t{turn}"], (chat, turn)
         switched += sum(a["pid"] != b["pid"] for a, b in itertools.pairwise(runs))
     assert switched > 0  # some turn ran on the other worker than its chat's previous turn
+
+
+@pytest.mark.anyio
+async def test_store_history_window_reads_like_the_file_window(tmp_path: Path) -> None:
+    """chat_load_history over a store pages backwards and picks exactly what the file reader picks."""
+    from shipagent.stores import FileStores
+    from shipagent.tools._chat import read_store_window, read_transcript_window
+
+    stores = FileStores(tmp_path)
+    for n in range(260):  # 520+ records: windows cross the 200-record pages
+        sent = ["note (n)"] if n % 7 == 0 else []
+        await stores.transcript.append_turn("c", f"r{n}", f"question {n}", f"answer {n}", sent=sent)
+    path = stores.paths.transcript("c")
+    for count, offset, keyword in [
+        (5, 0, None),
+        (30, 190, None),
+        (200, 400, None),
+        (3, 2, "question 1.5"),
+        (9, 0, "note ("),
+    ]:
+        want = read_transcript_window(path, count=count, offset=offset, keyword=keyword)
+        got = await read_store_window(stores.transcript, "c", count=count, offset=offset, keyword=keyword)
+        assert got == want, (count, offset, keyword)
+        assert got.entries  # each case finds something
+    assert (await read_store_window(stores.transcript, "c", count=5, offset=0)).entries[-1][
+        "text"
+    ] == "answer 259"
+    await stores.close()
