@@ -176,3 +176,37 @@ async def test_store_history_window_reads_like_the_file_window(tmp_path: Path) -
         "text"
     ] == "answer 259"
     await stores.close()
+
+
+@pytest.mark.anyio
+async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """A commit step that committed and died before DBOS recorded it runs again: no second copy."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from pydantic_ai.models.test import TestModel
+
+    from shipagent import ShipAgent
+    from shipagent.durable._pgturns import commit_to_postgres
+    from shipagent.stores import PgStores
+    from shipagent.turns import TurnCommit
+
+    agent = ShipAgent.from_project(tmp_path, model=TestModel())
+    stores = PgStores(pg_database)
+    new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
+    turn = TurnCommit("chat:r", "rid-1", "hi", "hello", "hello", [], [], [], new, None)
+    try:
+        assert await commit_to_postgres(agent, stores, turn) == (None, None)
+        stale = [ModelRequest(parts=[UserPromptPart("stale")])]
+        replay = TurnCommit("chat:r", "rid-1", "hi", "hello", "hello", [], [], stale, new, None)
+        assert await commit_to_postgres(agent, stores, replay) == (None, None)
+        assert [r.data["requestId"] for r in await stores.messages.records("chat:r")] == ["rid-1"]
+        said = [(r.data["role"], r.data["text"]) for r in await stores.transcript.records("chat:r")]
+        assert said == [("user", "hi"), ("assistant", "hello")]
+        assert len(await stores.agent_context.records("chat:r")) == 1
+        # memory is what the database holds, whatever history the replayed step started from
+        assert [type(m).__name__ for m in agent.history("chat:r")] == ["ModelRequest", "ModelResponse"]
+        assert agent.history("chat:r")[1].parts[0].content == "hello"  # type: ignore[union-attr]
+    finally:
+        await stores.close()
+        await agent.handover.aclose()

@@ -76,9 +76,14 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         said=turn.said,
     )
     try:
-        await stores.commit_turn(write)
+        cards = await stores.commit_turn(write)
     except Exception as exc:  # the database refused: nothing of the turn is visible (one transaction)
         return None, exc
+    if (
+        not cards
+    ):  # committed by an attempt that died before DBOS recorded the step: the database is the truth
+        chats.install(key, await stores.messages.rebuild(key))
+        return None, None
     for result in (turn.base_compaction, done):
         if result is not None:  # keeps the removed messages as a context file (local, see README)
             await anyio.to_thread.run_sync(chats._run_hooks, key, result)
