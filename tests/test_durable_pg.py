@@ -210,3 +210,64 @@ async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
     finally:
         await stores.close()
         await agent.handover.aclose()
+
+
+def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_database: str) -> None:
+    """``serve --no-worker`` on a machine that ran none of the turns shows them, paged by seq."""
+    import subprocess
+
+    import anyio
+    import httpx
+    from _durable_env import SHIPAGENT, _free_port, worker_env
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+
+    from shipagent.stores import PgStores, TurnWrite
+
+    async def seed() -> None:
+        stores = PgStores(pg_database)
+        try:
+            for n in range(3):
+                new = [
+                    ModelRequest(parts=[UserPromptPart(f"q{n}")]),
+                    ModelResponse(parts=[TextPart(f"a{n}")]),
+                ]
+                await stores.commit_turn(TurnWrite("web:alice", f"r{n}", f"q{n}", f"a{n}", new))
+        finally:
+            await stores.close()
+
+    anyio.run(seed)
+    project = durable_project(tmp_path / "front", pg_database)
+    port = _free_port()
+    args = [SHIPAGENT, "serve", "-C", str(project), "--port", str(port), "--no-worker"]
+    args += ["--model-factory", "durable_support:scripted_model"]
+    serve = subprocess.Popen(
+        args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=worker_env(project)
+    )
+    base = f"http://127.0.0.1:{port}/v1/chats/web:alice/transcript"
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline and serve.poll() is None, "serve did not start"
+            time.sleep(0.2)
+        newest = httpx.get(base, params={"limit": 4}).json()
+        older = httpx.get(base, params={"limit": 4, "before": newest["before"]}).json()
+        nobody = httpx.get(f"http://127.0.0.1:{port}/v1/chats/web:nobody/transcript").json()
+    finally:
+        serve.terminate()
+        serve.wait(timeout=30)
+    assert [(e["role"], e["text"]) for e in newest["entries"]] == [
+        ("user", "q1"),
+        ("assistant", "a1"),
+        ("user", "q2"),
+        ("assistant", "a2"),
+    ]
+    assert newest["before"] == 3
+    assert [e["text"] for e in older["entries"]] == ["q0", "a0"]
+    assert older["before"] is None
+    assert (nobody["entries"], nobody["before"]) == ([], None)
+    assert not ShipPaths(project).transcript("web:alice").exists()  # not a copy in this machine's files
