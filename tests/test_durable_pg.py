@@ -257,6 +257,7 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
         newest = httpx.get(base, params={"limit": 4}).json()
         older = httpx.get(base, params={"limit": 4, "before": newest["before"]}).json()
         nobody = httpx.get(f"http://127.0.0.1:{port}/v1/chats/web:nobody/transcript").json()
+        cleared = httpx.delete(f"http://127.0.0.1:{port}/v1/chats/web:alice/context")
     finally:
         serve.terminate()
         serve.wait(timeout=30)
@@ -271,3 +272,16 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
     assert older["before"] is None
     assert (nobody["entries"], nobody["before"]) == ([], None)
     assert not ShipPaths(project).transcript("web:alice").exists()  # not a copy in this machine's files
+    assert cleared.json() == {"chatKey": "web:alice", "cleared": True}
+
+    async def after_clear() -> tuple[list[Any], list[str]]:
+        stores = PgStores(pg_database)
+        try:
+            kinds = [r.data["t"] for r in await stores.messages.records("web:alice")]
+            return await stores.messages.rebuild("web:alice"), kinds
+        finally:
+            await stores.close()
+
+    # /clear went to the database, where every worker's next turn of the chat looks
+    assert anyio.run(after_clear) == ([], ["turn", "turn", "turn", "compaction"])
+    assert not ShipPaths(project).message_log("web:alice").exists()

@@ -7,6 +7,7 @@ in worker threads.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -167,7 +168,10 @@ class Api:
     async def clear_context(self, request: Request) -> Response:
         chat_key = _chat_key(request)
         self.state.caller(request, chat_key)
-        await self.agent.clear(chat_key)  # queues behind a running turn of the chat
+        if self.shared is not None:  # a cluster: every worker sees the cleared history (last_committed moves)
+            await self.shared.messages.append_compaction(chat_key, uuid.uuid4().hex, [])
+        else:
+            await self.agent.clear(chat_key)  # queues behind a running turn of the chat
         return JSONResponse({"chatKey": chat_key, "cleared": True})
 
     # -- turns -----------------------------------------------------------------------------------
