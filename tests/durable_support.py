@@ -7,7 +7,8 @@ the process boundary through files in ``$SHIPAGENT_TEST_DIR``:
 
 * ``requests.jsonl`` — one line per model request *actually sent* (a recorded request replayed by
   DBOS never reaches the model, so it is not written): the user's text, the phase (``first`` or
-  ``after-tool``), the worker's pid, the system prompt texts it carried and what it carried of the
+  ``after-tool``), the worker's pid, the system prompt texts it carried (``RULE-…`` injections and
+  ``agent_load_context`` blocks) and what it carried of the
   conversation (``said``: ``user: …`` / ``assistant: …`` per prompt and answer, in order);
 * ``running-<tag>`` — written by ``test_block`` (and by a blocking model request) when it starts, so
   the test can kill the worker mid-call; it then waits for ``release-<tag>`` (never, if the test
@@ -21,6 +22,7 @@ The model's answers depend only on the user's text:
   the next model request on ``release-<tag>``, then answer ``saw RULE-<tag>: yes|no``;
 * ``send:<tag>`` — call ``chat_send("sent <tag>")``, then block in the next model request on
   ``release-<tag>``, then answer ``finished <tag>``;
+* ``recap:<n>`` — call ``agent_load_context(count=n)``, then answer ``recapped <n>``;
 * ``recall:<n>`` — call ``chat_load_history(count=n)``, then answer ``recalled <n>``;
 * anything else — answer ``echo: <text>`` (after ``$SHIPAGENT_TEST_DELAY`` seconds, default 0).
 """
@@ -113,7 +115,7 @@ def _systems(messages: list[ModelMessage]) -> list[str]:
         for m in messages
         if isinstance(m, ModelRequest)
         for p in m.parts
-        if isinstance(p, SystemPromptPart) and p.content.startswith("RULE-")
+        if isinstance(p, SystemPromptPart) and p.content.startswith(("RULE-", "[Agent context"))
     ]
 
 
@@ -149,6 +151,10 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
             return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
         await _wait_released(tag)
         return ModelResponse(parts=[TextPart(f"finished {tag}")])
+    if kind == "recap" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("agent_load_context", {"count": int(tag)})])
+        return ModelResponse(parts=[TextPart(f"recapped {tag}")])
     if kind == "recall" and tag:
         if not after_tool:
             return ModelResponse(parts=[ToolCallPart("chat_load_history", {"count": int(tag)})])

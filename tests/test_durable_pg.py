@@ -53,7 +53,13 @@ def _enqueue_all(database: str) -> list[Any]:
         results = [h.get_result(polling_interval_sec=0.05) for h in handles]
         # then chat_load_history, on whichever worker: it reads the transcript from Postgres
         recall = client.enqueue(_options("c0-recall", "chat:0"), "chat:0", "recall:4")
-        return [*results, recall.get_result(polling_interval_sec=0.05)]
+        # and agent_load_context: it reads the agent-context log from Postgres
+        recap = client.enqueue(_options("c1-recap", "chat:1"), "chat:1", "recap:2")
+        return [
+            *results,
+            recall.get_result(polling_interval_sec=0.05),
+            recap.get_result(polling_interval_sec=0.05),
+        ]
     finally:
         client.destroy()
 
@@ -84,6 +90,7 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
     assert [(r.success, r.output) for r in results] == [
         *((True, f"echo: c{c}-t{t}") for t in range(TURNS) for c in range(CHATS)),
         (True, "recalled 4"),
+        (True, "recapped 2"),
     ]
 
     # every turn committed exactly once, in order, in every store (rows in Postgres)
@@ -93,7 +100,9 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
             return [row[0] for row in conn.execute(sql, (f"chat:{chat}",)).fetchall()]
 
         for chat in range(CHATS):
-            expected = [f"c{chat}-t{t}" for t in range(TURNS)] + (["c0-recall"] if chat == 0 else [])
+            expected = [f"c{chat}-t{t}" for t in range(TURNS)] + {0: ["c0-recall"], 1: ["c1-recap"]}.get(
+                chat, []
+            )
             turns = (
                 "SELECT request_id FROM shipagent.messages WHERE chat_key = %s AND kind = 'turn' ORDER BY seq"
             )
@@ -128,7 +137,14 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
         "user: c0-t3",
         "assistant: echo: c0-t3",
     ], loaded
-    requests = [q for q in requests if q["text"] != "recall:4"]
+    recap = [q for q in requests if q["text"] == "recap:2"]
+    assert [(q["phase"], len(q["systems"])) for q in recap] == [("first", 0), ("after-tool", 1)]
+    block = recap[1]["systems"][0]  # the newest two runs of chat:1, whichever worker ran them
+    assert [line for line in block.splitlines() if " request " in line] == [
+        line for line in block.splitlines() if line.endswith(("request c1-t2", "request c1-t3"))
+    ]
+    assert "request c1-t2" in block and "request c1-t3" in block and "c1-t1" not in block
+    requests = [q for q in requests if q["text"] not in ("recall:4", "recap:2")]
     assert sorted(q["text"] for q in requests) == sorted(
         f"c{c}-t{t}" for c in range(CHATS) for t in range(TURNS)
     )

@@ -31,6 +31,7 @@ from ..errors import ShipAgentError
 from ..history.compaction import CompactionResult, compact
 from ..history.injections import strip_injections
 from ..stores import PgStores, TurnWrite
+from ..tools._agent_context import agent_context_store
 from ..tools._chat import transcript_store
 from ..turns import CommitOutcome, TurnCommit
 from ._hooks import DurableTurnHooks
@@ -107,6 +108,7 @@ class PgTurnHooks(DurableTurnHooks):
         self, agent: ShipAgent, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
     ) -> list[ModelMessage]:
         transcript_store.set(self.stores.transcript)  # chat_load_history reads the shared transcript
+        agent_context_store.set(self.stores.agent_context)  # agent_load_context the shared log
         committed = await self.stores.messages.last_committed(chat_key)
         stale = self._pg_seen.get(chat_key, _UNSEEN) != committed.request_id
         if stale or chat_key not in agent.chats.resident():  # another worker committed, or evicted

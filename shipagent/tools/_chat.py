@@ -25,7 +25,7 @@ from ._common import MAX_BLOCK_CHARS, failure, fit_block
 
 __all__ = [
     "HistoryWindow",
-    "TranscriptTail",
+    "RecordTail",
     "chat_load_history",
     "chat_send",
     "read_store_window",
@@ -130,20 +130,20 @@ def read_transcript_window(
     return picker.window()
 
 
-class TranscriptTail(Protocol):
-    """What :func:`chat_load_history` needs of a transcript store (``RecordLog.last``)."""
+class RecordTail(Protocol):
+    """What the history tools need of a store's per-chat log (``RecordLog.last``)."""
 
     async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]: ...
 
 
-transcript_store: ContextVar[TranscriptTail | None] = ContextVar("shipagent_transcript_store", default=None)
+transcript_store: ContextVar[RecordTail | None] = ContextVar("shipagent_transcript_store", default=None)
 """Set by a turn whose transcript is not the ``.ship/`` file (a durable worker on Postgres)."""
 
 _PAGE = 200
 
 
 async def read_store_window(
-    store: TranscriptTail, chat_key: str, *, count: int, offset: int = 0, keyword: str | None = None
+    store: RecordTail, chat_key: str, *, count: int, offset: int = 0, keyword: str | None = None
 ) -> HistoryWindow:
     """:func:`read_transcript_window` over a transcript store, read newest first a page at a time."""
     picker = _Picker(count, offset, keyword)
