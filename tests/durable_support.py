@@ -7,7 +7,9 @@ the process boundary through files in ``$SHIPAGENT_TEST_DIR``:
 
 * ``requests.jsonl`` — one line per model request *actually sent* (a recorded request replayed by
   DBOS never reaches the model, so it is not written): the user's text, the phase (``first`` or
-  ``after-tool``), the worker's pid, and the system prompt texts it carried;
+  ``after-tool``), the worker's pid, the system prompt texts it carried (``RULE-…`` injections and
+  ``agent_load_context`` blocks) and what it carried of the
+  conversation (``said``: ``user: …`` / ``assistant: …`` per prompt and answer, in order);
 * ``running-<tag>`` — written by ``test_block`` (and by a blocking model request) when it starts, so
   the test can kill the worker mid-call; it then waits for ``release-<tag>`` (never, if the test
   wants it killed there);
@@ -20,6 +22,8 @@ The model's answers depend only on the user's text:
   the next model request on ``release-<tag>``, then answer ``saw RULE-<tag>: yes|no``;
 * ``send:<tag>`` — call ``chat_send("sent <tag>")``, then block in the next model request on
   ``release-<tag>``, then answer ``finished <tag>``;
+* ``recap:<n>`` — call ``agent_load_context(count=n)``, then answer ``recapped <n>``;
+* ``recall:<n>`` — call ``chat_load_history(count=n)``, then answer ``recalled <n>``;
 * anything else — answer ``echo: <text>`` (after ``$SHIPAGENT_TEST_DELAY`` seconds, default 0).
 """
 
@@ -93,13 +97,25 @@ def _user_text(messages: list[ModelMessage]) -> str:
     return ""
 
 
+def _said(messages: list[ModelMessage]) -> list[str]:
+    """What the model sees of the conversation: every user prompt and answer text, in order."""
+    said: list[str] = []
+    for message in messages:
+        for part in message.parts:
+            if isinstance(part, UserPromptPart) and isinstance(part.content, str):
+                said.append(f"user: {part.content}")
+            elif isinstance(part, TextPart):
+                said.append(f"assistant: {part.content}")
+    return said
+
+
 def _systems(messages: list[ModelMessage]) -> list[str]:
     return [
         p.content
         for m in messages
         if isinstance(m, ModelRequest)
         for p in m.parts
-        if isinstance(p, SystemPromptPart) and p.content.startswith("RULE-")
+        if isinstance(p, SystemPromptPart) and p.content.startswith(("RULE-", "[Agent context"))
     ]
 
 
@@ -110,7 +126,14 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     phase = "after-tool" if after_tool else "first"
     _append(
         "requests.jsonl",
-        {"text": text, "phase": phase, "pid": os.getpid(), "systems": _systems(messages), "t": time.time()},
+        {
+            "text": text,
+            "phase": phase,
+            "pid": os.getpid(),
+            "systems": _systems(messages),
+            "said": _said(messages),
+            "t": time.time(),
+        },
     )
     kind, _, tag = text.partition(":")
     if kind == "block" and tag:
@@ -128,6 +151,14 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
             return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
         await _wait_released(tag)
         return ModelResponse(parts=[TextPart(f"finished {tag}")])
+    if kind == "recap" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("agent_load_context", {"count": int(tag)})])
+        return ModelResponse(parts=[TextPart(f"recapped {tag}")])
+    if kind == "recall" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("chat_load_history", {"count": int(tag)})])
+        return ModelResponse(parts=[TextPart(f"recalled {tag}")])
     delay = float(os.environ.get("SHIPAGENT_TEST_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)

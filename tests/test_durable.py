@@ -29,6 +29,8 @@ from _durable_env import (
 
 from shipagent import AgentResult, ShipAgent
 from shipagent.chatkeys import ShipPaths
+from shipagent.config import load_config
+from shipagent.stores import open_stores
 
 pytestmark = pytest.mark.anyio
 
@@ -60,17 +62,23 @@ async def started(worker: Worker) -> Worker:
 
 
 async def committed(project: Path, chat_key: str) -> dict[str, list[str]]:
-    """The request ids each store holds for ``chat_key``, in store order (user entries only)."""
-    paths = ShipPaths(project)
-    messages = [r["requestId"] for r in read_jsonl(paths.message_log(chat_key)) if r.get("t") == "turn"]
-    transcript = [r["requestId"] for r in read_jsonl(paths.transcript(chat_key)) if r["role"] == "user"]
-    agent_context = [r["requestId"] for r in read_jsonl(paths.agent_context(chat_key))]
-    agent = ShipAgent.from_project(project)
+    """The request ids each store holds for ``chat_key``, in store order (user entries only).
+
+    Read through the project's stores: the ``.ship/`` files on SQLite, the database on Postgres
+    (where a cluster's workers commit turns).
+    """
+    stores = open_stores(project, load_config(project))
     try:
-        box = await agent.handover.output_box_id(chat_key)
-        cards = await agent.handover.read_box(box)
+        messages = [
+            r.data["requestId"] for r in await stores.messages.records(chat_key) if r.data["t"] == "turn"
+        ]
+        said = await stores.transcript.records(chat_key)
+        transcript = [r.data["requestId"] for r in said if r.data["role"] == "user"]
+        agent_context = [r.data["requestId"] for r in await stores.agent_context.records(chat_key)]
+        box = await stores.cards.get_box(await stores.cards.named_box(f"output:{chat_key}"))
+        cards = await stores.cards.get_cards(box.card_ids)
     finally:
-        await agent.handover.aclose()
+        await stores.close()
     user_cards = [c.metadata["request_id"] for c in cards if c.metadata.get("role") == "user"]
     return {
         "messages": messages,

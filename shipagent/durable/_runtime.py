@@ -38,9 +38,11 @@ from dbos._utils import INTERNAL_QUEUE_NAME
 from .._steps import StepCallback
 from ..errors import ShipAgentError
 from ..results import AgentResult, StepEvent
+from ..stores import PgStores
 from ..turns import TurnHooks
 from ._heartbeat import Heartbeats
 from ._hooks import DurableTurnHooks
+from ._pgturns import PgTurnHooks
 from ._settings import (
     APP_NAME,
     QUEUE_NAME,
@@ -109,6 +111,7 @@ class DurableExecutor:
         self._client: DBOSClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._queue: Any = None
+        self._stores: PgStores | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -139,7 +142,7 @@ class DurableExecutor:
         try:
             await self._beat()  # before launch: a worker that dies while recovering is visible
             bind_agent(self.agent)
-            self.agent.turn_hooks = DurableTurnHooks()
+            self.agent.turn_hooks = self._hooks()
             config: Any = {
                 "name": APP_NAME,
                 "system_database_url": self.settings.database_url,
@@ -168,6 +171,18 @@ class DurableExecutor:
         self._tasks = [loop.create_task(self._heartbeat_loop()), loop.create_task(self._recovery_loop())]
         log.info("durable worker %s on %s", self.executor_id, self.settings.redacted_url())
 
+    def _hooks(self) -> DurableTurnHooks:
+        """Chats in Postgres when the database is Postgres (a cluster), else in ``.ship/`` files."""
+        if self.settings.is_sqlite:
+            return DurableTurnHooks()
+        config = self.agent.config
+        self._stores = PgStores(
+            self.settings.database_url,
+            window=config.context.agent_context.window_entries,
+            project_id=config.name,
+        )
+        return PgTurnHooks(self._stores)
+
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
@@ -195,6 +210,10 @@ class DurableExecutor:
             )
         bind_agent(None)
         self.agent.turn_hooks = TurnHooks()
+        if self._stores is not None:
+            stores, self._stores = self._stores, None
+            with suppress(Exception):
+                await stores.close()
         if self._heartbeats is not None:
             self._heartbeats.close()
         if self._slot is not None:

@@ -200,6 +200,19 @@ class ChatHistories:
         """Forget the in-memory copy (the next turn rebuilds it from disk)."""
         self._chat(chat_key).messages = None
 
+    def install(self, chat_key: str, messages: list[ModelMessage]) -> None:
+        """Make ``messages`` the chat's in-memory history: another store than ``.ship/`` is the truth.
+
+        A durable worker on Postgres rebuilds a chat from the database and commits it there, so
+        the message log file never hydrates it. Messages are named by position (``history:@n``):
+        the files' per-message seqs do not exist in that store.
+        """
+        chat = self._chat(chat_key)
+        chat.messages = list(messages)
+        chat.sources = [f"history:@{n}" for n in range(len(messages))]
+        chat.next_seq = len(messages)
+        chat.logs_behind = False
+
     async def reset(self, chat_key: str, request_id: str) -> None:
         """Start the chat's model context afresh; everything said stays on disk.
 

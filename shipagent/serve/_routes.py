@@ -7,6 +7,7 @@ in worker threads.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from starlette.responses import Response
 from ..chatkeys import validate_chat_key
 from ..errors import NotFoundError
 from ..events import ApprovalRequired
+from ..stores import PgStores, open_stores
 from ._auth import ApiKey
 from ._chats import list_chats, read_transcript_page
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
@@ -83,6 +85,15 @@ class Api:
     def __init__(self, state: ServeState) -> None:
         self.state = state
         self.agent = state.agent
+        self.shared: PgStores | None = None
+        """A durable cluster's database: its workers commit transcripts there, not to this ``.ship/``."""
+        if self.agent.config.durable.enabled:
+            stores = open_stores(self.agent.project_root, self.agent.config)  # no I/O until used
+            self.shared = stores if isinstance(stores, PgStores) else None
+
+    async def aclose(self) -> None:
+        if self.shared is not None:
+            await self.shared.close()
 
     # -- plain reads -----------------------------------------------------------------------------
 
@@ -115,6 +126,11 @@ class Api:
         self.state.caller(request, chat_key)
         limit = _int_param(request, "limit", 50, 1, 1000) or 50
         before = _int_param(request, "before", None, 0, 2**62)
+        if self.shared is not None:  # ``before`` is a record seq here (a byte offset in the file)
+            records = await self.shared.transcript.page_before(chat_key, before, limit)
+            older = records[0].seq if records and records[0].seq > 1 else None
+            entries = [r.data for r in records]
+            return JSONResponse({"chatKey": chat_key, "entries": entries, "before": older})
         path = self.agent.transcript.path(chat_key)
         page = await anyio.to_thread.run_sync(read_transcript_page, path, limit, before)
         return JSONResponse({"chatKey": chat_key, "entries": page.entries, "before": page.before})
@@ -152,7 +168,10 @@ class Api:
     async def clear_context(self, request: Request) -> Response:
         chat_key = _chat_key(request)
         self.state.caller(request, chat_key)
-        await self.agent.clear(chat_key)  # queues behind a running turn of the chat
+        if self.shared is not None:  # a cluster: every worker sees the cleared history (last_committed moves)
+            await self.shared.messages.append_compaction(chat_key, uuid.uuid4().hex, [])
+        else:
+            await self.agent.clear(chat_key)  # queues behind a running turn of the chat
         return JSONResponse({"chatKey": chat_key, "cleared": True})
 
     # -- turns -----------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ without replaying the conversation itself.
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Annotated, Any
 
 import anyio.to_thread
@@ -15,9 +16,13 @@ from pydantic import Field
 
 from ..execution import current_tool_context, fingerprint_of
 from ..jsonl import read_last
+from ._chat import RecordTail
 from ._common import MAX_BLOCK_CHARS, fit_block
 
-__all__ = ["agent_load_context", "format_agent_context_entry"]
+__all__ = ["agent_context_store", "agent_load_context", "format_agent_context_entry"]
+
+agent_context_store: ContextVar[RecordTail | None] = ContextVar("shipagent_agent_context_store", default=None)
+"""Set by a turn whose agent-context log is not the ``.ship/`` file (a durable worker on Postgres)."""
 
 _PREVIEW = 400  # per field: an entry is a summary, a window of 200 must stay readable
 
@@ -75,8 +80,12 @@ async def agent_load_context(
         offset: how many of the newest summaries to skip, to page further back.
     """
     ctx = current_tool_context()
-    path = ctx.paths.agent_context(ctx.chat_key)
-    raw = await anyio.to_thread.run_sync(lambda: read_last(path, count, skip=offset))
+    store = agent_context_store.get()
+    if store is not None:  # the chat lives in a shared store (Postgres), not in this machine's files
+        raw: list[Any] = await store.last(ctx.chat_key, count, skip=offset)
+    else:
+        path = ctx.paths.agent_context(ctx.chat_key)
+        raw = await anyio.to_thread.run_sync(lambda: read_last(path, count, skip=offset))
     entries = [e for e in raw if isinstance(e, dict)]
     if not entries:
         return {"success": True, "inserted": 0, "note": "No agent context available.", "entries": 0}

@@ -11,9 +11,10 @@ from __future__ import annotations
 import inspect
 import re
 from collections.abc import Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 import anyio.to_thread
 from pydantic import Field
@@ -22,7 +23,15 @@ from ..execution import ToolExecutionContext, current_tool_context, fingerprint_
 from ..jsonl import iter_objects_backward
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
 
-__all__ = ["HistoryWindow", "chat_load_history", "chat_send", "read_transcript_window"]
+__all__ = [
+    "HistoryWindow",
+    "RecordTail",
+    "chat_load_history",
+    "chat_send",
+    "read_store_window",
+    "read_transcript_window",
+    "transcript_store",
+]
 
 _ROLES = ("user", "assistant")
 
@@ -78,6 +87,32 @@ def _matcher(keyword: str | None) -> tuple[Callable[[str], bool], bool]:
     return (lambda text: pattern.search(text) is not None), True
 
 
+class _Picker:
+    """Picks the window from transcript records fed newest first; says when it is full."""
+
+    def __init__(self, count: int, offset: int, keyword: str | None) -> None:
+        self.matches, self.is_regex = _matcher(keyword)
+        self.count, self.skip, self.keyword = count, offset, keyword
+        self.picked: list[dict[str, Any]] = []
+
+    def feed(self, obj: object) -> bool:
+        """Consider one record; True once the window is filled (stop reading)."""
+        if not isinstance(obj, dict) or obj.get("role") not in _ROLES:
+            return False
+        text = obj.get("text")
+        if not isinstance(text, str) or not self.matches(text):
+            return False
+        if self.skip:
+            self.skip -= 1
+            return False
+        self.picked.append({"role": obj["role"], "text": text, "ts": obj.get("ts")})
+        return len(self.picked) >= self.count
+
+    def window(self) -> HistoryWindow:
+        mode = "search" if self.keyword is not None else "recent"
+        return HistoryWindow(list(reversed(self.picked)), mode, self.is_regex)
+
+
 def read_transcript_window(
     path: Path, *, count: int, offset: int = 0, keyword: str | None = None
 ) -> HistoryWindow:
@@ -88,23 +123,36 @@ def read_transcript_window(
     ``keyword`` only entries matching it count: a case-insensitive regex, or a plain substring when
     the keyword is not a valid regex (models write ``C++`` and ``(foo``).
     """
-    matches, is_regex = _matcher(keyword)
-    picked: list[dict[str, Any]] = []
-    skip = offset
+    picker = _Picker(count, offset, keyword)
     for obj in iter_objects_backward(path):  # a torn line from a crash is skipped, the rest is good
-        if not isinstance(obj, dict) or obj.get("role") not in _ROLES:
-            continue
-        text = obj.get("text")
-        if not isinstance(text, str) or not matches(text):
-            continue
-        if skip:
-            skip -= 1
-            continue
-        picked.append({"role": obj["role"], "text": text, "ts": obj.get("ts")})
-        if len(picked) >= count:
+        if picker.feed(obj):
             break
-    picked.reverse()
-    return HistoryWindow(picked, "search" if keyword is not None else "recent", is_regex)
+    return picker.window()
+
+
+class RecordTail(Protocol):
+    """What the history tools need of a store's per-chat log (``RecordLog.last``)."""
+
+    async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]: ...
+
+
+transcript_store: ContextVar[RecordTail | None] = ContextVar("shipagent_transcript_store", default=None)
+"""Set by a turn whose transcript is not the ``.ship/`` file (a durable worker on Postgres)."""
+
+_PAGE = 200
+
+
+async def read_store_window(
+    store: RecordTail, chat_key: str, *, count: int, offset: int = 0, keyword: str | None = None
+) -> HistoryWindow:
+    """:func:`read_transcript_window` over a transcript store, read newest first a page at a time."""
+    picker = _Picker(count, offset, keyword)
+    skip = 0
+    while True:
+        page = await store.last(chat_key, _PAGE, skip=skip)
+        if any(picker.feed(obj) for obj in reversed(page)) or len(page) < _PAGE:
+            return picker.window()
+        skip += len(page)
 
 
 def _history_block(
@@ -136,10 +184,14 @@ async def chat_load_history(
         keyword: only messages matching this case-insensitive regex (or plain text).
     """
     ctx = current_tool_context()
-    path = ctx.paths.transcript(ctx.chat_key)
-    window = await anyio.to_thread.run_sync(
-        lambda: read_transcript_window(path, count=count, offset=offset, keyword=keyword)
-    )
+    store = transcript_store.get()
+    if store is not None:  # the chat lives in a shared store (Postgres), not in this machine's files
+        window = await read_store_window(store, ctx.chat_key, count=count, offset=offset, keyword=keyword)
+    else:
+        path = ctx.paths.transcript(ctx.chat_key)
+        window = await anyio.to_thread.run_sync(
+            lambda: read_transcript_window(path, count=count, offset=offset, keyword=keyword)
+        )
     base: dict[str, Any] = {"mode": window.mode}
     if keyword is not None:
         base["keyword"] = keyword

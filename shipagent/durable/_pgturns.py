@@ -1,0 +1,134 @@
+"""Durable turns whose chats live in Postgres: workers with separate ``.ship/`` share every chat.
+
+With ``durable.database`` a ``postgresql://`` URL, a worker's turn reads and writes the chat in
+:class:`~shipagent.stores.PgStores` instead of the project's ``.ship/`` files:
+
+* before the turn the worker asks the message log where the chat stands
+  (:meth:`last_committed`); when its request id is not the one this worker last loaded or
+  committed (another worker, on any machine, committed since) or the chat is not in memory, the
+  history is rebuilt from Postgres and installed in :attr:`ShipAgent.chats`;
+* the commit is one DBOS step calling :meth:`PgStores.commit_turn`: history (with any
+  compaction records), transcript, agent-context entry and output-box cards in ONE transaction,
+  idempotent by request id, so a replayed step writes nothing twice and a crash mid-commit leaves
+  either all of the turn or none of it.
+
+The compaction decision is the file commit's (:class:`ChatHistories` thresholds, the model
+summarizer, the compaction hooks that keep the removed messages as a context file); the ledger's
+records of the turn's requests are flushed after the commit, as in plain mode. What stays local —
+context files, the ledger, a failed turn's ``chat_send`` lines — is listed in the README.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
+import anyio
+from dbos import DBOS
+from pydantic_ai.messages import ModelMessage
+
+from ..errors import ShipAgentError
+from ..history.compaction import CompactionResult, compact
+from ..history.injections import strip_injections
+from ..stores import PgStores, TurnWrite
+from ..tools._agent_context import agent_context_store
+from ..tools._chat import transcript_store
+from ..turns import CommitOutcome, TurnCommit
+from ._hooks import DurableTurnHooks
+
+if TYPE_CHECKING:
+    from ..agent import ShipAgent
+
+__all__ = ["PgTurnHooks", "commit_to_postgres"]
+
+_UNSEEN = object()
+
+
+async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommit) -> CommitOutcome:
+    """Write ``turn`` to Postgres in one transaction; returns the compaction it triggered or the failure.
+
+    Decides compaction exactly like :meth:`ChatHistories.commit` (same thresholds, same
+    summarizer), so a chat compacts at the same point whichever store holds it.
+    """
+    chats = agent.chats
+    key = turn.chat_key
+    new = strip_injections(turn.new)  # injections live for one run (seed 002 §3)
+    history = [*turn.base, *new]
+    done: CompactionResult | None = None
+    if len(history) > chats.config.in_memory_max_messages:
+        body = await chats._model_summary(key, history)
+        done = compact(
+            history,
+            chats.config.compact_keep_last_messages,
+            sources=[f"history:@{n}" for n in range(len(history))],
+            body=body,
+            summarizer="model" if body is not None else "extract",
+        )
+    write = TurnWrite(
+        chat_key=key,
+        request_id=turn.request_id,
+        user_text=turn.text,
+        output=turn.output,
+        messages=new,
+        sent=list(turn.sent),
+        tool_calls=[{"tool": r.tool, "success": r.success, "error": r.error} for r in turn.records],
+        base_compaction=turn.base if turn.base_compaction is not None else None,
+        compaction=done.history if done is not None else None,
+        said=turn.said,
+    )
+    try:
+        cards = await stores.commit_turn(write)
+    except Exception as exc:  # the database refused: nothing of the turn is visible (one transaction)
+        return None, exc
+    if not cards:  # an attempt that died before DBOS recorded the step committed it: reload
+        chats.install(key, await stores.messages.rebuild(key))
+        return None, None
+    for result in (turn.base_compaction, done):
+        if result is not None:  # keeps the removed messages as a context file (local, see README)
+            await anyio.to_thread.run_sync(chats._run_hooks, key, result)
+    flush = agent._ledger.flush(key, turn.request_id, turn.new)
+    if flush is not None:
+        await anyio.to_thread.run_sync(flush)
+    chats.install(key, done.history if done is not None else history)
+    return done, None
+
+
+class PgTurnHooks(DurableTurnHooks):
+    """The durable hooks of a worker whose chats are in Postgres (one per worker process)."""
+
+    def __init__(self, stores: PgStores) -> None:
+        super().__init__()
+        self.stores = stores
+        self._pg_seen: dict[str, object] = {}
+        """Per chat: the last committed request id when this worker last loaded or committed it."""
+
+    async def load(
+        self, agent: ShipAgent, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
+    ) -> list[ModelMessage]:
+        transcript_store.set(self.stores.transcript)  # chat_load_history reads the shared transcript
+        agent_context_store.set(self.stores.agent_context)  # agent_load_context the shared log
+        committed = await self.stores.messages.last_committed(chat_key)
+        stale = self._pg_seen.get(chat_key, _UNSEEN) != committed.request_id
+        if stale or chat_key not in agent.chats.resident():  # another worker committed, or evicted
+            agent.chats.install(chat_key, await self.stores.messages.rebuild(chat_key))
+            self._pg_seen[chat_key] = committed.request_id
+        return await load()
+
+    async def commit(
+        self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
+    ) -> CommitOutcome:
+        ran = False
+
+        async def step() -> CommitOutcome:
+            nonlocal ran
+            ran = True
+            compaction, failure = await commit_to_postgres(agent, self.stores, turn)
+            # recorded with the step: keep it picklable whatever the original exception was
+            return compaction, (ShipAgentError(f"{type(failure).__name__}: {failure}") if failure else None)
+
+        outcome: CommitOutcome = await DBOS.run_step_async({"name": "shipagent.commit"}, step)
+        if ran and outcome[1] is None:
+            self._pg_seen[turn.chat_key] = turn.request_id
+        else:  # recorded by an earlier attempt, or failed: the next turn rebuilds from Postgres
+            self._pg_seen.pop(turn.chat_key, None)
+        return outcome
