@@ -75,19 +75,29 @@ class DurableTurnHooks(TurnHooks):
             self._seen[chat_key] = last
         return await load()
 
-    async def commit(
-        self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
-    ) -> CommitOutcome:
+    @staticmethod
+    async def _commit_step(write: Callable[[], Awaitable[CommitOutcome]]) -> tuple[CommitOutcome, bool]:
+        """Run ``write`` as the turn's one recorded commit step; also say whether it ran here.
+
+        ``False`` means DBOS returned the outcome an earlier attempt recorded (a replay), so this
+        process's memory of the chat may be stale.
+        """
         ran = False
 
         async def step() -> CommitOutcome:
             nonlocal ran
             ran = True
-            compaction, failure = await commit_once(agent, turn, commit)
+            compaction, failure = await write()
             # recorded with the step: keep it picklable whatever the original exception was
             return compaction, (ShipAgentError(f"{type(failure).__name__}: {failure}") if failure else None)
 
         outcome: CommitOutcome = await DBOS.run_step_async({"name": "shipagent.commit"}, step)
+        return outcome, ran
+
+    async def commit(
+        self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
+    ) -> CommitOutcome:
+        outcome, ran = await self._commit_step(lambda: commit_once(agent, turn, commit))
         if not ran:  # recorded by an earlier attempt: this process's memory of the chat is stale
             agent.chats.clear_memory(turn.chat_key)
         self._seen[turn.chat_key] = turn.request_id if outcome[1] is None else _UNSEEN

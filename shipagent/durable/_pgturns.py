@@ -24,10 +24,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 import anyio
-from dbos import DBOS
 from pydantic_ai.messages import ModelMessage
 
-from ..errors import ShipAgentError
 from ..history.compaction import CompactionResult, compact
 from ..history.injections import strip_injections
 from ..stores import PgStores, TurnWrite
@@ -117,16 +115,7 @@ class PgTurnHooks(DurableTurnHooks):
     async def commit(
         self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
     ) -> CommitOutcome:
-        ran = False
-
-        async def step() -> CommitOutcome:
-            nonlocal ran
-            ran = True
-            compaction, failure = await commit_to_postgres(agent, self.stores, turn)
-            # recorded with the step: keep it picklable whatever the original exception was
-            return compaction, (ShipAgentError(f"{type(failure).__name__}: {failure}") if failure else None)
-
-        outcome: CommitOutcome = await DBOS.run_step_async({"name": "shipagent.commit"}, step)
+        outcome, ran = await self._commit_step(lambda: commit_to_postgres(agent, self.stores, turn))
         if ran and outcome[1] is None:
             self._pg_seen[turn.chat_key] = turn.request_id
         else:  # recorded by an earlier attempt, or failed: the next turn rebuilds from Postgres
