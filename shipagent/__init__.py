@@ -12,6 +12,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._executors import executor_factories as _executor_factories
+from ._executors import shared_factories as _shared_factories
 from .errors import ConfigError
 
 if TYPE_CHECKING:
@@ -49,6 +50,16 @@ def _durable_executor(agent: ShipAgent) -> object:
 
 
 _executor_factories.setdefault("durable", _durable_executor)  # type: ignore[arg-type]
+
+
+def _shared_chats(agent: ShipAgent) -> object:
+    """ship.json ``durable`` on Postgres: the cluster's chats and context files (else ``None``)."""
+    from .stores._shared import shared_chats
+
+    return shared_chats(agent.project_root, agent.config)
+
+
+_shared_factories.setdefault("durable", _shared_chats)  # type: ignore[arg-type]
 
 _HOME = {
     "AgentResult": "results",

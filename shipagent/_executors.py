@@ -13,10 +13,15 @@ from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
     from .agent import ShipAgent
-    from .turns import TurnExecutor
+    from .turns import SharedChats, TurnExecutor
 
-__all__ = ["ExecutorFactory", "executor_factories"]
+__all__ = ["ExecutorFactory", "SharedFactory", "executor_factories", "shared_factories"]
 
 ExecutorFactory: TypeAlias = "Callable[[ShipAgent], AbstractAsyncContextManager[TurnExecutor | None]]"
 executor_factories: dict[str, ExecutorFactory] = {}
 """Registered by the package facade (``"durable"`` → ``shipagent.durable``, imported lazily)."""
+
+SharedFactory: TypeAlias = "Callable[[ShipAgent], SharedChats | None]"
+shared_factories: dict[str, SharedFactory] = {}
+"""Registered by the package facade (``"durable"`` → ``shipagent.stores``): where a durable
+cluster's chats live when not in ``.ship/`` (``None`` for a project whose chats are the files)."""
