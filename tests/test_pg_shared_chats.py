@@ -1,0 +1,127 @@
+"""A durable cluster's chats, read and changed by a process that holds none of them (real Postgres).
+
+``ShipAgent.history`` / ``expand`` / ``reconstruct`` / ``clear``, the context files and a failed
+turn's ``chat_send`` lines of a project whose ship.json says ``durable`` on ``postgresql://``
+go to the database, never to this machine's ``.ship/`` chat files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _durable_env import fresh_database
+from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+from test_ledger import KEY, SHIP, _scripted_chat
+
+from shipagent import ShipAgent
+from shipagent.chatkeys import ShipPaths
+from shipagent.history.compaction import summary_id
+from shipagent.stores import FileStores, PgStores, migrate
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture
+def pg_database(postgres_server: str) -> Iterator[str]:
+    with fresh_database(postgres_server) as url:
+        yield url
+
+
+def _durable(root: Path, database: str, ship: dict[str, Any] | None = None) -> None:
+    config = {**(ship or {}), "durable": {"enabled": True, "database": database}}
+    (root / "ship.json").write_text(json.dumps(config), encoding="utf-8")
+
+
+async def test_history_expand_reconstruct_context_files_and_clear_read_postgres(
+    tmp_path: Path, pg_database: str
+) -> None:
+    agent, capture = await _scripted_chat(tmp_path)  # compacts, elides, injects: every store used
+    await agent.handover.aclose()
+    records = agent.ledger(KEY)
+    from_files = ShipAgent.from_project(tmp_path, model=FunctionModel(capture))
+    history = from_files.history(KEY)
+    sid = summary_id(history[0])
+    assert sid is not None
+    expanded = from_files.expand(KEY, sid)
+    refs = from_files.context_files.list(KEY, limit=1000)
+    assert {r.kind for r in refs} >= {"history", "artifact", "catalog"}
+    contents = {r.id: from_files.context_files.path_of(KEY, r).read_bytes() for r in refs}
+
+    source, target = FileStores(tmp_path), PgStores(pg_database)
+    try:
+        assert all(row.ok for row in await migrate(source, target))
+    finally:
+        await source.close()
+    # this machine keeps its ledger (per-machine diagnostics) and nothing of the chat itself
+    paths = ShipPaths(tmp_path)
+    for path in (paths.message_log(KEY), paths.transcript(KEY), paths.agent_context(KEY)):
+        path.unlink()
+    shutil.rmtree(paths.context_dir(KEY))
+    _durable(tmp_path, pg_database, SHIP)
+
+    member = ShipAgent.from_project(tmp_path, model=FunctionModel(capture))
+    try:
+        assert member.shared is not None
+        assert member.history(KEY) == history
+        assert member.expand(KEY, sid) == expanded
+        for record, received in zip(records, capture.requests, strict=True):
+            assert member.reconstruct(KEY, record.request_id, record.step) == received, record.id
+        # context files: listed from the database, each fetched into .ship/context/ when read
+        assert [r.id for r in member.context_files.list(KEY, limit=1000)] == [r.id for r in refs]
+        for ref in refs:
+            page = member.context_files.read(KEY, ref.id, 0, 1 << 20)
+            assert page.content.encode("utf-8") == contents[ref.id]
+        history_ref = next(r for r in refs if r.kind == "history")
+        word = next(w for w in contents[history_ref.id].decode().split() if w.isalnum() and len(w) > 3)
+        assert member.context_files.grep(KEY, history_ref.id, word).total_matches >= 1
+        assert not paths.message_log(KEY).exists()
+
+        await member.clear(KEY)
+        assert member.history(KEY) == []
+        kinds = [r.data["t"] for r in await target.messages.records(KEY)]
+        assert kinds[-1] == "compaction" and await target.messages.rebuild(KEY) == []
+        assert not paths.message_log(KEY).exists()  # the clear went to the database only
+    finally:
+        await target.close()
+        await member.handover.aclose()
+
+
+def _send_then_fail(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    if not isinstance(messages[-1].parts[-1], ToolReturnPart):
+        return ModelResponse(parts=[ToolCallPart("chat_send", {"text": "on my way"})])
+    raise RuntimeError("the model went away")
+
+
+async def test_a_failed_turn_keeps_its_chat_send_lines_in_postgres_once(
+    tmp_path: Path, pg_database: str
+) -> None:
+    _durable(tmp_path, pg_database)
+    agent = ShipAgent.from_project(tmp_path, model=FunctionModel(_send_then_fail))
+    stores = PgStores(pg_database)
+    try:
+        for _ in range(2):  # a resumed durable turn fails the same way: its lines are kept once
+            result = await agent.execute_turn("web:bob", "come over", request_id="r-1")
+            assert not result.success
+        said = [
+            (r.data["role"], r.data["text"], r.data.get("via"))
+            for r in await stores.transcript.records("web:bob")
+        ]
+        assert said == [("user", "come over", None), ("assistant", "on my way", "tool")]
+        assert await stores.messages.count("web:bob") == 0  # nothing of the turn was committed
+        assert not ShipPaths(tmp_path).transcript("web:bob").exists()
+    finally:
+        await stores.close()
+        await agent.handover.aclose()
+
+
+def test_plain_and_sqlite_projects_have_no_shared_chats(tmp_path: Path) -> None:
+    assert ShipAgent.from_project(tmp_path).shared is None
+    (tmp_path / "ship.json").write_text(json.dumps({"durable": {"enabled": True, "database": "sqlite"}}))
+    agent = ShipAgent.from_project(tmp_path)
+    assert agent.shared is None and type(agent.context_files).__name__ == "ContextFiles"
