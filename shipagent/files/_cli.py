@@ -48,10 +48,13 @@ def _files(project: Path) -> ContextFiles:
     try:
         if not root.is_dir():
             raise ConfigError(f"project directory {str(project)!r} does not exist", path=None)
-        load_config(root)  # a broken ship.json is reported here, as by every command
+        config = load_config(root)  # a broken ship.json is reported here, as by every command
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
-    return ContextFiles(ShipPaths(root))
+    from ..stores._shared import shared_chats  # (imported here: the stores room imports this one)
+
+    shared = shared_chats(root, config)  # a durable cluster's files are in its database
+    return shared.context_files if shared is not None else ContextFiles(ShipPaths(root))
 
 
 @context_app.command("list")

@@ -21,6 +21,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
+from ..errors import ShipAgentError
+from ._pg_base import redact
 from ._postgres import PgStores
 
 __all__ = ["PgBridge"]
@@ -71,9 +73,15 @@ class PgBridge:
             return bridge
 
     async def _run(self, fn: Callable[[PgStores], Awaitable[_T]]) -> _T:
+        import psycopg
+
         if self._stores is None:  # made on the bridge loop: its pool's locks belong to that loop
             self._stores = PgStores(self.url, pool_size=POOL_SIZE)
-        return await fn(self._stores)
+        try:
+            return await fn(self._stores)
+        except psycopg.Error as exc:  # callers handle ShipAgentError (a tool reports it as data)
+            first = (str(exc).strip().splitlines() or [""])[0].replace(self.url, redact(self.url))
+            raise ShipAgentError(f"Postgres at {redact(self.url)}: {type(exc).__name__}: {first}") from None
 
     def call(self, fn: Callable[[PgStores], Awaitable[_T]]) -> _T:
         """Run ``fn(stores)`` on the bridge loop and wait for it (blocks the calling thread only)."""

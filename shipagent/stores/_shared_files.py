@@ -118,12 +118,9 @@ class SharedContextFiles(ContextFiles):
         data = path.read_bytes()
         try:
             self.bridge.call(lambda s: s.context_files.put_raw(chat_key, ref.to_json(), data))
-        except ShipAgentError:
-            raise
-        except Exception as exc:
+        except ShipAgentError as exc:
             raise ShipAgentError(
-                f"context file {ref.id} of {chat_key!r} could not be stored in Postgres "
-                f"({type(exc).__name__}: {exc}); it exists on this machine only"
+                f"context file {ref.id} of {chat_key!r} exists on this machine only: {exc}"
             ) from None
 
     def _put(
