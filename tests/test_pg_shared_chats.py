@@ -125,3 +125,74 @@ def test_plain_and_sqlite_projects_have_no_shared_chats(tmp_path: Path) -> None:
     (tmp_path / "ship.json").write_text(json.dumps({"durable": {"enabled": True, "database": "sqlite"}}))
     agent = ShipAgent.from_project(tmp_path)
     assert agent.shared is None and type(agent.context_files).__name__ == "ContextFiles"
+
+
+async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """Compaction on worker one names a summary ``S<from>-<to>``; machine two expands it."""
+    from functools import partial
+
+    from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
+
+    from shipagent.durable._pgturns import PgTurnHooks, commit_to_postgres
+    from shipagent.execution import use_tool_context
+    from shipagent.files._tools import context_expand, expand_source
+    from shipagent.turns import TurnCommit
+
+    ship = {"context": {"chatHistory": {"inMemoryMaxMessages": 6, "compactKeepLastMessages": 2}}}
+    one, two, back = tmp_path / "one", tmp_path / "two", tmp_path / "back"
+    for root in (one, two, back):
+        root.mkdir()
+        _durable(root, pg_database, ship)
+    first = ShipAgent.from_project(one, model=FunctionModel(_send_then_fail))
+    second = ShipAgent.from_project(two, model=FunctionModel(_send_then_fail))
+    stores = PgStores(pg_database)
+    hooks = {id(first): PgTurnHooks(stores), id(second): PgTurnHooks(stores)}
+
+    async def turn(agent: ShipAgent, n: int) -> None:  # what a worker's turn does around its run
+        base = await hooks[id(agent)].load(agent, KEY, partial(agent.chats.aget, KEY))
+        new = [ModelRequest(parts=[UserPromptPart(f"q{n}")]), ModelResponse(parts=[TextPart(f"a{n}")])]
+        commit = TurnCommit(KEY, f"r{n}", f"q{n}", f"a{n}", f"a{n}", [], [], base, new, None)
+        _, failure = await commit_to_postgres(agent, stores, commit)
+        assert failure is None
+
+    try:
+        for n in range(5):  # alternate machines: each turn is committed by the other worker
+            await turn(first if n % 2 == 0 else second, n)
+        history = second.history(KEY)
+        sid = summary_id(history[0])
+        assert sid == "S0-5"  # the six oldest messages, numbered 0..5 across both workers
+        expanded = second.expand(KEY, sid)
+        assert [m.parts[0].content for m in expanded] == [f"{x}{n}" for n in range(3) for x in "qa"]  # type: ignore[union-attr]
+        # the model's tool on machine two, mid-turn, reads the shared log
+        with use_tool_context(second._context(KEY, "r-x", None)):
+            expand_source.set(second.shared.message_log if second.shared else None)
+            page = await context_expand(sid)
+        assert (
+            page["success"] and page["messages"] == 6 and "q0" in page["content"] and "a2" in page["content"]
+        )
+
+        await second.clear(KEY)  # numbering goes on after a clear
+        await turn(first, 5)
+        kinds = [
+            (r.data["t"], r.data.get("seq"), r.data.get("nextSeq"))
+            for r in await stores.messages.records(KEY)
+        ]
+        assert kinds[-2:] == [("compaction", None, 10), ("turn", 10, None)]
+        # the records are the files' format: copied back to .ship/, a plain agent reads the same
+        source, target = PgStores(pg_database), FileStores(back)
+        try:
+            assert all(row.ok for row in await migrate(source, target))
+        finally:
+            await source.close()
+            await target.close()
+        (back / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+        plain = ShipAgent.from_project(back)
+        assert plain.expand(KEY, sid) == expanded
+        assert [type(m).__name__ for m in plain.history(KEY)] == ["ModelRequest", "ModelResponse"]
+        assert plain.chats.numbering(KEY) == (["history:10", "history:11"], 12)
+    finally:
+        await stores.close()
+        for agent in (first, second):
+            await agent.handover.aclose()

@@ -215,7 +215,7 @@ class MessageLog:
         counts: list[tuple[int | None, int]] = []
         base: list[str] = []
         next_seq: int | None = 0
-        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+        for record in self.records_backward(chat_key):
             if not isinstance(record, dict):
                 continue
             if record.get("t") == "compaction":
@@ -246,7 +246,7 @@ class MessageLog:
         """Seqs for a log with records from before seqs: turn messages numbered in file order."""
         current: list[str] = []
         counter = 0
-        for record in jsonl.read_all(self.path(chat_key)):
+        for record in self.records_forward(chat_key):
             if not isinstance(record, dict):
                 continue
             if record.get("t") == "turn":
@@ -270,11 +270,15 @@ class MessageLog:
         return current, counter
 
     def records_backward(self, chat_key: str) -> Iterator[Any]:
-        """The chat's records, newest first (what :meth:`expand` and :meth:`find` read).
+        """The chat's records, newest first (what :meth:`sources`, :meth:`expand` and :meth:`find` read).
 
         A durable cluster's stores subclass this to read the same records from Postgres.
         """
         return jsonl.iter_objects_backward(self.path(chat_key))
+
+    def records_forward(self, chat_key: str) -> list[Any]:
+        """The chat's records, oldest first (only logs written before message seqs need them)."""
+        return jsonl.read_all(self.path(chat_key))
 
     def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
         """The messages a compaction summary replaced, verbatim as they were committed.

@@ -221,11 +221,12 @@ class PgStores:
         """
         key, rid = turn.chat_key, turn.request_id
         history: list[dict[str, Any]] = []
+        after = None if turn.seq is None else turn.seq + len(turn.messages)
         if turn.base_compaction is not None:
-            history.append(compaction_record(rid, turn.base_compaction))
-        history.append(turn_record(rid, turn.messages))
+            history.append(compaction_record(rid, turn.base_compaction, turn.base_sources, turn.seq))
+        history.append(turn_record(rid, turn.messages, turn.seq))
         if turn.compaction is not None:
-            history.append(compaction_record(rid, turn.compaction))
+            history.append(compaction_record(rid, turn.compaction, turn.compaction_sources, after))
         said = transcript_records(key, rid, turn.user_text, turn.transcript_answer, turn.sent)
         entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
         cards = turn_cards(key, rid, turn.user_text, turn.output)

@@ -19,13 +19,14 @@ from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
 from ..config import ShipConfig
-from ..history.stores import MessageLog
+from ..history.stores import MessageLog, load_messages
 from ._bridge import PgBridge
 from ._postgres import PgStores
+from ._records import compaction_record
 from ._select import is_postgres
 from ._shared_files import SharedContextFiles
 
-__all__ = ["RecordsMessageLog", "SharedChats", "chat_activity", "shared_chats"]
+__all__ = ["RecordsMessageLog", "SharedChats", "chat_activity", "load_numbered", "shared_chats"]
 
 
 class RecordsMessageLog(MessageLog):
@@ -37,8 +38,40 @@ class RecordsMessageLog(MessageLog):
         self._records = list(records)
 
     def records_backward(self, chat_key: str) -> Iterator[Any]:
-        records: list[dict[str, Any]] = self._records if chat_key == self.chat_key else []
-        return iter(records[::-1])
+        return iter(self.records_forward(chat_key)[::-1])
+
+    def records_forward(self, chat_key: str) -> list[Any]:
+        return list(self._records) if chat_key == self.chat_key else []
+
+
+def _unnumbered(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether records from the last compaction on lack seqs (written before they were numbered)."""
+    if records and records[0].get("t") == "compaction" and "sources" not in records[0]:
+        return True
+    return any(r.get("t") == "turn" and not isinstance(r.get("seq"), int) for r in records)
+
+
+async def load_numbered(
+    stores: PgStores, paths: ShipPaths, chat_key: str
+) -> tuple[list[ModelMessage], list[str], int]:
+    """The chat's history, each message's source and the next seq, as the message log file gives them.
+
+    Reads from the newest compaction on (the whole log only when older records carry no seqs),
+    so a worker names messages ``history:<seq>`` like a plain agent does, and compaction
+    summaries get ids that ``context_expand`` and ``agent.expand`` resolve on every machine.
+    """
+    start = await stores.messages.last_compaction(chat_key)
+    records = [r.data for r in await stores.messages.records(chat_key, max(1, start))]
+    if start > 1 and _unnumbered(records):
+        records = [r.data for r in await stores.messages.records(chat_key)]
+    history: list[ModelMessage] = []
+    for record in records:
+        if record.get("t") == "compaction":
+            history = load_messages(record["history"])
+        elif record.get("t") == "turn":
+            history.extend(load_messages(record["messages"]))
+    sources, next_seq = RecordsMessageLog(paths, chat_key, records).sources(chat_key)
+    return history, sources, next_seq
 
 
 class SharedChats:
@@ -64,7 +97,12 @@ class SharedChats:
 
     async def clear(self, chat_key: str, request_id: str) -> None:
         """An empty compaction record: every worker's next turn of the chat starts afresh."""
-        await self.bridge.acall(lambda s: s.messages.append_compaction(chat_key, request_id, []))
+
+        async def write(stores: PgStores) -> None:
+            _, _, next_seq = await load_numbered(stores, self.paths, chat_key)  # seqs go on after it
+            await stores.messages.append_records(chat_key, [compaction_record(request_id, [], [], next_seq)])
+
+        await self.bridge.acall(write)
 
     async def keep_sent(self, chat_key: str, request_id: str, text: str, sent: Sequence[str]) -> None:
         """Transcript lines of a turn that did not commit: the user and what ``chat_send`` said.
