@@ -16,6 +16,8 @@ from ._executors import shared_factories as _shared_factories
 from .errors import ConfigError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from ._checks import Problem, check_project
     from .agent import ShipAgent
     from .config import ShipConfig, load_config
@@ -52,11 +54,11 @@ def _durable_executor(agent: ShipAgent) -> object:
 _executor_factories.setdefault("durable", _durable_executor)  # type: ignore[arg-type]
 
 
-def _shared_chats(agent: ShipAgent) -> object:
+def _shared_chats(project_root: Path, config: ShipConfig) -> object:
     """ship.json ``durable`` on Postgres: the cluster's chats and context files (else ``None``)."""
     from .stores._shared import shared_chats
 
-    return shared_chats(agent.project_root, agent.config)
+    return shared_chats(project_root, config)
 
 
 _shared_factories.setdefault("durable", _shared_chats)  # type: ignore[arg-type]

@@ -12,7 +12,10 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .agent import ShipAgent
+    from .config import ShipConfig
     from .turns import SharedChats, TurnExecutor
 
 __all__ = ["ExecutorFactory", "SharedFactory", "executor_factories", "shared_factories"]
@@ -21,7 +24,7 @@ ExecutorFactory: TypeAlias = "Callable[[ShipAgent], AbstractAsyncContextManager[
 executor_factories: dict[str, ExecutorFactory] = {}
 """Registered by the package facade (``"durable"`` → ``shipagent.durable``, imported lazily)."""
 
-SharedFactory: TypeAlias = "Callable[[ShipAgent], SharedChats | None]"
+SharedFactory: TypeAlias = "Callable[[Path, ShipConfig], SharedChats | None]"
 shared_factories: dict[str, SharedFactory] = {}
 """Registered by the package facade (``"durable"`` → ``shipagent.stores``): where a durable
 cluster's chats live when not in ``.ship/`` (``None`` for a project whose chats are the files)."""

@@ -166,7 +166,7 @@ class ShipAgent:
         # A durable cluster (issue 14): its chats and context files live in a database every
         # worker shares; ``None`` when they are this project's ``.ship/`` files.
         shared = shared_factories.get("durable") if config.durable.enabled else None
-        self.shared: SharedChats | None = shared(self) if shared is not None else None
+        self.shared: SharedChats | None = shared(project_root, config) if shared is not None else None
         if self.shared is not None:
             self.context_files = self.shared.context_files
         self.chats.compaction_hooks.append(self._keep_compacted)

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._executors import shared_factories
 from .._lock import ProjectLock
 from ..chatkeys import ShipPaths
 from ..config import load_config
@@ -51,9 +52,8 @@ def _files(project: Path) -> ContextFiles:
         config = load_config(root)  # a broken ship.json is reported here, as by every command
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
-    from ..stores._shared import shared_chats  # (imported here: the stores room imports this one)
-
-    shared = shared_chats(root, config)  # a durable cluster's files are in its database
+    factory = shared_factories.get("durable") if config.durable.enabled else None
+    shared = factory(root, config) if factory is not None else None  # a cluster: in its database
     return shared.context_files if shared is not None else ContextFiles(ShipPaths(root))
 
 
