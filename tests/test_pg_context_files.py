@@ -82,3 +82,25 @@ def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path:
     assert "cannot connect to Postgres at postgresql://ship:***@127.0.0.1:1/ship" in str(caught.value)
     assert "s3cret" not in str(caught.value)
     assert not files.folder(KEY).exists()  # nothing half-written
+
+
+def test_the_context_cli_on_a_cluster_member_exports_what_another_machine_wrote(
+    tmp_path: Path, pg_database: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from shipagent import cli
+
+    one, _ = _machines(tmp_path, pg_database)
+    ref = one.add_artifact(KEY, "日志 🎉\nline two\n", name="stdout of make", source="tool:exec_shell")
+    member = tmp_path / "member"
+    member.mkdir()
+    ship = {"durable": {"enabled": True, "database": pg_database}}
+    (member / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+    runner = CliRunner()
+    listed = runner.invoke(cli.app, ["context", "list", KEY, "-C", str(member), "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [r["id"] for r in json.loads(listed.output)] == [ref.id]
+    exported = runner.invoke(cli.app, ["context", "export", KEY, "-C", str(member)])
+    assert exported.exit_code == 0, exported.output
+    assert json.loads(exported.output)["files"][f"{ref.id}.txt"] == "日志 🎉\nline two\n"
