@@ -378,8 +378,11 @@ class ShipAgent:
     # -- history ---------------------------------------------------------------------------------
 
     def history(self, chat_key: str) -> list[ModelMessage]:
-        """The chat's current history (loaded from ``.ship/`` if this process has not seen it)."""
-        if self.shared is not None:  # a durable cluster: as the last worker to run it committed it
+        """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
+
+        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        """
+        if self.shared is not None:
             return self.shared.history(validate_chat_key(chat_key))
         return self.chats.get(validate_chat_key(chat_key))
 
@@ -390,7 +393,8 @@ class ShipAgent:
             KeyError: the chat has no summary with that id.
         """
         key = validate_chat_key(chat_key)
-        return (self.shared.message_log(key) if self.shared else self.chats.log).expand(key, summary_id)
+        log = self.shared.message_log(key) if self.shared is not None else self.chats.log
+        return log.expand(key, summary_id)
 
     def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
         """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""

@@ -11,6 +11,7 @@ a turn that did not commit (:meth:`keep_sent`). Serve lists the cluster's chats 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
 from ..config import ShipConfig
+from ..errors import ShipAgentError
 from ..history.stores import MessageLog, load_messages
 from ._bridge import PgBridge
 from ._postgres import PgStores
@@ -27,6 +29,8 @@ from ._select import is_postgres
 from ._shared_files import SharedContextFiles
 
 __all__ = ["RecordsMessageLog", "SharedChats", "chat_activity", "load_numbered", "shared_chats"]
+
+log = logging.getLogger("shipagent.stores")
 
 
 class RecordsMessageLog(MessageLog):
@@ -114,7 +118,10 @@ class SharedChats:
             if not await stores.transcript.holds(chat_key, request_id, scan=64):
                 await stores.transcript.append_turn(chat_key, request_id, text, "", sent=sent)
 
-        await self.bridge.acall(write)
+        try:
+            await self.bridge.acall(write)
+        except ShipAgentError as exc:  # the turn failed already: say so, do not fail it differently
+            log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
 
 
 def shared_chats(project_root: Path, config: ShipConfig) -> SharedChats | None:
