@@ -17,7 +17,8 @@ import pytest
 from _durable_env import fresh_database
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-from test_ledger import KEY, SHIP, _scripted_chat
+from pydantic_ai.toolsets import FunctionToolset
+from test_ledger import KEY, SHIP, Capture, _scripted_chat, load_rules, lookup
 
 from shipagent import ShipAgent
 from shipagent.chatkeys import ShipPaths
@@ -196,3 +197,42 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
         await stores.close()
         for agent in (first, second):
             await agent.handover.aclose()
+
+
+async def test_every_request_of_a_cluster_run_chat_is_reconstructed_from_postgres(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """Turns loaded and committed the way a Postgres worker does: the ledger's sources resolve there."""
+    from shipagent.durable._pgturns import PgTurnHooks, commit_to_postgres
+    from shipagent.turns import TurnHooks
+
+    class ClusterHooks(TurnHooks):  # a worker's load and commit, without DBOS's recorded steps
+        def __init__(self, stores: PgStores) -> None:
+            self.pg = PgTurnHooks(stores)
+
+        async def load(self, agent: ShipAgent, chat_key: str, load: Any) -> list[ModelMessage]:
+            return await self.pg.load(agent, chat_key, load)
+
+        async def commit(self, agent: ShipAgent, turn: Any, commit: Any) -> Any:
+            return await commit_to_postgres(agent, self.pg.stores, turn)
+
+    _durable(tmp_path, pg_database, SHIP)
+    stores = PgStores(pg_database)
+    capture = Capture()
+    tools = [FunctionToolset([lookup, load_rules])]
+    agent = ShipAgent.from_project(tmp_path, model=FunctionModel(capture), toolsets=tools)
+    agent.turn_hooks = ClusterHooks(stores)
+    try:
+        for text in ["hello", "use tools please", "plain " + "x " * 100, "use tools again", "bye"] * 2:
+            result = await agent.execute_turn(KEY, text)
+            assert result.success, result.output
+        records = agent.ledger(KEY)
+        assert any(i.source.startswith("summary:S") for r in records for i in r.items)  # compacted, with ids
+        assert not ShipPaths(tmp_path).message_log(KEY).exists()  # the chat is in Postgres only
+        fresh = ShipAgent.from_project(tmp_path, model=FunctionModel(capture))
+        for record, received in zip(records, capture.requests, strict=True):
+            assert fresh.reconstruct(KEY, record.request_id, record.step) == received, record.id
+        await fresh.handover.aclose()
+    finally:
+        await stores.close()
+        await agent.handover.aclose()
