@@ -12,11 +12,19 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, TypeAlias
 
 if TYPE_CHECKING:
-    from .agent import ShipAgent
-    from .turns import TurnExecutor
+    from pathlib import Path
 
-__all__ = ["ExecutorFactory", "executor_factories"]
+    from .agent import ShipAgent
+    from .config import ShipConfig
+    from .turns import SharedChats, TurnExecutor
+
+__all__ = ["ExecutorFactory", "SharedFactory", "executor_factories", "shared_factories"]
 
 ExecutorFactory: TypeAlias = "Callable[[ShipAgent], AbstractAsyncContextManager[TurnExecutor | None]]"
 executor_factories: dict[str, ExecutorFactory] = {}
 """Registered by the package facade (``"durable"`` → ``shipagent.durable``, imported lazily)."""
+
+SharedFactory: TypeAlias = "Callable[[Path, ShipConfig], SharedChats | None]"
+shared_factories: dict[str, SharedFactory] = {}
+"""Registered by the package facade (``"durable"`` → ``shipagent.stores``): where a durable
+cluster's chats live when not in ``.ship/`` (``None`` for a project whose chats are the files)."""

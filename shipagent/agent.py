@@ -73,7 +73,15 @@ from .mcp import McpManager
 from .models import build_model, build_model_settings
 from .results import AgentResult, StepEvent
 from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
-from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
+from .turns import (
+    CommitOutcome,
+    SharedChats,
+    TurnCommit,
+    TurnExecutor,
+    TurnHooks,
+    executor_factories,
+    shared_factories,
+)
 
 __all__ = ["ShipAgent", "is_context_overflow"]
 
@@ -155,6 +163,12 @@ class ShipAgent:
         # Context files (seed 003): spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = ContextFiles(self.paths)
+        # A durable cluster (issue 14): its chats and context files live in a database every
+        # worker shares; ``None`` when they are this project's ``.ship/`` files.
+        shared = shared_factories.get("durable") if config.durable.enabled else None
+        self.shared: SharedChats | None = shared(project_root, config) if shared is not None else None
+        if self.shared is not None:
+            self.context_files = self.shared.context_files
         self.chats.compaction_hooks.append(self._keep_compacted)
         if config.context.chat_history.summarizer == "model":  # issue 13 §6; falls back to extract
             self.chats.summarizer = model_summarizer(self._summary_model)
@@ -364,7 +378,12 @@ class ShipAgent:
     # -- history ---------------------------------------------------------------------------------
 
     def history(self, chat_key: str) -> list[ModelMessage]:
-        """The chat's current history (loaded from ``.ship/`` if this process has not seen it)."""
+        """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
+
+        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        """
+        if self.shared is not None:
+            return self.shared.history(validate_chat_key(chat_key))
         return self.chats.get(validate_chat_key(chat_key))
 
     def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
@@ -373,7 +392,9 @@ class ShipAgent:
         Raises:
             KeyError: the chat has no summary with that id.
         """
-        return self.chats.log.expand(validate_chat_key(chat_key), summary_id)
+        key = validate_chat_key(chat_key)
+        log = self.shared.message_log(key) if self.shared is not None else self.chats.log
+        return log.expand(key, summary_id)
 
     def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
         """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
@@ -385,11 +406,19 @@ class ShipAgent:
         Raises:
             KeyError: no such record, or the stores no longer hold what it names.
         """
-        return self._ledger.reconstruct(validate_chat_key(chat_key), request_id, step)
+        key = validate_chat_key(chat_key)
+        log = self.shared.message_log(key) if self.shared is not None else None
+        return self._ledger.reconstruct(key, request_id, step, messages=log)
 
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
-        await self.chats.reset(validate_chat_key(chat_key), uuid.uuid4().hex)
+        key = validate_chat_key(chat_key)
+        if self.shared is not None:  # a durable cluster: every worker's next turn starts afresh
+            async with self.chats.lock(key):  # queues behind a turn of the chat running here
+                await self.shared.clear(key, uuid.uuid4().hex)
+                self.chats.clear_memory(key)
+            return
+        await self.chats.reset(key, uuid.uuid4().hex)
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -779,6 +808,9 @@ class ShipAgent:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
         if ctx.sent_texts:
             sent = list(ctx.sent_texts)
+            if self.shared is not None:  # a durable cluster's transcript is in its database
+                await self.shared.keep_sent(chat_key, request_id, text, sent)
+                return
             await anyio.to_thread.run_sync(
                 partial(self.transcript.append_turn, chat_key, request_id, text, "", sent=sent)
             )

@@ -19,15 +19,25 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from ._executors import executor_factories
+from ._executors import executor_factories, shared_factories
 from ._steps import StepCallback
 from .results import AgentResult
 
 if TYPE_CHECKING:
     from .agent import ShipAgent
+    from .files import ContextFiles
     from .history.compaction import CompactionResult
+    from .history.stores import MessageLog
 
-__all__ = ["CommitOutcome", "TurnCommit", "TurnExecutor", "TurnHooks", "executor_factories"]
+__all__ = [
+    "CommitOutcome",
+    "SharedChats",
+    "TurnCommit",
+    "TurnExecutor",
+    "TurnHooks",
+    "executor_factories",
+    "shared_factories",
+]
 
 
 @dataclass
@@ -90,3 +100,22 @@ class TurnExecutor(Protocol):
         on_step: StepCallback | None,
         channel: Any,
     ) -> AgentResult: ...
+
+
+class SharedChats(Protocol):
+    """Where a durable cluster's chats live instead of this machine's ``.ship/`` (a database).
+
+    The agent consults it (``ShipAgent.shared``) for what it does outside a worker's turn hooks:
+    reading a chat it does not hold, clearing one, keeping a failed turn's ``chat_send`` lines,
+    and every context file.
+    """
+
+    context_files: ContextFiles
+
+    def history(self, chat_key: str) -> list[ModelMessage]: ...
+
+    def message_log(self, chat_key: str) -> MessageLog: ...
+
+    async def clear(self, chat_key: str, request_id: str) -> None: ...
+
+    async def keep_sent(self, chat_key: str, request_id: str, text: str, sent: Sequence[str]) -> None: ...

@@ -24,6 +24,12 @@ The model's answers depend only on the user's text:
   ``release-<tag>``, then answer ``finished <tag>``;
 * ``recap:<n>`` — call ``agent_load_context(count=n)``, then answer ``recapped <n>``;
 * ``recall:<n>`` — call ``chat_load_history(count=n)``, then answer ``recalled <n>``;
+* ``sendfail:<tag>`` — call ``chat_send("sent <tag>")``, then fail the next model request (the
+  turn fails after something was said);
+* ``big:<tag>`` — call ``test_big(tag)`` (:func:`big_output`: over the spill threshold, so the
+  result becomes a context file), then answer ``spilled <id>`` with the id the preview names;
+* ``read:<id>:<offset>:<limit>:<pattern>`` — call ``context_read`` and ``context_grep`` on that id
+  in one step, then answer with the two results as JSON;
 * anything else — answer ``echo: <text>`` (after ``$SHIPAGENT_TEST_DELAY`` seconds, default 0).
 """
 
@@ -32,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -85,7 +92,17 @@ async def test_inject(tag: str) -> str:
     return f"injected {tag}"
 
 
-toolset: FunctionToolset[Any] = FunctionToolset([test_block, test_inject])
+def big_output(tag: str) -> str:
+    """~48 KB of numbered lines, different per tag (and not ASCII only: UTF-8 offsets matter)."""
+    return "".join(f"{tag} line {n:05d} ✓ {'x' * (n % 50)}\n" for n in range(1200))
+
+
+async def test_big(tag: str) -> str:
+    """Return :func:`big_output`: far over ``spillThresholdBytes``, so it is spilled."""
+    return big_output(tag)
+
+
+toolset: FunctionToolset[Any] = FunctionToolset([test_block, test_inject, test_big])
 
 
 def _user_text(messages: list[ModelMessage]) -> str:
@@ -107,6 +124,10 @@ def _said(messages: list[ModelMessage]) -> list[str]:
             elif isinstance(part, TextPart):
                 said.append(f"assistant: {part.content}")
     return said
+
+
+def _tool_returns(message: ModelMessage) -> list[Any]:
+    return [p.content for p in message.parts if isinstance(p, ToolReturnPart)]
 
 
 def _systems(messages: list[ModelMessage]) -> list[str]:
@@ -159,6 +180,24 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
         if not after_tool:
             return ModelResponse(parts=[ToolCallPart("chat_load_history", {"count": int(tag)})])
         return ModelResponse(parts=[TextPart(f"recalled {tag}")])
+    if kind == "sendfail" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
+        raise RuntimeError(f"scripted failure after sending {tag}")
+    if kind == "big" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("test_big", {"tag": tag})])
+        found = re.search(r"kept as context file id='([^']+)'", _tool_returns(last)[0])
+        return ModelResponse(parts=[TextPart(f"spilled {found.group(1) if found else '?'}")])
+    if kind == "read" and tag:
+        ref_id, offset, limit, pattern = tag.split(":", 3)
+        if not after_tool:
+            read = {"id": ref_id, "offset": int(offset), "limit": int(limit)}
+            grep = {"id": ref_id, "pattern": pattern}
+            return ModelResponse(
+                parts=[ToolCallPart("context_read", read), ToolCallPart("context_grep", grep)]
+            )
+        return ModelResponse(parts=[TextPart(json.dumps(_tool_returns(last)))])
     delay = float(os.environ.get("SHIPAGENT_TEST_DELAY", "0"))
     if delay:
         await asyncio.sleep(delay)

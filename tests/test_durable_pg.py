@@ -237,6 +237,7 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
     from _durable_env import SHIPAGENT, _free_port, worker_env
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+    from shipagent.files import ContextRef
     from shipagent.stores import PgStores, TurnWrite
 
     async def seed() -> None:
@@ -248,6 +249,22 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
                     ModelResponse(parts=[TextPart(f"a{n}")]),
                 ]
                 await stores.commit_turn(TurnWrite("web:alice", f"r{n}", f"q{n}", f"a{n}", new))
+            await anyio.sleep(0.01)  # a later record time: carol's chat is the newest
+            new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("yo")])]
+            await stores.commit_turn(TurnWrite("web:carol", "c0", "hi", "yo", new))
+            ref = ContextRef(
+                "a0b1c2d",
+                "artifact",
+                "log",
+                "",
+                0,
+                "2026-01-01T00:00:00.000Z",
+                "text/plain",
+                True,
+                "tool:x",
+                "a0b1c2d.txt",
+            )
+            await stores.context_files.put("web:alice", ref, "spilled ✓ bytes\n".encode())
         finally:
             await stores.close()
 
@@ -273,6 +290,9 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
         newest = httpx.get(base, params={"limit": 4}).json()
         older = httpx.get(base, params={"limit": 4, "before": newest["before"]}).json()
         nobody = httpx.get(f"http://127.0.0.1:{port}/v1/chats/web:nobody/transcript").json()
+        chats = httpx.get(f"http://127.0.0.1:{port}/v1/chats").json()
+        files = httpx.get(f"http://127.0.0.1:{port}/v1/chats/web:alice/context-files").json()
+        spilled = httpx.get(f"http://127.0.0.1:{port}/v1/chats/web:alice/context-files/a0b1c2d").json()
         cleared = httpx.delete(f"http://127.0.0.1:{port}/v1/chats/web:alice/context")
     finally:
         serve.terminate()
@@ -287,6 +307,9 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
     assert [e["text"] for e in older["entries"]] == ["q0", "a0"]
     assert older["before"] is None
     assert (nobody["entries"], nobody["before"]) == ([], None)
+    assert [c["chatKey"] for c in chats["chats"]] == ["web:carol", "web:alice"]  # newest first
+    assert [(f["id"], f["sizeBytes"]) for f in files["files"]] == [("a0b1c2d", 18)]
+    assert (spilled["content"], spilled["size"], spilled["done"]) == ("spilled ✓ bytes\n", 18, True)
     assert not ShipPaths(project).transcript("web:alice").exists()  # not a copy in this machine's files
     assert cleared.json() == {"chatKey": "web:alice", "cleared": True}
 

@@ -3,16 +3,13 @@
 Registered on the main typer app by ``shipagent.cli``. DBOS is imported inside the commands, so
 the CLI starts without the durable extra.
 
-Testing hook: ``--model-factory module:attr`` (or ``SHIPAGENT_MODEL_FACTORY``) names a callable
-that returns the pydantic-ai model the worker uses instead of ship.json's ``llm``. Worker
-subprocesses in the test suite use it to run a scripted ``FunctionModel``
-(``tests/durable_support.py``); it is not meant for production, where ship.json says the model.
+``--model-factory MODULE:ATTR`` (or ``SHIPAGENT_MODEL_FACTORY``) is the same hook as
+``shipagent serve``'s (:mod:`shipagent._model_factory`): worker subprocesses in the test suite run
+a scripted ``FunctionModel`` through it (``tests/durable_support.py``).
 """
 
 from __future__ import annotations
 
-import importlib
-import os
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -22,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..errors import ConfigError, ShipAgentError
 
@@ -35,13 +33,7 @@ ExecutorOpt = Annotated[
     str | None,
     typer.Option("--executor-id", help="This worker's executor id (default: <hostname>:<slot>)."),
 ]
-FactoryOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--model-factory",
-        help="TESTING HOOK: module:attr of a callable returning the model (env SHIPAGENT_MODEL_FACTORY).",
-    ),
-]
+FactoryOpt = Annotated[str | None, typer.Option("--model-factory", help=FACTORY_HELP)]
 
 
 def _fail(message: str) -> typer.Exit:
@@ -49,23 +41,8 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def load_model_factory(spec: str | None) -> Any:
-    """The model a ``module:attr`` factory returns (``None`` when no factory is named)."""
-    spec = spec or os.environ.get("SHIPAGENT_MODEL_FACTORY")
-    if not spec:
-        return None
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"--model-factory {spec!r}: expected module:attr", path="--model-factory")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"--model-factory {spec!r}: {exc}", path="--model-factory") from None
-    return factory()
-
-
 def _durable_agent(project: Path, factory: str | None, **options: Any) -> ShipAgent:
-    agent = ShipAgent.from_project(project, model=load_model_factory(factory))
+    agent = ShipAgent.from_project(project, model=load_model_factory(factory, project))
     if not agent.config.durable.enabled:
         raise ConfigError(
             'ship.json: durable.enabled is not true (add "durable": {"enabled": true})',

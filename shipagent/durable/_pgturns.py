@@ -14,8 +14,9 @@ With ``durable.database`` a ``postgresql://`` URL, a worker's turn reads and wri
 
 The compaction decision is the file commit's (:class:`ChatHistories` thresholds, the model
 summarizer, the compaction hooks that keep the removed messages as a context file); the ledger's
-records of the turn's requests are flushed after the commit, as in plain mode. What stays local —
-context files, the ledger, a failed turn's ``chat_send`` lines — is listed in the README.
+records of the turn's requests are flushed after the commit, as in plain mode. Messages are
+numbered (``history:<seq>``) from the records as the message log file numbers them, so a
+summary's id resolves on every worker (``context_expand``).
 """
 
 from __future__ import annotations
@@ -26,9 +27,11 @@ from typing import TYPE_CHECKING
 import anyio
 from pydantic_ai.messages import ModelMessage
 
+from ..files._tools import expand_source
 from ..history.compaction import CompactionResult, compact
 from ..history.injections import strip_injections
 from ..stores import PgStores, TurnWrite
+from ..stores._shared import load_numbered
 from ..tools._agent_context import agent_context_store
 from ..tools._chat import transcript_store
 from ..turns import CommitOutcome, TurnCommit
@@ -52,16 +55,24 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     key = turn.chat_key
     new = strip_injections(turn.new)  # injections live for one run (seed 002 §3)
     history = [*turn.base, *new]
+    # message seqs exactly as ChatHistories.commit numbers them, so summaries get expandable ids
+    before, first_seq = chats.numbering(key)
+    if turn.base_compaction is not None:
+        before = turn.base_compaction.sources(before)
+    if len(before) != len(turn.base):
+        before = [f"history:@{n}" for n in range(len(turn.base))]
+    sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
     done: CompactionResult | None = None
     if len(history) > chats.config.in_memory_max_messages:
         body = await chats._model_summary(key, history)
         done = compact(
             history,
             chats.config.compact_keep_last_messages,
-            sources=[f"history:@{n}" for n in range(len(history))],
+            sources=sources,
             body=body,
             summarizer="model" if body is not None else "extract",
         )
+    final_sources = done.sources(sources) if done is not None else sources
     write = TurnWrite(
         chat_key=key,
         request_id=turn.request_id,
@@ -73,13 +84,16 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         base_compaction=turn.base if turn.base_compaction is not None else None,
         compaction=done.history if done is not None else None,
         said=turn.said,
+        seq=first_seq,
+        base_sources=before if turn.base_compaction is not None else None,
+        compaction_sources=final_sources if done is not None else None,
     )
     try:
         cards = await stores.commit_turn(write)
     except Exception as exc:  # the database refused: nothing of the turn is visible (one transaction)
         return None, exc
     if not cards:  # an attempt that died before DBOS recorded the step committed it: reload
-        chats.install(key, await stores.messages.rebuild(key))
+        chats.install(key, *await load_numbered(stores, agent.paths, key))
         return None, None
     for result in (turn.base_compaction, done):
         if result is not None:  # keeps the removed messages as a context file (local, see README)
@@ -87,7 +101,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     flush = agent._ledger.flush(key, turn.request_id, turn.new)
     if flush is not None:
         await anyio.to_thread.run_sync(flush)
-    chats.install(key, done.history if done is not None else history)
+    chats.install(key, done.history if done is not None else history, final_sources, first_seq + len(new))
     return done, None
 
 
@@ -105,10 +119,12 @@ class PgTurnHooks(DurableTurnHooks):
     ) -> list[ModelMessage]:
         transcript_store.set(self.stores.transcript)  # chat_load_history reads the shared transcript
         agent_context_store.set(self.stores.agent_context)  # agent_load_context the shared log
+        if agent.shared is not None:  # context_expand the shared message log
+            expand_source.set(agent.shared.message_log)
         committed = await self.stores.messages.last_committed(chat_key)
         stale = self._pg_seen.get(chat_key, _UNSEEN) != committed.request_id
         if stale or chat_key not in agent.chats.resident():  # another worker committed, or evicted
-            agent.chats.install(chat_key, await self.stores.messages.rebuild(chat_key))
+            agent.chats.install(chat_key, *await load_numbered(self.stores, agent.paths, chat_key))
             self._pg_seen[chat_key] = committed.request_id
         return await load()
 

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._executors import shared_factories
 from .._lock import ProjectLock
 from ..chatkeys import ShipPaths
 from ..config import load_config
@@ -48,10 +49,12 @@ def _files(project: Path) -> ContextFiles:
     try:
         if not root.is_dir():
             raise ConfigError(f"project directory {str(project)!r} does not exist", path=None)
-        load_config(root)  # a broken ship.json is reported here, as by every command
+        config = load_config(root)  # a broken ship.json is reported here, as by every command
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
-    return ContextFiles(ShipPaths(root))
+    factory = shared_factories.get("durable") if config.durable.enabled else None
+    shared = factory(root, config) if factory is not None else None  # a cluster: in its database
+    return shared.context_files if shared is not None else ContextFiles(ShipPaths(root))
 
 
 @context_app.command("list")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from typing import Any
 
 import anyio
@@ -41,13 +42,26 @@ async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -
         limit: bytes to return (default 32768, at most 65536).
     """
     ctx = current_tool_context()
-    log = MessageLog(ctx.paths)
-    return await anyio.to_thread.run_sync(
-        lambda: expand_result(log, ctx.chat_key, summary_id, offset, limit, token_cap(ctx))
-    )
+    source = expand_source.get()
+
+    def work() -> dict[str, Any]:
+        log = source(ctx.chat_key) if source is not None else MessageLog(ctx.paths)
+        return expand_result(log, ctx.chat_key, summary_id, offset, limit, token_cap(ctx))
+
+    try:
+        return await anyio.to_thread.run_sync(work)
+    except ShipAgentError as exc:  # the shared database is unreachable: a result, not a crash
+        return {"success": False, "error": str(exc)}
 
 
-__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset"]
+expand_source: ContextVar[Callable[[str], MessageLog] | None] = ContextVar(
+    "shipagent_expand_source", default=None
+)
+"""Set by a turn whose message log is not the ``.ship/`` file (a durable worker on Postgres):
+reads the chat's log (blocking) for :func:`context_expand`."""
+
+
+__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset", "expand_source"]
 
 CONTEXT_TOOL_NAMES = frozenset(
     {"context_list", "context_read", "context_tail", "context_grep", "context_expand"}

@@ -200,18 +200,30 @@ class ChatHistories:
         """Forget the in-memory copy (the next turn rebuilds it from disk)."""
         self._chat(chat_key).messages = None
 
-    def install(self, chat_key: str, messages: list[ModelMessage]) -> None:
+    def install(
+        self,
+        chat_key: str,
+        messages: list[ModelMessage],
+        sources: list[str] | None = None,
+        next_seq: int | None = None,
+    ) -> None:
         """Make ``messages`` the chat's in-memory history: another store than ``.ship/`` is the truth.
 
         A durable worker on Postgres rebuilds a chat from the database and commits it there, so
-        the message log file never hydrates it. Messages are named by position (``history:@n``):
-        the files' per-message seqs do not exist in that store.
+        the message log file never hydrates it. ``sources``/``next_seq``: the messages' seqs as
+        that store numbers them; without them messages are named by position (``history:@n``).
         """
         chat = self._chat(chat_key)
         chat.messages = list(messages)
-        chat.sources = [f"history:@{n}" for n in range(len(messages))]
-        chat.next_seq = len(messages)
+        if sources is None or len(sources) != len(messages) or next_seq is None:
+            sources, next_seq = [f"history:@{n}" for n in range(len(messages))], len(messages)
+        chat.sources, chat.next_seq = list(sources), next_seq
         chat.logs_behind = False
+
+    def numbering(self, chat_key: str) -> tuple[list[str], int]:
+        """``(source of each message in memory, the seq the next new message gets)``."""
+        chat = self._chat(chat_key)
+        return list(chat.sources or []), chat.next_seq
 
     async def reset(self, chat_key: str, request_id: str) -> None:
         """Start the chat's model context afresh; everything said stays on disk.

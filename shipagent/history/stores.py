@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -215,7 +215,7 @@ class MessageLog:
         counts: list[tuple[int | None, int]] = []
         base: list[str] = []
         next_seq: int | None = 0
-        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+        for record in self.records_backward(chat_key):
             if not isinstance(record, dict):
                 continue
             if record.get("t") == "compaction":
@@ -246,7 +246,7 @@ class MessageLog:
         """Seqs for a log with records from before seqs: turn messages numbered in file order."""
         current: list[str] = []
         counter = 0
-        for record in jsonl.read_all(self.path(chat_key)):
+        for record in self.records_forward(chat_key):
             if not isinstance(record, dict):
                 continue
             if record.get("t") == "turn":
@@ -269,6 +269,17 @@ class MessageLog:
                     counter = record["nextSeq"]
         return current, counter
 
+    def records_backward(self, chat_key: str) -> Iterator[Any]:
+        """The chat's records, newest first (what :meth:`sources`, :meth:`expand` and :meth:`find` read).
+
+        A durable cluster's stores subclass this to read the same records from Postgres.
+        """
+        return jsonl.iter_objects_backward(self.path(chat_key))
+
+    def records_forward(self, chat_key: str) -> list[Any]:
+        """The chat's records, oldest first (only logs written before message seqs need them)."""
+        return jsonl.read_all(self.path(chat_key))
+
     def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
         """The messages a compaction summary replaced, verbatim as they were committed.
 
@@ -277,7 +288,7 @@ class MessageLog:
         """
         span: tuple[int, int] | None = None
         found: dict[int, Any] = {}
-        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+        for record in self.records_backward(chat_key):
             if not isinstance(record, dict):
                 continue
             if span is None and record.get("t") == "compaction":
@@ -304,7 +315,7 @@ class MessageLog:
         wanted_ids = {v for k, _, v in (x.partition(":") for x in sources) if k == "summary"}
         by_source: dict[str, Any] = {}
         turn: list[Any] | None = None
-        for record in jsonl.iter_objects_backward(self.path(chat_key)):
+        for record in self.records_backward(chat_key):
             if not isinstance(record, dict):
                 continue
             if record.get("t") == "turn":

@@ -136,12 +136,17 @@ class Ledger:
                 return record
         raise KeyError(f"no ledger record for request {request_id} step {step} in chat {chat_key!r}")
 
-    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
-        """The message list that request sent, rebuilt from its record, the message log and blobs."""
+    def reconstruct(
+        self, chat_key: str, request_id: str, step: int, *, messages: MessageLog | None = None
+    ) -> list[ModelMessage]:
+        """The message list that request sent, rebuilt from its record, the message log and blobs.
+
+        ``messages``: where the chat's message log is when not in ``.ship/`` (a durable cluster).
+        """
         record = self.record(chat_key, request_id, step)
         prior_items = [i for i in record.items if i.section in ("summary", "history")]
         run_items = [i for i in record.items if i.section in ("turn", "toolResults")]
-        prior, turn = self._messages.find(chat_key, [i.source for i in prior_items], request_id)
+        prior, turn = (messages or self._messages).find(chat_key, [i.source for i in prior_items], request_id)
         if len(turn) < len(run_items):
             raise KeyError(f"turn {request_id} holds {len(turn)} messages, the record names {len(run_items)}")
         prior_out = [_item(m, i) for m, i in zip(prior, prior_items, strict=True)]

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..chatkeys import ShipPaths, decode_chat_key
 
-__all__ = ["ChatInfo", "TranscriptPage", "list_chats", "read_transcript_page"]
+__all__ = ["ChatInfo", "TranscriptPage", "list_chats", "read_transcript_page", "shared_chats"]
 
 _BLOCK = 64 * 1024
 
@@ -69,6 +69,19 @@ def list_chats(paths: ShipPaths) -> list[ChatInfo]:
             except OSError:
                 continue
         chats.append(ChatInfo(key, max(times)))
+    chats.sort(key=lambda c: (-c.updated, c.chat_key))
+    return chats
+
+
+def shared_chats(activity: list[tuple[str, str]]) -> list[ChatInfo]:
+    """A durable cluster's chats (``(chat key, ISO time of its newest record)``), newest first."""
+    chats = []
+    for key, stamp in activity:
+        try:
+            updated = datetime.fromisoformat(stamp).timestamp()
+        except ValueError:  # a record without a time: listed last
+            updated = 0.0
+        chats.append(ChatInfo(key, updated))
     chats.sort(key=lambda c: (-c.updated, c.chat_key))
     return chats
 

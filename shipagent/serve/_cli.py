@@ -9,10 +9,8 @@ MCP servers.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
-import sys
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
@@ -21,9 +19,10 @@ from pydantic_ai.models import Model
 from rich.console import Console
 from rich.markup import escape
 
+from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..config import ShipConfig
-from ..errors import ConfigError, ShipAgentError
+from ..errors import ShipAgentError
 from ._auth import is_loopback
 
 __all__ = ["load_model_factory", "serve", "serve_check_hook"]
@@ -33,36 +32,6 @@ _err = Console(stderr=True, soft_wrap=True)
 
 class _Printer(Protocol):
     def print(self, *objects: Any) -> None: ...
-
-
-def load_model_factory(spec: str, project_root: Path) -> Model:
-    """The model a ``MODULE:ATTR`` spec names: a pydantic-ai ``Model``, or a callable returning one.
-
-    For models shipagent cannot build from a model string (a custom ``Model`` subclass, a scripted
-    ``FunctionModel`` in tests). Modules beside ship.json are importable.
-
-    Raises:
-        ConfigError: the spec is malformed, the import fails, or the object is not a model.
-    """
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise ConfigError(f"--model-factory {spec!r}: expected MODULE:ATTR (e.g. mymodels:build)")
-    root = str(project_root.resolve())
-    added = root not in sys.path
-    if added:
-        sys.path.insert(0, root)
-    try:
-        obj: Any = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"--model-factory {spec!r}: {type(exc).__name__}: {exc}") from None
-    finally:
-        if added:
-            sys.path.remove(root)
-    if callable(obj) and not isinstance(obj, Model):
-        obj = obj()
-    if not isinstance(obj, Model):
-        raise ConfigError(f"--model-factory {spec!r} gave a {type(obj).__name__}, not a pydantic-ai Model")
-    return obj
 
 
 def serve(
@@ -75,7 +44,7 @@ def serve(
     ] = None,
     model_factory: Annotated[
         str | None,
-        typer.Option(help="MODULE:ATTR of a pydantic-ai Model (or a function returning one) to use instead."),
+        typer.Option(help=FACTORY_HELP),
     ] = None,
     project: Annotated[
         Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")
@@ -92,7 +61,8 @@ def serve(
 
     try:
         root = project.expanduser().resolve()
-        chosen: Model | str | None = load_model_factory(model_factory, root) if model_factory else model
+        # --model-factory, else -m, else $SHIPAGENT_MODEL_FACTORY, else ship.json
+        chosen: Model | str | None = load_model_factory(model_factory, root, use_env=model is None) or model
         agent = ShipAgent.from_project(root, model=chosen)
         if no_worker:  # durable mode (issue 14): this process enqueues; workers execute
             agent.turn_executor_options = {"worker": False}

@@ -7,7 +7,6 @@ in worker threads.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
@@ -19,8 +18,9 @@ from ..chatkeys import validate_chat_key
 from ..errors import NotFoundError
 from ..events import ApprovalRequired
 from ..stores import PgStores, open_stores
+from ..stores._shared import chat_activity
 from ._auth import ApiKey
-from ._chats import list_chats, read_transcript_page
+from ._chats import list_chats, read_transcript_page, shared_chats
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
 from ._stream import SSE_HEADERS, EventStream, native_events, openai_chunks
 from ._wire import ApiError, JSONResponse, read_json, result_json
@@ -113,7 +113,10 @@ class Api:
         key = self.state.caller(request)
         limit = _int_param(request, "limit", 50, 1, 500) or 50
         offset = _int_param(request, "offset", 0, 0, 10**9) or 0
-        chats = await anyio.to_thread.run_sync(list_chats, self.agent.paths)
+        if self.shared is not None:  # a cluster: its chats are in the database, not this .ship/
+            chats = shared_chats(await chat_activity(self.shared))
+        else:
+            chats = await anyio.to_thread.run_sync(list_chats, self.agent.paths)
         visible = [c for c in chats if key is None or key.allows(c.chat_key)]
         page = visible[offset : offset + limit]
         more = offset + limit < len(visible)
@@ -168,10 +171,9 @@ class Api:
     async def clear_context(self, request: Request) -> Response:
         chat_key = _chat_key(request)
         self.state.caller(request, chat_key)
-        if self.shared is not None:  # a cluster: every worker sees the cleared history (last_committed moves)
-            await self.shared.messages.append_compaction(chat_key, uuid.uuid4().hex, [])
-        else:
-            await self.agent.clear(chat_key)  # queues behind a running turn of the chat
+        # queues behind a running turn of the chat; in a cluster the empty history goes to the
+        # database, where every worker's next turn of the chat picks it up (last_committed moves)
+        await self.agent.clear(chat_key)
         return JSONResponse({"chatKey": chat_key, "cleared": True})
 
     # -- turns -----------------------------------------------------------------------------------

@@ -152,6 +152,21 @@ class PgContextFiles(ContextBase):
         async with self._pool.connection() as conn:
             return [r.data for r in await _records(conn, "context_index", chat_key, 1, None)]
 
+    async def index_after(self, chat_key: str, seq: int) -> list[LogRecord]:
+        """Index records with a seq above ``seq``, oldest first (what a worker has not seen yet)."""
+        async with self._pool.connection() as conn:
+            return await _records(conn, "context_index", chat_key, seq + 1, None)
+
+    async def stored(self, chat_key: str, ref_id: str) -> bytes | None:
+        """The bytes kept for ``ref_id`` (``None``: none), without reading the index."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                "SELECT content FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
+                (chat_key, ref_id),
+            )
+            row = await cur.fetchone()
+            return None if row is None else bytes(row[0])
+
     async def _digest(self, chat_key: str, ref_id: str) -> str | None:
         async with self._pool.connection() as conn:
             cur = await conn.execute(
@@ -206,11 +221,12 @@ class PgStores:
         """
         key, rid = turn.chat_key, turn.request_id
         history: list[dict[str, Any]] = []
+        after = None if turn.seq is None else turn.seq + len(turn.messages)
         if turn.base_compaction is not None:
-            history.append(compaction_record(rid, turn.base_compaction))
-        history.append(turn_record(rid, turn.messages))
+            history.append(compaction_record(rid, turn.base_compaction, turn.base_sources, turn.seq))
+        history.append(turn_record(rid, turn.messages, turn.seq))
         if turn.compaction is not None:
-            history.append(compaction_record(rid, turn.compaction))
+            history.append(compaction_record(rid, turn.compaction, turn.compaction_sources, after))
         said = transcript_records(key, rid, turn.user_text, turn.transcript_answer, turn.sent)
         entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
         cards = turn_cards(key, rid, turn.user_text, turn.output)

@@ -66,6 +66,10 @@ class TurnWrite:
         sent: ``chat_send`` texts, in the order they were said (transcript lines ``via: tool``).
         said: the answer as the transcript records it (``None``: ``output``); the agent passes
             its ``TurnCommit.said`` here and ``output`` goes to the agent context and the cards.
+        seq: the seq of the first of ``messages`` when the chat's messages are numbered (what
+            makes compaction summaries expandable); ``None`` writes no numbers.
+        base_sources: with ``seq``, the source of each message of ``base_compaction``.
+        compaction_sources: with ``seq``, the source of each message of ``compaction``.
     """
 
     chat_key: str
@@ -78,6 +82,9 @@ class TurnWrite:
     base_compaction: builtins.list[ModelMessage] | None = None
     compaction: builtins.list[ModelMessage] | None = None
     said: str | None = None
+    seq: int | None = None
+    base_sources: builtins.list[str] | None = None
+    compaction_sources: builtins.list[str] | None = None
 
     @property
     def transcript_answer(self) -> str:

@@ -33,12 +33,27 @@ __all__ = [
 ]
 
 
-def turn_record(request_id: str, messages: list[ModelMessage]) -> dict[str, Any]:
-    return {"t": "turn", "ts": now_iso(), "requestId": request_id, "messages": dump_messages(messages)}
+def turn_record(request_id: str, messages: list[ModelMessage], seq: int | None = None) -> dict[str, Any]:
+    """A ``turn`` record; ``seq`` numbers its first message (as ``MessageLog.append_turn`` writes it)."""
+    record: dict[str, Any] = {"t": "turn", "ts": now_iso(), "requestId": request_id}
+    if seq is not None:
+        record["seq"] = seq
+    record["messages"] = dump_messages(messages)
+    return record
 
 
-def compaction_record(request_id: str, history: list[ModelMessage]) -> dict[str, Any]:
-    return {"t": "compaction", "ts": now_iso(), "requestId": request_id, "history": dump_messages(history)}
+def compaction_record(
+    request_id: str,
+    history: list[ModelMessage],
+    sources: Sequence[str] | None = None,
+    next_seq: int | None = None,
+) -> dict[str, Any]:
+    """A ``compaction`` record; with each message's source and the seq counter when numbered."""
+    record: dict[str, Any] = {"t": "compaction", "ts": now_iso(), "requestId": request_id}
+    record["history"] = dump_messages(history)
+    if sources is not None and next_seq is not None:
+        record["sources"], record["nextSeq"] = list(sources), next_seq
+    return record
 
 
 def transcript_records(

@@ -13,15 +13,18 @@ from ..config import ShipConfig
 from ._files import FileStores
 from ._postgres import PgStores
 
-__all__ = ["open_stores"]
+__all__ = ["is_postgres", "open_stores"]
+
+
+def is_postgres(database: str) -> bool:
+    """Whether ship.json ``durable.database`` names a Postgres server (else SQLite)."""
+    return database.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
 def open_stores(project_root: Path, config: ShipConfig) -> FileStores | PgStores:
     """The project's stores (no I/O until first used): Postgres in a durable cluster, else files."""
     window = config.context.agent_context.window_entries
     database = config.durable.database
-    if config.durable.enabled and database.startswith(
-        ("postgresql://", "postgres://", "postgresql+psycopg://")
-    ):
+    if config.durable.enabled and is_postgres(database):
         return PgStores(database, window=window, project_id=config.name)
     return FileStores(project_root, window=window, project_id=config.name)
