@@ -172,6 +172,42 @@ async def test_a_handover_write_on_b_reads_on_a_and_errors_name_the_box(
             await agent.handover.aclose()
 
 
+def test_a_worker_process_commit_is_read_by_handover_on_another_machine(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """A real ``shipagent worker`` (DBOS, its own process and ``.ship/``) commits; machine two reads."""
+    import shutil
+
+    import anyio
+    from _durable_env import durable_project
+    from test_durable_pg_files import _on_worker
+
+    one = durable_project(tmp_path / "machine-1", pg_database)
+    two = tmp_path / "machine-2"
+    two.mkdir()
+    shutil.copy(one / "ship.json", two / "ship.json")
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    turns = [("boxes:1", "w1", "hello"), ("boxes:1", "w2", "again")]
+    results = _on_worker(one, "worker-1", signals, turns, pg_database)
+    assert [r.output for r in results] == ["echo: hello", "echo: again"]
+
+    async def read() -> list[tuple[str, str, str, str]]:
+        agent = ShipAgent.from_project(two)
+        try:
+            return _said(await agent.handover.read_box(await agent.handover.output_box_id("boxes:1")))
+        finally:
+            await agent.handover.aclose()
+
+    assert anyio.run(read) == [
+        (CARD_CHAT_MESSAGE, "user", "w1", "hello"),
+        (CARD_CHAT_MESSAGE, "assistant", "w1", "echo: hello"),
+        (CARD_CHAT_MESSAGE, "user", "w2", "again"),
+        (CARD_CHAT_MESSAGE, "assistant", "w2", "echo: again"),
+    ]
+    assert not (one / ".ship" / "cardbox.sqlite3").exists()  # the worker kept no cards of its own
+
+
 def test_files_projects_keep_their_sqlite_card_store(tmp_path: Path) -> None:
     assert isinstance(ShipAgent.from_project(tmp_path).handover.store, SqliteCardBoxStore)
     (tmp_path / "ship.json").write_text(json.dumps({"durable": {"enabled": True, "database": "sqlite"}}))
