@@ -210,7 +210,8 @@ class ShipAgent:
         # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
         self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
         # Cards, boxes and delegation (seed 001); the store opens on first use.
-        self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self))
+        cards = self.shared.cards if self.shared is not None else None  # a cluster's: its database
+        self.handover = Handover.for_project(self.paths, config, sub_agent_factory(self), store=cards)
         # -- durable seam (issue 14): how a turn's effects run (inline here; recorded steps in
         # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
         self.turn_hooks = TurnHooks()

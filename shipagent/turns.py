@@ -26,6 +26,7 @@ from .results import AgentResult
 if TYPE_CHECKING:
     from .agent import ShipAgent
     from .files import ContextFiles
+    from .handover import CardBoxStore
     from .history.compaction import CompactionResult
     from .history.stores import MessageLog
 
@@ -107,10 +108,12 @@ class SharedChats(Protocol):
 
     The agent consults it (``ShipAgent.shared``) for what it does outside a worker's turn hooks:
     reading a chat it does not hold, clearing one, keeping a failed turn's ``chat_send`` lines,
-    and every context file.
+    every context file, and handover's cards and boxes (``cards``: the store the workers'
+    commits write output boxes to, so delegation on any machine reads and writes the same boxes).
     """
 
     context_files: ContextFiles
+    cards: CardBoxStore
 
     def history(self, chat_key: str) -> list[ModelMessage]: ...
 

@@ -87,7 +87,12 @@ class Handover:
 
     @classmethod
     def for_project(
-        cls, paths: ShipPaths, config: ShipConfig, sub_agents: SubAgentFactory | None = None
+        cls,
+        paths: ShipPaths,
+        config: ShipConfig,
+        sub_agents: SubAgentFactory | None = None,
+        *,
+        store: CardBoxStore | None = None,
     ) -> Handover:
         """The handover of an agent a user runs: store at ``.ship/cardbox.sqlite3``, depth 0.
 
@@ -95,8 +100,12 @@ class Handover:
             paths: the project's ``.ship/`` layout.
             config: the validated ship.json (``name``, ``profiles``, ``handover``).
             sub_agents: how the agent builds a profile's agent; without it delegations fail.
+            store: cards and boxes somewhere else (a durable cluster's database, shared by every
+                worker); its owner closes it. ``None``: the project's own SQLite file.
         """
-        store = SqliteCardBoxStore(paths.ship_dir / STORE_FILE, project_id=config.name)
+        owned = store is None
+        if store is None:
+            store = SqliteCardBoxStore(paths.ship_dir / STORE_FILE, project_id=config.name)
         resources = ResourceStore(store, config.profiles, author_id=config.name)
         return cls(
             store,
@@ -105,6 +114,7 @@ class Handover:
             limits=config.handover,
             paths=paths,
             sub_agents=sub_agents,
+            owns_store=owned,
         )
 
     def child(self, sub_agents: SubAgentFactory | None, allowed_tools: Sequence[str] | None) -> Handover:

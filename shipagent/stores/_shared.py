@@ -5,8 +5,8 @@ each machine's ``.ship/`` holds none of them. :class:`SharedChats` is what the a
 then (``ShipAgent.shared``): the context files (:class:`SharedContextFiles`), the history of a
 chat this process never ran (:meth:`history`), its message log for ``expand`` and
 ``reconstruct`` (:meth:`message_log`), ``/clear`` (:meth:`clear`) and the ``chat_send`` lines of
-a turn that did not commit (:meth:`keep_sent`). Serve lists the cluster's chats with
-:func:`chat_activity`.
+a turn that did not commit (:meth:`keep_sent`), and handover's cards and boxes (:attr:`cards`,
+a :class:`SharedCardBoxStore`). Serve lists the cluster's chats with :func:`chat_activity`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from ._bridge import PgBridge
 from ._postgres import PgStores
 from ._records import compaction_record
 from ._select import is_postgres
+from ._shared_cards import SharedCardBoxStore
 from ._shared_files import SharedContextFiles
 
 __all__ = ["RecordsMessageLog", "SharedChats", "chat_activity", "load_numbered", "shared_chats"]
@@ -85,10 +86,12 @@ class SharedChats:
     (and from code with no event loop); async writes await it without a thread hop.
     """
 
-    def __init__(self, paths: ShipPaths, bridge: PgBridge) -> None:
+    def __init__(self, paths: ShipPaths, bridge: PgBridge, *, project_id: str = "default") -> None:
         self.paths = paths
         self.bridge = bridge
         self.context_files = SharedContextFiles(paths, bridge)
+        self.cards = SharedCardBoxStore(bridge, project_id=project_id)
+        """Handover's store: the rows the workers' commits write output-box cards to."""
 
     def history(self, chat_key: str) -> list[ModelMessage]:
         """The chat's history after its last committed turn (whichever worker committed it)."""
@@ -128,7 +131,8 @@ def shared_chats(project_root: Path, config: ShipConfig) -> SharedChats | None:
     """The project's :class:`SharedChats` when its durable database is Postgres, else ``None``."""
     if not (config.durable.enabled and is_postgres(config.durable.database)):
         return None
-    return SharedChats(ShipPaths(project_root), PgBridge.for_url(config.durable.database))
+    bridge = PgBridge.for_url(config.durable.database)
+    return SharedChats(ShipPaths(project_root), bridge, project_id=config.name)
 
 
 async def chat_activity(stores: PgStores) -> list[tuple[str, str]]:
