@@ -11,9 +11,9 @@ Every child runs with Python's bytecode cache on (``PYTHONDONTWRITEBYTECODE`` re
 environment) after one warm-up process of each command, as for a user: pip compiles an installed
 package's modules, and a checkout writes ``__pycache__`` on its first run. With the variable set
 and no ``__pycache__`` (an editable install on a machine that exports it), every process compiles
-shipagent's ~100 modules from source again — about 0.15 s of CPU that pydantic-ai, compiled at
-install time, does not pay — and ``from shipagent import ShipAgent`` looked 1.55× ``import
-pydantic_ai`` instead of ~1.1×.
+shipagent's ~100 modules from source again — about 0.15–0.2 s of CPU that pydantic-ai, compiled
+at install time, does not pay — and ``from shipagent import ShipAgent`` looked 1.4–1.55× ``import
+pydantic_ai`` instead of ~1.2×.
 
 Besides wall time the table gives CPU time (user + system of the child), which another job on a
 shared machine disturbs less; the ratio to ``import pydantic_ai`` is what the target reads.
