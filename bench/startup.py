@@ -18,7 +18,7 @@ pydantic_ai`` instead of ~1.2×.
 Besides wall time the table gives CPU time (user + system of the child), which another job on a
 shared machine disturbs less; the ratio to ``import pydantic_ai`` is what the target reads.
 
-Run: ``python bench/startup.py [--runs 7]`` (prints a markdown table). ``python -X importtime -c
+Run: ``python bench/startup.py [--runs 11]`` (prints a markdown table). ``python -X importtime -c
 "from shipagent import ShipAgent" 2>&1 | sort -t'|' -k2 -n | tail`` shows where import time goes.
 """
 
@@ -127,7 +127,7 @@ def run_to_request(runs: int) -> tuple[float, float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--runs", type=int, default=11)
     args = parser.parse_args()
     py = sys.executable
     commands = {
