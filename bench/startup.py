@@ -1,6 +1,6 @@
 """Cold start-up: ``shipagent --help``, ``import shipagent``, ``import pydantic_ai``, ``shipagent run``.
 
-Every figure is the median of ``--runs`` fresh processes (default 7), so nothing is cached in the
+Every figure is the median of ``--runs`` fresh processes (default 11), so nothing is cached in the
 interpreter; the OS page cache is warm after the first run, as it is for a user typing commands.
 
 ``shipagent run`` is measured up to the moment its model request arrives: the bench serves an
