@@ -14,6 +14,7 @@ waits for it under a shield, so the chat's lock is released before anyone can st
 from __future__ import annotations
 
 import asyncio
+import sys
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -30,7 +31,6 @@ from pydantic_ai.messages import (
     TextPartDelta,
     ToolReturnPart,
 )
-from pydantic_ai.models.function import FunctionModel
 from pydantic_ai.models.wrapper import WrapperModel
 
 from ._steps import tool_failure, tool_summary
@@ -94,7 +94,12 @@ def can_stream(model: Any) -> bool:
     """
     while isinstance(model, WrapperModel):
         model = model.wrapped
-    return not (isinstance(model, FunctionModel) and model.stream_function is None)
+    # pydantic-ai's function-model module costs ~30 ms to import (its batch machinery): look it up
+    # only if someone loaded it, since a FunctionModel cannot exist before its module does.
+    function_models = sys.modules.get("pydantic_ai.models.function")
+    if function_models is None:
+        return True
+    return not (isinstance(model, function_models.FunctionModel) and model.stream_function is None)
 
 
 async def emit_response_text(response: ModelResponse, emit: Emit) -> None:

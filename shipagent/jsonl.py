@@ -51,8 +51,7 @@ def append_raw(path: Path, data: bytes) -> None:
     """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``."""
     if not data:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = _open_append(path)
     try:
         # A previous crash may have left a torn last line without "\n": start on a fresh line so
         # the torn fragment stays one bad line instead of corrupting this record too.
@@ -65,6 +64,22 @@ def append_raw(path: Path, data: bytes) -> None:
             view = view[written:]
     finally:
         os.close(fd)
+
+
+def _open_append(path: Path) -> int:
+    """Open ``path`` for appending, creating it and its folders when missing.
+
+    The folder is created only when the open says it is missing: a turn appends to four or five
+    files from one worker thread, and every system call there lets go of the GIL and must win it
+    back from the event loop, so the usual ``mkdir`` + ``stat`` before each open cost more than
+    the write itself while other chats' turns kept the loop busy.
+    """
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+    try:
+        return os.open(path, flags, 0o644)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(path, flags, 0o644)
 
 
 def append_line(path: Path, obj: Any) -> None:

@@ -60,3 +60,37 @@ def test_reaching_max_results_takes_the_total_from_the_counting_pass(
     assert result.total_matches == reference.total_matches == 2858
     assert result.matches == reference.matches
     assert [m.line for m in result.matches] == [1, 8, 15]
+
+
+@needs_rg
+@pytest.mark.parametrize("context_lines", [0, 1, 2])
+@pytest.mark.parametrize("max_results", [2, 50])
+def test_ripgrep_output_is_read_byte_exact(tmp_path: Path, context_lines: int, max_results: int) -> None:
+    """Invalid UTF-8, a NUL, a CR, text that looks like ripgrep's own ``12:``/``3-``/``--``."""
+    path = tmp_path / "odd.log"
+    path.write_bytes(
+        b"ok 1\nbad \xff\xfe bytes error\nnul \x00 error here\n12:looks-like-rg error\n--\n3-ctx\n"
+        b"error\r\nend error"
+    )
+    ours = grep_file(
+        path,
+        "error",
+        max_results=max_results,
+        context_lines=context_lines,
+        case_sensitive=False,
+        engine="ripgrep",
+    )
+    reference = grep_file(
+        path,
+        "error",
+        max_results=max_results,
+        context_lines=context_lines,
+        case_sensitive=False,
+        engine="python",
+    )
+    assert ours.engine == "ripgrep" and ours.total_matches == reference.total_matches == 5
+    assert ours.matches == reference.matches
+    assert ours.matches[0].content == "bad \ufffd\ufffd bytes error"
+    if context_lines and max_results > 2:
+        assert ours.matches[2].before[-1:] == ["nul \x00 error here"]
+        assert ours.matches[3].before[-1:] == ["3-ctx"] and ours.matches[3].content == "error\r"

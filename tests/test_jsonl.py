@@ -31,6 +31,27 @@ def test_append_read_round_trip_with_unicode(tmp_path: Path) -> None:
     assert "🚀".encode() in path.read_bytes()  # UTF-8, not \\u escapes
 
 
+def test_append_creates_folders_only_when_the_open_says_they_are_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[Path] = []
+    real_mkdir = Path.mkdir
+
+    def mkdir(self: Path, *args: object, **kwargs: object) -> None:
+        made.append(self)
+        real_mkdir(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Path, "mkdir", mkdir)
+    path = tmp_path / "a" / "b" / "log.jsonl"
+    jsonl.append_line(path, {"n": 1})  # missing folders: created on the way
+    assert made[0] == tmp_path / "a" / "b" and path.is_file()
+    calls = len(made)
+    jsonl.append_line(path, {"n": 2})  # the common case: no mkdir (nor its stat) per append
+    jsonl.append_line(tmp_path / "a" / "other.jsonl", {"n": 3})
+    assert len(made) == calls
+    assert jsonl.read_all(path) == [{"n": 1}, {"n": 2}]
+
+
 def test_missing_file_reads_empty(tmp_path: Path) -> None:
     assert jsonl.read_all(tmp_path / "nope.jsonl") == []
     assert jsonl.read_last(tmp_path / "nope.jsonl", 5) == []

@@ -12,8 +12,10 @@ Typical wiring::
     toolset = CatalogToolset(CombinedToolset(toolsets), skills=...)
 """
 
+from typing import TYPE_CHECKING
+
+from .._lazy import lazy_attributes
 from ._catalog import CatalogToolset, SkillsSource
-from ._cli import context_app
 from ._grep import GrepMatch, GrepResult, InvalidPatternError, find_ripgrep, grep_file
 from ._paging import Page, Tail
 from ._ref import CONTEXT_KINDS, ContextKind, ContextRef
@@ -31,6 +33,13 @@ from ._tools import (
     context_toolset,
 )
 from ._transfer import EXPORT_VERSION
+
+if TYPE_CHECKING:
+    from ._cli import context_app
+
+# the ``shipagent context`` sub-app needs typer and rich: loaded when the command runs, not with the
+# agent that only uses the files
+__getattr__ = lazy_attributes(__name__, {"context_app": "._cli"})
 
 __all__ = [
     "CATALOG_ID",
