@@ -7,9 +7,11 @@ measured):
    on SQLite, durable on Postgres. In durable mode the process is also the worker, so a turn is:
    enqueue → the queue dequeues it (polling) → workflow with model and commit steps → result read
    back (polling). Mean and p50 per turn, and the overhead against plain.
-2. **Throughput** — 1, 2 and 4 ``shipagent worker`` processes on Postgres; a client enqueues
-   100 chats × 3 turns at once and waits for every result. Turns per second and the speed-up over
-   one worker. (Each worker is a separate process; the machine's cores bound the speed-up.)
+2. **Throughput** — 1, 2 and 4 ``shipagent worker`` processes on Postgres; a client (an agent
+   started without a worker, as ``shipagent serve --no-worker`` runs) drives 100 chats at once,
+   each chat's 3 turns one after another, and waits for every result. Turns per second and the
+   speed-up over one worker. (Each worker is a separate process; the machine's cores bound the
+   speed-up.)
 
 Postgres: ``SHIPAGENT_BENCH_DATABASE_URL`` (a server URL; a database per run is created on it),
 else a throwaway cluster (``initdb``/``pg_ctl``, as the ``postgres`` user when root).
@@ -36,6 +38,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+import anyio
 
 HERE = Path(__file__).resolve().parent
 SHIPAGENT = str(Path(sys.executable).parent / "shipagent")
@@ -161,9 +165,28 @@ def per_turn(mode: str, durable: str | None, turns: int) -> list[float]:
 # -- table 2: throughput with N worker processes ----------------------------------------------------
 
 
-def throughput(url: str, workers: int, chats: int, turns: int) -> float:
-    from dbos import DBOSClient
+async def _drive(project: Path, chats: int, turns: int) -> float:
+    """The client: a ``--no-worker`` agent (as ``shipagent serve --no-worker`` runs) submits every
+    chat's turns, one chat after another in order, all chats at once; seconds until the last result."""
+    from shipagent import ShipAgent
 
+    agent = ShipAgent.from_project(project, model=instant_model())
+    agent.turn_executor_options = {"worker": False}
+
+    async def chat(c: int) -> None:
+        for t in range(turns):
+            result = await agent.run(f"bench:{c}", f"turn {t}")
+            assert result.success, result.output
+
+    async with agent:
+        start = time.perf_counter()
+        async with anyio.create_task_group() as group:
+            for c in range(chats):
+                group.start_soon(chat, c)
+        return time.perf_counter() - start
+
+
+def throughput(url: str, workers: int, chats: int, turns: int) -> float:
     project = make_project(url)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     logs = [open(project / f"worker-{n}.log", "w+") for n in range(workers)]  # noqa: SIM115
@@ -193,29 +216,7 @@ def throughput(url: str, workers: int, chats: int, turns: int) -> float:
                 raise SystemExit("a worker did not start")
             time.sleep(0.1)
         time.sleep(1.5)  # the queue thread notices a newly registered queue within a second
-        client = DBOSClient(system_database_url=url, application_name="shipagent")
-        try:
-            start = time.perf_counter()
-            handles = [
-                client.enqueue(
-                    {  # type: ignore[typeddict-item]
-                        "workflow_name": "shipagent.turn",
-                        "queue_name": "shipagent_turns",
-                        "workflow_id": uuid.uuid4().hex,
-                        "queue_partition_key": f"bench:{c}",
-                        "app_version": "shipagent-durable-1",
-                    },
-                    f"bench:{c}",
-                    f"turn {t}",
-                )
-                for t in range(turns)
-                for c in range(chats)
-            ]
-            for handle in handles:
-                assert handle.get_result(polling_interval_sec=0.02).success
-            elapsed = time.perf_counter() - start
-        finally:
-            client.destroy()
+        elapsed = anyio.run(_drive, project, chats, turns)
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)
