@@ -186,7 +186,7 @@ async def _drive(project: Path, chats: int, turns: int) -> float:
         return time.perf_counter() - start
 
 
-def throughput(url: str, workers: int, chats: int, turns: int) -> float:
+def throughput(url: str, workers: int, chats: int, turns: int, concurrency: int | None = None) -> float:
     project = make_project(url)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
     logs = [open(project / f"worker-{n}.log", "w+") for n in range(workers)]  # noqa: SIM115
@@ -201,6 +201,7 @@ def throughput(url: str, workers: int, chats: int, turns: int) -> float:
                 f"bench-{n}",
                 "--model-factory",
                 "durable:instant_model",
+                *(["--concurrency", str(concurrency)] if concurrency else []),
             ],
             stdout=logs[n],
             stderr=subprocess.STDOUT,

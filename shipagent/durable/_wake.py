@@ -53,6 +53,8 @@ class PgWake:
         self._sender_pid: int | None = None
         self._send_lock = asyncio.Lock()
         self._pending: set[asyncio.Task[None]] = set()
+        self._queued_task: asyncio.Task[None] | None = None
+        self._queued_again = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -91,10 +93,26 @@ class PgWake:
     # -- sending ---------------------------------------------------------------------------------
 
     def notify_soon(self, channel: str, payload: str = "") -> None:
-        """Send a notification in the background (a hint: a failure is logged, never raised)."""
-        task = asyncio.get_running_loop().create_task(self._notify(channel, payload))
+        """Send a notification in the background (a hint: a failure is logged, never raised).
+
+        ``shipagent_turn_queued`` carries no payload, so a burst of enqueues sends one while the
+        previous is in flight and at most one more after it, not one each.
+        """
+        if channel == QUEUED_CHANNEL:
+            if self._queued_task is not None and not self._queued_task.done():
+                self._queued_again = True
+                return
+            task = self._queued_task = asyncio.get_running_loop().create_task(self._notify_queued())
+        else:
+            task = asyncio.get_running_loop().create_task(self._notify(channel, payload))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
+
+    async def _notify_queued(self) -> None:
+        self._queued_again = True
+        while self._queued_again:
+            self._queued_again = False
+            await self._notify(QUEUED_CHANNEL, "")
 
     async def _notify(self, channel: str, payload: str) -> None:
         import psycopg
