@@ -35,6 +35,10 @@ __all__ = ["Dequeuer", "LocalTurns"]
 
 log = logging.getLogger("shipagent.durable")
 
+WAKE_DELAY_PER_TURN = 0.002
+"""Seconds a woken worker waits per turn it is running before it looks (see :meth:`Dequeuer.wake`)."""
+WAKE_DELAY_MAX = 0.02
+
 
 class LocalTurns:
     """Turns this process waits for, and the workflow tasks that run them here."""
@@ -77,12 +81,39 @@ class Dequeuer:
         self._again = False
         self._task: asyncio.Task[None] | None = None
         self._checks: set[asyncio.Task[None]] = set()
+        self._wake_pending = False
 
     def request(self) -> None:
         """Ask for a claim soon; many requests during one claim make one more claim, not many."""
         self._again = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        """Another process enqueued a turn: look soon, and claim only if it is still queued.
+
+        Every worker hears every ``NOTIFY``, but one claim takes the turn; the others' claims
+        would find nothing and still cost their CPU. So a worker looks after a delay that grows
+        with the turns it is running (an idle worker first: it also balances the load), and
+        looks with a cheap probe before it claims.
+        """
+        if self._wake_pending:
+            return
+        self._wake_pending = True
+        delay = min(WAKE_DELAY_PER_TURN * self._running(), WAKE_DELAY_MAX)
+        asyncio.get_running_loop().call_later(delay, self._woken)
+
+    def _woken(self) -> None:
+        self._wake_pending = False
+        self.request_if_queued()
+
+    def _running(self) -> int:
+        from dbos._dbos import _get_dbos_instance
+
+        try:
+            return int(_get_dbos_instance()._active_workflows_set.count_for_queue(self.queue.name))
+        except Exception:  # DBOS stopping
+            return 0
 
     def request_if_queued(self) -> None:
         """Claim only if the queue holds a turn nobody took (cheaper than a claim when empty)."""

@@ -194,7 +194,7 @@ class DurableExecutor:
             self._dequeuer = Dequeuer(self._queue)
             local_turns.on_finished = self._finished
             if not self.settings.is_sqlite:
-                self._wake = PgWake(self.settings.database_url, on_queued=self._dequeuer.request)
+                self._wake = PgWake(self.settings.database_url, on_queued=self._dequeuer.wake)
                 await self._wake.start()
         except BaseException:
             await self._stop_worker()
@@ -382,8 +382,10 @@ class DurableExecutor:
 
         sys_db = self._client._sys_db if self._client is not None else _sys_db()
         interval = RESULT_POLL_SECONDS
-        if done is not None and watched is None:  # a client: the notification is the signal
+        if done is not None:  # Postgres: the worker's notification is the signal, polls a fallback
             interval = RESULT_POLL_MAX_SECONDS[self._backend] / 4
+        elif watched is not None:  # this worker claims the turn itself in a few milliseconds
+            interval = RESULT_POLL_SECONDS * 5
         while True:
             signals: set[asyncio.Future[Any]] = {f for f in (watched, done) if f is not None}
             if signals:
