@@ -52,11 +52,18 @@ SHIPAGENT = str(Path(sys.executable).parent / "shipagent")
 
 
 def instant_model() -> Any:
-    """The ``--model-factory`` target for bench workers: answers at once."""
+    """The ``--model-factory`` target for bench workers: answers at once, or after
+    ``SHIPAGENT_BENCH_MODEL_LATENCY`` seconds (an idle wait, like a remote model's)."""
+    import asyncio
+
     from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
     from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-    def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    latency = float(os.environ.get("SHIPAGENT_BENCH_MODEL_LATENCY") or 0)
+
+    async def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if latency:
+            await asyncio.sleep(latency)
         return ModelResponse(parts=[TextPart("ok")])
 
     return FunctionModel(respond, model_name="instant")
@@ -309,6 +316,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="run table 2's worker counts this many times")
     parser.add_argument("--concurrency", type=int, default=None, help="shipagent worker --concurrency")
     parser.add_argument("--skip-per-turn", action="store_true")
+    parser.add_argument(
+        "--model-latency", type=float, default=0.0, help="seconds the workers' model waits before answering"
+    )
     parser.add_argument("--child")
     parser.add_argument("--database")
     args = parser.parse_args()
@@ -316,6 +326,8 @@ def main() -> None:
         per_turn_child(args.database, args.turns)
         return
     print(f"machine: {os.cpu_count()} cores, load average {_load()} at start\n")
+    if args.model_latency:
+        os.environ["SHIPAGENT_BENCH_MODEL_LATENCY"] = str(args.model_latency)  # inherited by workers
     with postgres_server() as server:
         if not args.skip_per_turn:
             rows: list[tuple[str, list[float], str]] = [
@@ -335,7 +347,16 @@ def main() -> None:
                     f"| {name} | {mean * 1000:.1f} | {statistics.median(times) * 1000:.1f} | {extra} | {load} |"
                 )
         total = args.chats * args.chat_turns
-        print(f"\nThroughput on Postgres, {args.chats} chats × {args.chat_turns} turns ({total} turns):\n")
+        model = (
+            f"model answering after {args.model_latency * 1000:.0f} ms"
+            if args.model_latency
+            else "instant model"
+        )
+        workers = f", workers --concurrency {args.concurrency}" if args.concurrency else ""
+        print(
+            f"\nThroughput on Postgres, {args.chats} chats × {args.chat_turns} turns ({total} turns), "
+            f"{model}{workers}:\n"
+        )
         print("| workers | turns/s | vs 1 worker | CPU ms/turn: workers | client | Postgres | load before |")
         print("|---:|---:|---:|---:|---:|---:|---:|")
         one = 0.0
