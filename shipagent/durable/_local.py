@@ -82,9 +82,13 @@ class Dequeuer:
         self._task: asyncio.Task[None] | None = None
         self._checks: set[asyncio.Task[None]] = set()
         self._wake_pending = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
 
     def request(self) -> None:
         """Ask for a claim soon; many requests during one claim make one more claim, not many."""
+        if self._closed:
+            return
         self._again = True
         if self._task is None or self._task.done():
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -97,11 +101,11 @@ class Dequeuer:
         with the turns it is running (an idle worker first: it also balances the load), and
         looks with a cheap probe before it claims.
         """
-        if self._wake_pending:
+        if self._wake_pending or self._closed:
             return
         self._wake_pending = True
         delay = min(WAKE_DELAY_PER_TURN * self._running(), WAKE_DELAY_MAX)
-        asyncio.get_running_loop().call_later(delay, self._woken)
+        self._timer = asyncio.get_running_loop().call_later(delay, self._woken)
 
     def _woken(self) -> None:
         self._wake_pending = False
@@ -117,6 +121,8 @@ class Dequeuer:
 
     def request_if_queued(self) -> None:
         """Claim only if the queue holds a turn nobody took (cheaper than a claim when empty)."""
+        if self._closed:
+            return
         if self._task is not None and not self._task.done():
             self._again = True  # a claim is running: one more after it covers this
             return
@@ -142,6 +148,9 @@ class Dequeuer:
                 log.debug("durable: immediate dequeue failed: %s", exc)
 
     async def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
         tasks = [*self._checks, *([self._task] if self._task is not None else [])]
         self._task = None
         for task in tasks:

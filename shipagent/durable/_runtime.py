@@ -13,7 +13,10 @@ ship.json turns ``durable`` on. It runs in one of two roles:
 Either way :meth:`submit` enqueues the turn as workflow ``shipagent.turn`` with the request id as
 the workflow id (same id twice → the first turn's result, nothing runs again) and the chat key as
 the partition key (partition concurrency 1: one turn of a chat at a time across every worker;
-different chats in parallel), and waits for the result.
+different chats in parallel), and waits for the result — without waiting for DBOS's polls where
+it need not: a worker claims the turns it enqueues at once and awaits a turn it runs on the
+workflow's task (``_local``); on Postgres, ``NOTIFY`` wakes the other workers and a waiting client
+(``_wake``).
 
 Streaming degrades in durable mode: the turn may run in another process, so ``on_step`` receives
 the turn's ``done`` event (with the final output) after completion, not live steps; a ``channel``
