@@ -52,15 +52,14 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     chats = agent.chats
     key = turn.chat_key
     new = strip_injections(turn.new)  # injections live for one run (seed 002 §3)
+    replayed = False
     history = [*turn.base, *new]
     done: CompactionResult | None = None
     if len(history) > chats.config.in_memory_max_messages:
-        if (await stores.messages.last_committed(key)).request_id == turn.request_id:
-            # a replay of a turn that committed (per-chat order: nothing of the chat after it):
-            # do not ask the summarizer again for a compaction that is already written
-            chats.install(key, await stores.messages.rebuild(key))
-            return None, None
-        body = await chats._model_summary(key, history)
+        # a replay of a turn that committed (per-chat order: nothing of the chat after it) does not
+        # ask the summarizer again for a compaction already written; it reloads, as below
+        replayed = (await stores.messages.last_committed(key)).request_id == turn.request_id
+        body = None if replayed else await chats._model_summary(key, history)
         done = compact(
             history,
             chats.config.compact_keep_last_messages,
@@ -81,10 +80,10 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         said=turn.said,
     )
     try:
-        cards = await stores.commit_turn(write)
+        cards = [] if replayed else await stores.commit_turn(write)
     except Exception as exc:  # the database refused: nothing of the turn is visible (one transaction)
         return None, exc
-    if not cards:  # an attempt that died before DBOS recorded the step committed it: reload
+    if not cards:  # an earlier attempt committed the turn (and died before finishing it): reload
         chats.install(key, await stores.messages.rebuild(key))
         return None, None
     for result in (turn.base_compaction, done):
