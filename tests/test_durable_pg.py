@@ -9,6 +9,7 @@ ones the other worker ran, because the history is loaded from and committed to P
 from __future__ import annotations
 
 import itertools
+import json
 import shutil
 import time
 from collections.abc import Iterator
@@ -223,6 +224,56 @@ async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
         # memory is what the database holds, whatever history the replayed step started from
         assert [type(m).__name__ for m in agent.history("chat:r")] == ["ModelRequest", "ModelResponse"]
         assert agent.history("chat:r")[1].parts[0].content == "hello"  # type: ignore[union-attr]
+    finally:
+        await stores.close()
+        await agent.handover.aclose()
+
+
+@pytest.mark.anyio
+async def test_replayed_commit_that_compacted_asks_the_summarizer_once(
+    tmp_path: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The commit is no DBOS step: a resumed turn runs it again; a compaction's summary is not redone."""
+    from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
+    from pydantic_ai.models.test import TestModel
+
+    from shipagent import ShipAgent
+    from shipagent.durable._pgturns import commit_to_postgres
+    from shipagent.stores import PgStores
+    from shipagent.turns import TurnCommit
+
+    (tmp_path / "ship.json").write_text(
+        json.dumps(
+            {
+                "name": "c",
+                "context": {"chatHistory": {"inMemoryMaxMessages": 4, "compactKeepLastMessages": 2}},
+            }
+        )
+    )
+    agent = ShipAgent.from_project(tmp_path, model=TestModel())
+    asked: list[int] = []
+
+    async def summary(chat_key: str, history: list[Any]) -> str:
+        asked.append(len(history))
+        return "the summary"
+
+    monkeypatch.setattr(agent.chats, "_model_summary", summary)
+    stores = PgStores(pg_database)
+    base = [
+        m
+        for n in range(2)
+        for m in (ModelRequest(parts=[UserPromptPart(f"q{n}")]), ModelResponse(parts=[TextPart(f"a{n}")]))
+    ]
+    new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
+    turn = TurnCommit("chat:c", "rid-c", "hi", "hello", "hello", [], [], base, new, None)
+    try:
+        compaction, failure = await commit_to_postgres(agent, stores, turn)
+        assert failure is None and compaction is not None
+        assert await commit_to_postgres(agent, stores, turn) == (None, None)  # the replay
+        assert asked == [6]  # once, by the first attempt
+        kinds = [r.data["t"] for r in await stores.messages.records("chat:c")]
+        assert kinds == ["turn", "compaction"]  # written once
+        assert len(agent.history("chat:c")) == 3  # memory: the summary and the last two messages
     finally:
         await stores.close()
         await agent.handover.aclose()

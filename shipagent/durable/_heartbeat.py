@@ -45,6 +45,10 @@ class Heartbeats:
             if self.settings.is_sqlite:
                 path = self.settings.database_url.removeprefix("sqlite:///")
                 conn: Any = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+                # WAL (a property of the file, so DBOS's connections use it too): a commit is one
+                # append to the log instead of a rollback journal written, synced and deleted,
+                # and readers do not block the writer. Committed data survives a killed process.
+                conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(
                     f"CREATE TABLE IF NOT EXISTS {_TABLE} (executor_id TEXT PRIMARY KEY, "
                     "heartbeat_at REAL NOT NULL, pid INTEGER, host TEXT)"

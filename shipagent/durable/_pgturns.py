@@ -7,10 +7,11 @@ With ``durable.database`` a ``postgresql://`` URL, a worker's turn reads and wri
   (:meth:`last_committed`); when its request id is not the one this worker last loaded or
   committed (another worker, on any machine, committed since) or the chat is not in memory, the
   history is rebuilt from Postgres and installed in :attr:`ShipAgent.chats`;
-* the commit is one DBOS step calling :meth:`PgStores.commit_turn`: history (with any
-  compaction records), transcript, agent-context entry and output-box cards in ONE transaction,
-  idempotent by request id, so a replayed step writes nothing twice and a crash mid-commit leaves
-  either all of the turn or none of it.
+* the commit is :meth:`PgStores.commit_turn`: history (with any compaction records), transcript,
+  agent-context entry and output-box cards in ONE transaction, idempotent by request id, so a
+  crash mid-commit leaves either all of the turn or none of it, and a resumed turn that runs the
+  commit again writes nothing twice. It needs no DBOS step of its own (the file commit on SQLite
+  has one, because files are written store by store).
 
 The compaction decision is the file commit's (:class:`ChatHistories` thresholds, the model
 summarizer, the compaction hooks that keep the removed messages as a context file); the ledger's
@@ -54,6 +55,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     chats = agent.chats
     key = turn.chat_key
     new = strip_injections(turn.new)  # injections live for one run (seed 002 §3)
+    replayed = False
     history = [*turn.base, *new]
     # message seqs exactly as ChatHistories.commit numbers them, so summaries get expandable ids
     before, first_seq = chats.numbering(key)
@@ -64,7 +66,10 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
     done: CompactionResult | None = None
     if len(history) > chats.config.in_memory_max_messages:
-        body = await chats._model_summary(key, history)
+        # a replay of a turn that committed (per-chat order: nothing of the chat after it) does not
+        # ask the summarizer again for a compaction already written; it reloads, as below
+        replayed = (await stores.messages.last_committed(key)).request_id == turn.request_id
+        body = None if replayed else await chats._model_summary(key, history)
         done = compact(
             history,
             chats.config.compact_keep_last_messages,
@@ -89,7 +94,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         compaction_sources=final_sources if done is not None else None,
     )
     try:
-        cards = await stores.commit_turn(write)
+        cards = [] if replayed else await stores.commit_turn(write)
     except Exception as exc:  # the database refused: nothing of the turn is visible (one transaction)
         return None, exc
     if not cards:  # an attempt that died before DBOS recorded the step committed it: reload
@@ -131,9 +136,13 @@ class PgTurnHooks(DurableTurnHooks):
     async def commit(
         self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
     ) -> CommitOutcome:
-        outcome, ran = await self._commit_step(lambda: commit_to_postgres(agent, self.stores, turn))
-        if ran and outcome[1] is None:
+        # Not a DBOS step: ``commit_turn`` is one transaction, idempotent by request id, so a
+        # replay runs it again, writes nothing and reloads the chat from Postgres — what a
+        # recorded step would give back, without the step's two system-database transactions.
+        # (A compaction's summary is not asked for again either: see ``commit_to_postgres``.)
+        outcome = await commit_to_postgres(agent, self.stores, turn)
+        if outcome[1] is None:  # memory holds the chat up to this turn, as the database does
             self._pg_seen[turn.chat_key] = turn.request_id
-        else:  # recorded by an earlier attempt, or failed: the next turn rebuilds from Postgres
+        else:  # failed: the next turn rebuilds from Postgres
             self._pg_seen.pop(turn.chat_key, None)
         return outcome

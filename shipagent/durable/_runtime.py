@@ -13,7 +13,10 @@ ship.json turns ``durable`` on. It runs in one of two roles:
 Either way :meth:`submit` enqueues the turn as workflow ``shipagent.turn`` with the request id as
 the workflow id (same id twice → the first turn's result, nothing runs again) and the chat key as
 the partition key (partition concurrency 1: one turn of a chat at a time across every worker;
-different chats in parallel), and waits for the result.
+different chats in parallel), and waits for the result — without waiting for DBOS's polls where
+it need not: a worker claims the turns it enqueues at once and awaits a turn it runs on the
+workflow's task (``_local``); on Postgres, ``NOTIFY`` wakes the other workers and a waiting client
+(``_wake``).
 
 Streaming degrades in durable mode: the turn may run in another process, so ``on_step`` receives
 the turn's ``done`` event (with the final output) after completion, not live steps; a ``channel``
@@ -42,6 +45,7 @@ from ..stores import PgStores
 from ..turns import TurnHooks
 from ._heartbeat import Heartbeats
 from ._hooks import DurableTurnHooks
+from ._local import Dequeuer
 from ._pgturns import PgTurnHooks
 from ._settings import (
     APP_NAME,
@@ -52,7 +56,8 @@ from ._settings import (
     claim_slot,
     resolve_settings,
 )
-from ._workflow import bind_agent, turn_workflow
+from ._wake import DONE_CHANNEL, QUEUED_CHANNEL, PgWake
+from ._workflow import bind_agent, local_turns, turn_workflow
 
 if TYPE_CHECKING:
     from ..agent import ShipAgent
@@ -65,9 +70,20 @@ APP_VERSION = "shipagent-durable-1"
 """Fixed DBOS application version: every worker of every machine recovers every pending turn
 (DBOS otherwise derives the version from a hash of the registered code, and recovers only its own)."""
 HEARTBEAT_SECONDS = 2.0
-QUEUE_POLL_SECONDS = 0.02
+QUEUE_POLL_SECONDS = {"postgres": 0.5, "sqlite": 0.1}
+"""How often a worker's queue thread looks for turns nobody claimed. Only a fallback: a worker
+claims at once the turns it enqueues itself and the next ones after each turn it finishes, and
+on Postgres every worker is woken by ``NOTIFY`` when any process enqueues (see ``_wake``)."""
 RESULT_POLL_SECONDS = 0.01
+"""First wait before reading a turn's result from the database when it does not run here."""
+RESULT_POLL_MAX_SECONDS = {"postgres": 1.0, "sqlite": 0.1}
+"""The wait grows to this (on Postgres the worker's ``NOTIFY`` normally ends it first)."""
 STOP_GRACE_SECONDS = 30
+ENGINE_KWARGS: dict[str, Any] = {"pool_pre_ping": False}
+"""DBOS's Postgres engine pings a connection on every checkout: a round trip before each of the
+~10 system-database transactions of a turn. Without it, a connection the server dropped fails
+its first statement as a disconnect, SQLAlchemy discards the pool's connections, and DBOS's
+retry runs the operation again on a fresh one (after its one-second backoff)."""
 
 
 def recover_executors(sys_db: Any, executor_ids: list[str]) -> list[str]:
@@ -111,7 +127,13 @@ class DurableExecutor:
         self._client: DBOSClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._queue: Any = None
+        self._dequeuer: Dequeuer | None = None
+        self._wake: PgWake | None = None
         self._stores: PgStores | None = None
+
+    @property
+    def _backend(self) -> str:
+        return "sqlite" if self.settings.is_sqlite else "postgres"
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -125,6 +147,9 @@ class DurableExecutor:
                 self._client = await anyio.to_thread.run_sync(
                     lambda: DBOSClient(system_database_url=url, application_name=APP_NAME)
                 )
+                if not self.settings.is_sqlite:
+                    self._wake = PgWake(url, on_queued=None)
+                    await self._wake.start()
         except ShipAgentError:
             raise
         except Exception as exc:  # the database: one clear line, never the password
@@ -151,6 +176,8 @@ class DurableExecutor:
                 "log_level": "WARNING",
                 "notification_listener_polling_interval_sec": 0.1,
             }
+            if not self.settings.is_sqlite:
+                config["db_engine_kwargs"] = ENGINE_KWARGS
             DBOS(config=config)
             # Launched from inside the running loop on purpose: DBOS then runs dequeued and
             # recovered async workflows on *this* loop, where the agent's MCP sessions and locks
@@ -161,9 +188,17 @@ class DurableExecutor:
                 QUEUE_NAME,
                 partition_concurrency=1,
                 worker_concurrency=self.concurrency,
-                polling_interval_sec=QUEUE_POLL_SECONDS,
+                polling_interval_sec=QUEUE_POLL_SECONDS[self._backend],
                 on_conflict="always_update" if self.concurrency is not None else "never_update",
             )
+            if await self._queue.get_polling_interval_sec_async() != QUEUE_POLL_SECONDS[self._backend]:
+                # a queue row from an older version polls at its old pace: bring it to this one
+                await self._queue.set_polling_interval_sec_async(QUEUE_POLL_SECONDS[self._backend])
+            self._dequeuer = Dequeuer(self._queue)
+            local_turns.on_finished = self._finished
+            if not self.settings.is_sqlite:
+                self._wake = PgWake(self.settings.database_url, on_queued=self._dequeuer.wake)
+                await self._wake.start()
         except BaseException:
             await self._stop_worker()
             raise
@@ -183,16 +218,36 @@ class DurableExecutor:
         )
         return PgTurnHooks(self._stores)
 
+    def _finished(self, workflow_id: str, awaited_here: bool) -> None:
+        """A turn that ran here is over: tell a waiter elsewhere; claim the chat's next turn."""
+        if self._wake is not None and not awaited_here:
+            self._wake.notify_soon(DONE_CHANNEL, workflow_id)
+        if self._dequeuer is not None:
+            self._dequeuer.request_if_queued()
+
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self.worker:
             await self._stop_worker()
-        elif self._client is not None:
-            client, self._client = self._client, None
-            await anyio.to_thread.run_sync(client.destroy)
+        else:
+            await self._close_wake()
+            if self._client is not None:
+                client, self._client = self._client, None
+                await anyio.to_thread.run_sync(client.destroy)
+
+    async def _close_wake(self) -> None:
+        if self._wake is not None:
+            wake, self._wake = self._wake, None
+            with suppress(Exception):
+                await wake.close()
 
     async def _stop_worker(self) -> None:
+        local_turns.on_finished = None
+        await self._close_wake()
+        if self._dequeuer is not None:
+            dequeuer, self._dequeuer = self._dequeuer, None
+            await dequeuer.close()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -277,20 +332,34 @@ class DurableExecutor:
         """Enqueue the turn (or find it, by request id) and wait for its result."""
         rid = request_id or uuid.uuid4().hex
         result: AgentResult
-        if self._client is not None:
-            options: Any = {
-                "workflow_name": WORKFLOW_NAME,
-                "queue_name": QUEUE_NAME,
-                "workflow_id": rid,
-                "queue_partition_key": chat_key,
-                "app_version": APP_VERSION,
-            }
-            client_handle: Any = await self._client.enqueue_async(options, chat_key, text)
-            result = await client_handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
-        else:
-            with SetWorkflowID(rid), SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION):
-                handle = await self._queue.enqueue_async(turn_workflow, chat_key, text)
-            result = await handle.get_result(polling_interval_sec=RESULT_POLL_SECONDS)
+        done = self._wake.waiter(rid) if self._wake is not None else None
+        watched = local_turns.watch(rid) if self._client is None else None
+        try:
+            if self._client is not None:
+                options: Any = {
+                    "workflow_name": WORKFLOW_NAME,
+                    "queue_name": QUEUE_NAME,
+                    "workflow_id": rid,
+                    "queue_partition_key": chat_key,
+                    "app_version": APP_VERSION,
+                }
+                await self._client.enqueue_async(options, chat_key, text)
+            else:
+                with (
+                    SetWorkflowID(rid),
+                    SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION),
+                ):
+                    await self._queue.enqueue_async(turn_workflow, chat_key, text)
+                if self._dequeuer is not None:  # claim it now rather than at the next poll
+                    self._dequeuer.request()
+            if self._wake is not None:  # other workers claim at once (this one already did)
+                self._wake.notify_soon(QUEUED_CHANNEL)
+            result = await self._await_result(rid, watched, done)
+        finally:
+            if watched is not None:
+                local_turns.unwatch(rid, watched)
+            if done is not None and self._wake is not None:
+                self._wake.forget(rid, done)
         if on_step is not None:  # durable mode reports the outcome, not live steps (see module doc)
             data: dict[str, Any] = {"requestId": result.request_id}
             if not result.success:
@@ -299,6 +368,45 @@ class DurableExecutor:
             if asyncio.iscoroutine(outcome):
                 await outcome
         return result
+
+    async def _await_result(
+        self,
+        rid: str,
+        watched: asyncio.Future[asyncio.Task[Any]] | None,
+        done: asyncio.Future[None] | None,
+    ) -> AgentResult:
+        """The turn's recorded result: from its task when it runs here, else from the database.
+
+        The workflow's task ends after DBOS recorded the outcome, so both paths return what the
+        database holds. A turn running elsewhere is read from the database when its worker's
+        ``NOTIFY`` arrives (Postgres), and otherwise at a growing interval (the fallback).
+        """
+        from dbos._outcome import NoResult
+
+        sys_db = self._client._sys_db if self._client is not None else _sys_db()
+        interval = RESULT_POLL_SECONDS
+        if done is not None:  # Postgres: the worker's notification is the signal, polls a fallback
+            interval = RESULT_POLL_MAX_SECONDS[self._backend] / 4
+        elif watched is not None:  # this worker claims the turn itself in a few milliseconds
+            interval = RESULT_POLL_SECONDS * 5
+        while True:
+            signals: set[asyncio.Future[Any]] = {f for f in (watched, done) if f is not None}
+            if signals:
+                await asyncio.wait(signals, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+            else:
+                await asyncio.sleep(interval)
+            if watched is not None and watched.done():
+                task = watched.result()
+                await asyncio.wait({task})
+                if not task.cancelled():
+                    return task.result()  # type: ignore[no-any-return]
+                watched = None  # cancelled (this worker is stopping): the database decides
+            found = await anyio.to_thread.run_sync(sys_db.check_workflow_result, rid)
+            if not isinstance(found, NoResult):
+                return found  # type: ignore[no-any-return]
+            if done is not None and done.done():
+                done = self._wake.waiter(rid) if self._wake is not None else None  # re-arm
+            interval = min(interval * 1.5, RESULT_POLL_MAX_SECONDS[self._backend])
 
 
 def _sys_db() -> Any:

@@ -8,20 +8,24 @@ Several workers therefore mean several processes, which is what a cluster is any
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from dbos import DBOS
 
 from ..errors import ShipAgentError
 from ..results import AgentResult
+from ._local import LocalTurns
 from ._settings import WORKFLOW_NAME
 
 if TYPE_CHECKING:
     from ..agent import ShipAgent
 
-__all__ = ["bind_agent", "turn_workflow"]
+__all__ = ["bind_agent", "local_turns", "turn_workflow"]
 
 _agent: ShipAgent | None = None
+local_turns = LocalTurns()
+"""The turns this process waits for: a turn that starts here hands its task to the waiter."""
 
 
 def bind_agent(agent: ShipAgent | None) -> None:
@@ -35,4 +39,7 @@ async def turn_workflow(chat_key: str, text: str) -> AgentResult:
     """Run one turn; the workflow id is the turn's request id."""
     if _agent is None:  # pragma: no cover - a worker binds before DBOS launches
         raise ShipAgentError("no agent is bound to this durable worker")
-    return await _agent.execute_turn(chat_key, text, request_id=DBOS.workflow_id)
+    workflow_id = DBOS.workflow_id
+    if workflow_id is not None:
+        local_turns.started(workflow_id, asyncio.current_task())
+    return await _agent.execute_turn(chat_key, text, request_id=workflow_id)

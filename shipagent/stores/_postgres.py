@@ -230,7 +230,9 @@ class PgStores:
         said = transcript_records(key, rid, turn.user_text, turn.transcript_answer, turn.sent)
         entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
         cards = turn_cards(key, rid, turn.user_text, turn.output)
-        async with self.pool.connection() as conn, conn.transaction():
+        # pipeline mode: statements whose results are not read go out without waiting for the
+        # server, so the ~16 statements cost a handful of round trips instead of one each
+        async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
             await conn.execute(
                 "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (f"messages\x1f{key}",)
             )
