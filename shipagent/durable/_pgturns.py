@@ -97,7 +97,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         cards = [] if replayed else await stores.commit_turn(write)
     except Exception as exc:  # the database refused: nothing of the turn is visible (one transaction)
         return None, exc
-    if not cards:  # an attempt that died before DBOS recorded the step committed it: reload
+    if not cards:  # an earlier attempt of this turn already committed it (a replay): reload
         chats.install(key, *await load_numbered(stores, agent.paths, key))
         return None, None
     for result in (turn.base_compaction, done):
