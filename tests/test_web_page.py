@@ -250,3 +250,28 @@ def test_asks_for_the_api_key_and_keeps_it_for_the_tab(page: Page, tmp_path: Pat
             "This API key may not read chat ops:internal."
         )
         assert page.locator(".chat-item.active").get_attribute("data-chat-key") == "ops:internal"
+
+
+def test_a_turn_that_ends_while_the_transcript_loads_stays_on_screen(page: Page, tmp_path: Path) -> None:
+    held: list[tuple[Any, Any]] = []
+
+    def hold_first_read(route: Any) -> None:
+        if not held:  # read now (before the turn), answered only after the turn has finished
+            held.append((route, route.fetch()))
+        else:
+            route.continue_()
+
+    with server(tmp_path / "project") as url:
+        page.route("**/transcript?*", hold_first_read)
+        page.goto(url + "/")
+        page.wait_for_function("document.querySelector('#chat-key').value.startsWith('web:')")
+        page.fill("#input", "sent while the page loads")
+        page.press("#input", "Enter")
+        page.wait_for_selector(".turn.finished", state="attached")
+        assert len(held) == 1
+        with page.expect_response("**/transcript?*"):
+            route, stale = held[0]
+            route.fulfill(response=stale)  # the read without this turn arrives last
+        page.wait_for_timeout(300)  # let the page handle it before looking
+        expect(page.locator(".msg.user .bubble")).to_have_text(["sent while the page loads"])
+        expect(page.locator(".msg.assistant .bubble").last).to_have_text(STREAMED)

@@ -40,6 +40,7 @@
     drafts: new Set(), // new chats not yet on the server (no message sent)
     live: new Map(), // chat key -> [user bubble, turn element] of the turn being streamed
     stops: new Map(), // chat key -> AbortController of its running turn (Stop = disconnect = cancel)
+    sends: 0, // turns started in this tab: a transcript read older than a finished turn is read again
   };
 
   // ---------------------------------------------------------------- API key
@@ -287,18 +288,24 @@
     els.messages.replaceChildren();
     let entries = [];
     let before = null;
-    try {
-      // an unknown chat (a new one) has an empty transcript, not an error
-      const body = await apiJson(transcriptUrl(key, null));
-      entries = listOf(body, "entries", "transcript", "data", "items");
-      before = field(body, "before") ?? null;
-    } catch (err) {
-      if (key === state.chatKey) {
-        els.messages.replaceChildren(note(err.status === 403 ? "This API key may not read chat " + key + "." : err.message, "error"));
+    for (;;) {
+      const sends = state.sends;
+      try {
+        // an unknown chat (a new one) has an empty transcript, not an error
+        const body = await apiJson(transcriptUrl(key, null));
+        entries = listOf(body, "entries", "transcript", "data", "items");
+        before = field(body, "before") ?? null;
+      } catch (err) {
+        if (key === state.chatKey) {
+          els.messages.replaceChildren(note(err.status === 403 ? "This API key may not read chat " + key + "." : err.message, "error"));
+        }
+        return;
       }
-      return;
+      if (key !== state.chatKey) return; // the user moved on while this loaded
+      // A turn sent and finished while this loaded is neither in this read nor live any more:
+      // read again rather than wipe it from the screen.
+      if (sends === state.sends || state.live.has(key)) break;
     }
-    if (key !== state.chatKey) return; // the user moved on while this loaded
     els.messages.replaceChildren();
     if (before != null) els.messages.append(earlierButton(key, before));
     els.messages.append(...entries.map(entryBubble));
@@ -555,6 +562,7 @@
     const asked = bubble("user", text);
     const turn = new Turn(key);
     state.live.set(key, [asked, turn.el]); // kept on screen if the transcript reloads meanwhile
+    state.sends += 1;
     els.messages.append(asked, turn.el);
     scrollDown(true);
     updateComposer();
