@@ -41,7 +41,7 @@ from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from .budget import Budget, Plan, plan_request, render_prior
 from .compaction import MARKER, is_summary
 from .injections import RunInjection, run_injections, strip_injections
-from .sections import Item, render_item
+from .sections import Item, message_facts, render_item
 from .tokens import TokenCalibration, count_tokens
 
 __all__ = [
@@ -141,14 +141,6 @@ def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
     return 0
 
 
-def _call_ids(message: ModelMessage) -> tuple[str, ...]:
-    return tuple(
-        p.tool_call_id
-        for p in message.parts
-        if isinstance(p, ToolCallPart | ToolReturnPart) and p.tool_call_id
-    )
-
-
 def build_items(
     prior: Sequence[ModelMessage],
     sources: Sequence[str] | None,
@@ -161,19 +153,22 @@ def build_items(
     with ``prior``; otherwise they are numbered by position (``history:@<n>``).
     """
     aligned = sources is not None and len(sources) == len(prior)
-    before: list[Item] = []
-    for n, message in enumerate(prior):
-        section = "summary" if n == 0 and is_summary(message) else "history"
-        source = sources[n] if aligned and sources is not None else f"history:@{n}"
-        before.append(Item(message, section, source, _call_ids(message)))
+    names = sources if aligned and sources is not None else [f"history:@{n}" for n in range(len(prior))]
+    before = [_item(m, "history", s) for m, s in zip(prior, names, strict=True)]
+    if before and is_summary(prior[0]):
+        before[0].section = "summary"
     injected = [
         Item(injected_message(i), "injections", f"injection:{i.message.fingerprint}", (i.tool_call_id,))
         for i in injections
     ]
-    run = [
-        Item(m, "turn" if n == 0 else "toolResults", f"turn:{n}", _call_ids(m)) for n, m in enumerate(current)
-    ]
+    run = [_item(m, "turn" if n == 0 else "toolResults", f"turn:{n}") for n, m in enumerate(current)]
     return before, injected, run
+
+
+def _item(message: ModelMessage, section: str, source: str) -> Item:
+    """An item with its token count filled in (remembered per message: see ``message_facts``)."""
+    tokens, ids = message_facts(message)
+    return Item(message, section, source, ids, "whole", None, {}, tokens, tokens)  # positional: hot
 
 
 def render_plan(prior: list[Item], injections: list[Item], current: list[Item]) -> list[ModelMessage]:
