@@ -17,9 +17,11 @@ Since the input is the untouched run history every time, the hook is idempotent 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -180,15 +182,35 @@ def render_plan(prior: list[Item], injections: list[Item], current: list[Item]) 
     return lay_injections(render_prior(prior), run, systems, assistants)
 
 
+_PREFIXES: OrderedDict[tuple[Any, ...], tuple[list[Any], tuple[str, int, int]]] = OrderedDict()
+_PREFIXES_MAX = 64
+
+
 def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, int, int]:
-    """``(sha256, instruction tokens, tool-definition tokens)`` of what every request starts with."""
+    """``(sha256, instruction tokens, tool-definition tokens)`` of what every request starts with.
+
+    Remembered for the last few prefixes: pydantic-ai builds new tool definitions for every
+    request, but their schemas are the same dicts from one request to the next, so the key is the
+    instructions and each tool's name, description and schema *identity* — the entry holds the
+    schemas, so an identity cannot be reused by another dict while it is remembered. A schema
+    rebuilt as a new dict (an MCP server relisting its tools) is a new key and counted again.
+    """
+    defs = [*params.function_tools, *params.output_tools]
+    key = (instructions, *((t.name, t.description, id(t.parameters_json_schema)) for t in defs))
+    found = _PREFIXES.get(key)
+    if found is not None:
+        return found[1]
     tools = [
-        {"name": t.name, "description": t.description, "parameters": t.parameters_json_schema}
-        for t in [*params.function_tools, *params.output_tools]
+        {"name": t.name, "description": t.description, "parameters": t.parameters_json_schema} for t in defs
     ]
     tools_json = json.dumps(tools, sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(f"{instructions}\x00{tools_json}".encode()).hexdigest()
-    return digest[:16], count_tokens(instructions), count_tokens(tools_json)
+    result = digest[:16], count_tokens(instructions), count_tokens(tools_json)
+    _PREFIXES[key] = ([t.parameters_json_schema for t in defs], result)
+    while len(_PREFIXES) > _PREFIXES_MAX:
+        with contextlib.suppress(KeyError):  # another thread evicted it first
+            _PREFIXES.popitem(last=False)
+    return result
 
 
 def _instructions(params: ModelRequestParameters) -> str:
