@@ -110,6 +110,14 @@ def _instrumentation(config: ShipConfig) -> list[Any] | None:
     return [Instrumentation()]
 
 
+def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
+    """The messages run ``run_id`` added: the tail of its message list (no walk over the history)."""
+    start = len(messages)
+    while start and getattr(messages[start - 1], "run_id", None) == run_id:
+        start -= 1
+    return messages[start:]
+
+
 def _then(first: Any, second: Any) -> Any:
     """``first`` then ``second`` (if any), as one blocking callable."""
     if second is None:
@@ -575,7 +583,7 @@ class ShipAgent:
             await self._keep_sent(chat_key, request_id, text, ctx)
             return await self._failed(request_id, outcome, steps, overflow=is_context_overflow(outcome))
         (run_id, messages, output, usage), base, base_compaction = outcome
-        new = [m for m in messages if getattr(m, "run_id", None) == run_id]
+        new = _run_tail(messages, run_id)
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)

@@ -134,9 +134,12 @@ def place_injections(
 def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
     """Index of the current user request: the first message this run created."""
     if run_id is not None:
-        for index, message in enumerate(messages):
-            if getattr(message, "run_id", None) == run_id:
-                return index
+        # the run's messages are the tail of the list: walk back over them, not over the history
+        index = len(messages)
+        while index and getattr(messages[index - 1], "run_id", None) == run_id:
+            index -= 1
+        if index < len(messages):
+            return index
     for index in range(len(messages) - 1, -1, -1):  # fallback (no run id): the last request
         if isinstance(messages[index], ModelRequest):
             return index
