@@ -63,7 +63,7 @@ from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
 from .history.injections import InjectionToolset
-from .history.placement import ContextWindow
+from .history.placement import ContextWindow, PriorItems
 from .history.reconcile import reconcile
 from .history.stores import AgentContextLog, Transcript
 from .history.summarizer import model_summarizer
@@ -116,6 +116,11 @@ def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
     while start and getattr(messages[start - 1], "run_id", None) == run_id:
         start -= 1
     return messages[start:]
+
+
+def _one(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
+    """The toolsets as one: itself when there is one (pydantic-ai walks every layer per request)."""
+    return toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
 
 
 def _then(first: Any, second: Any) -> Any:
@@ -192,6 +197,7 @@ class ShipAgent:
         # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
         self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
         self.token_calibration = TokenCalibration()
+        self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
         """Today's date in the instructions comes from here (tests move it)."""
         self._pa_agent: Agent[None, str] = Agent(
@@ -725,10 +731,7 @@ class ShipAgent:
             instructions=instructions,
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
             toolsets=[
-                CatalogToolset(
-                    SequentialCombinedToolset(self.turn_hooks.toolsets(self._toolsets())),
-                    skills=self._catalog_skills,
-                )
+                CatalogToolset(_one(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
             ],
             capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
@@ -762,6 +765,7 @@ class ShipAgent:
             observer=self._ledger.recorder(ctx.chat_key, ctx.request_id),
             calibration=self.token_calibration,
             chat_key=ctx.chat_key,
+            prior_items=self._prior_items,
         )
 
     def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:

@@ -43,11 +43,12 @@ from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from .budget import Budget, Plan, plan_request, render_prior
 from .compaction import MARKER, is_summary
 from .injections import RunInjection, run_injections, strip_injections
-from .sections import Item, message_facts, render_item
+from .sections import Item, message_facts, message_tokens, render_item
 from .tokens import TokenCalibration, count_tokens
 
 __all__ = [
     "ContextWindow",
+    "PriorItems",
     "RequestObserver",
     "RequestReport",
     "build_items",
@@ -151,23 +152,78 @@ def build_items(
     sources: Sequence[str] | None,
     injections: Sequence[RunInjection],
     current: Sequence[ModelMessage],
+    *,
+    reuse: Sequence[Item] = (),
 ) -> tuple[list[Item], list[Item], list[Item]]:
     """The (prior, injections, current) items of a request, each with its section and source.
 
     ``sources`` names the prior messages (``history:<seq>`` / ``summary:<id>``) when it lines up
-    with ``prior``; otherwise they are numbered by position (``history:@<n>``).
+    with ``prior``; otherwise they are numbered by position (``history:@<n>``). ``reuse`` are
+    unedited prior items of an earlier request: the leading ones that name the same message and
+    source are taken as they are (the caller must not let a plan edit them then).
     """
     aligned = sources is not None and len(sources) == len(prior)
     names = sources if aligned and sources is not None else [f"history:@{n}" for n in range(len(prior))]
-    before = [_item(m, "history", s) for m, s in zip(prior, names, strict=True)]
-    if before and is_summary(prior[0]):
-        before[0].section = "summary"
-    injected = [
-        Item(injected_message(i), "injections", f"injection:{i.message.fingerprint}", (i.tool_call_id,))
-        for i in injections
+    same = _same_prefix(reuse, prior, names)
+    before = [
+        *reuse[:same],
+        *(_item(m, "history", s) for m, s in zip(prior[same:], names[same:], strict=True)),
     ]
+    if before and not same and is_summary(prior[0]):
+        before[0].section = "summary"
+    injected = [_injected_item(i) for i in injections]
     run = [_item(m, "turn" if n == 0 else "toolResults", f"turn:{n}") for n, m in enumerate(current)]
     return before, injected, run
+
+
+def _injected_item(injection: RunInjection) -> Item:
+    message = injected_message(injection)
+    tokens = message_tokens(message)
+    source = f"injection:{injection.message.fingerprint}"
+    return Item(message, "injections", source, (injection.tool_call_id,), "whole", None, {}, tokens, tokens)
+
+
+def _same_prefix(reuse: Sequence[Item], prior: Sequence[ModelMessage], names: Sequence[str]) -> int:
+    """How many leading ``reuse`` items stand for the same messages under the same names, unedited."""
+    n, limit = 0, min(len(reuse), len(prior))
+    while n < limit:
+        item = reuse[n]
+        if (
+            item.message is not prior[n]
+            or item.source != names[n]
+            or item.edit != "whole"
+            or item.cap is not None
+        ):
+            break
+        n += 1
+    return n
+
+
+class PriorItems:
+    """Each chat's prior-history items of its last request that went out unedited, for the next one.
+
+    Why: a chat's history is the same message objects from one request to the next, so building a
+    fresh :class:`Item` for each of a thousand messages on every request is work thrown away. The
+    items are only reused by a request whose plan cannot edit them (no section caps, everything
+    fits: the budget's fast path), so an item the ledger still holds for an earlier request never
+    changes under it. Bounded to the most recent chats (the items hold their messages).
+    """
+
+    def __init__(self, max_chats: int = 64) -> None:
+        self.max_chats = max_chats
+        self._chats: OrderedDict[str, list[Item]] = OrderedDict()
+
+    def get(self, chat_key: str) -> list[Item]:
+        return self._chats.get(chat_key) or []
+
+    def keep(self, chat_key: str, items: list[Item]) -> None:
+        self._chats[chat_key] = items
+        self._chats.move_to_end(chat_key)
+        while len(self._chats) > self.max_chats:
+            self._chats.popitem(last=False)
+
+    def forget(self, chat_key: str) -> None:
+        self._chats.pop(chat_key, None)
 
 
 def _item(message: ModelMessage, section: str, source: str) -> Item:
@@ -286,6 +342,8 @@ class ContextWindow(AbstractCapability[Any]):
     """Whose requests these are (token correction pairs a request with the chat's next one)."""
     calibration: TokenCalibration | None = None
     """Per model, how provider-counted input tokens compare to ours (token correction)."""
+    prior_items: PriorItems | None = None
+    """The agent's per-chat items of the last unedited request (see :class:`PriorItems`)."""
     _kept: dict[str, str] = field(default_factory=dict, repr=False)
     _steps: int = field(default=0, repr=False)
 
@@ -358,6 +416,24 @@ class ContextWindow(AbstractCapability[Any]):
         self._kept.update(kept)
         return bool(kept)
 
+    def _items(
+        self,
+        prior: list[ModelMessage],
+        injections: list[RunInjection],
+        current: list[ModelMessage],
+        budget: Budget,
+    ) -> tuple[list[Item], list[Item], list[Item]]:
+        """The request's items, reusing the chat's unedited prior items when this plan cannot edit them."""
+        cache = self.prior_items
+        if cache is None or budget.caps:
+            return build_items(prior, self.history_sources, injections, current)
+        items = build_items(prior, self.history_sources, injections, current, reuse=cache.get(self.chat_key))
+        if sum(i.tokens for group in items for i in group) > budget.total:  # the plan will edit: fresh items
+            cache.forget(self.chat_key)
+            return build_items(prior, self.history_sources, injections, current)
+        cache.keep(self.chat_key, items[0])
+        return items
+
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
@@ -378,7 +454,7 @@ class ContextWindow(AbstractCapability[Any]):
             # an overrun rather than cutting them; the ledger shows the section's size.
             log.warning("instructions use %d tokens, over their section cap of %d", instruction_tokens, cap)
         for _attempt in range(2):  # twice only when an elided result had to be kept first
-            items = build_items(prior, self.history_sources, injections, current)
+            items = self._items(prior, injections, current, budget)
             plan = plan_request(*items, budget, self._hint)
             if not await self._keep_pending(items[2]):
                 break
