@@ -44,8 +44,10 @@ from turn_overhead import SIZES, instant, make_history
 
 from shipagent import ShipAgent
 from shipagent._combined import SequentialCombinedToolset
+from shipagent.agent import _RunWindow
 from shipagent.execution import use_tool_context
 from shipagent.files import CatalogToolset
+from shipagent.history.placement import ContextWindow
 from shipagent.history.stores import MessageLog
 
 Turn = Callable[[int], Awaitable[None]]
@@ -54,9 +56,17 @@ LAYERS = ("bare", "+ instructions", "+ tools", "+ context window")
 
 def _layer(agent: ShipAgent, instructions: str, name: str, n: int) -> Turn:
     model = agent.model
-    pa: Agent[None, str] = Agent(output_type=str, name="bench", retries=1)
     state: dict[str, list[ModelMessage]] = {"history": make_history(n)}
     level = LAYERS.index(name)
+
+    def window() -> ContextWindow:
+        made = agent._context_window()
+        made.observer = None  # the ledger belongs to the last column
+        return made
+
+    # as ShipAgent does: the window is an agent-level capability, made afresh by its ``for_run``
+    capabilities = [_RunWindow(make=window)] if level >= 3 else []
+    pa: Agent[None, str] = Agent(output_type=str, name="bench", retries=1, capabilities=capabilities)
 
     async def turn(i: int) -> None:
         ctx = agent._context("bench:layers", f"{name}-{i}", None)
@@ -68,10 +78,6 @@ def _layer(agent: ShipAgent, instructions: str, name: str, n: int) -> Turn:
                 toolsets = agent.turn_hooks.toolsets(agent._toolsets())
                 one = toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
                 kwargs["toolsets"] = [CatalogToolset(one, skills=agent._catalog_skills)]
-            if level >= 3:
-                window = agent._context_window()
-                window.observer = None  # the ledger belongs to the last column
-                kwargs["capabilities"] = [window]
             result = await pa.run(f"turn {i}", message_history=state["history"], model=model, **kwargs)
         state["history"] = result.all_messages()
 

@@ -19,6 +19,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
@@ -101,13 +102,23 @@ def is_context_overflow(exc: BaseException) -> bool:
     return False
 
 
-def _instrumentation(config: ShipConfig) -> list[Any] | None:
+def _instrumentation(config: ShipConfig) -> list[Any]:
     """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
     if not config.observability.otel:
-        return None
+        return []
     from pydantic_ai.capabilities.instrumentation import Instrumentation
 
     return [Instrumentation()]
+
+
+@dataclass
+class _RunWindow(ContextWindow):
+    """The agent-level stand-in for each run's :class:`ContextWindow` (``make`` builds the run's)."""
+
+    make: Callable[[], ContextWindow] | None = None
+
+    async def for_run(self, ctx: RunContext[Any]) -> ContextWindow:
+        return self.make() if self.make is not None else self
 
 
 def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
@@ -200,8 +211,14 @@ class ShipAgent:
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
         """Today's date in the instructions comes from here (tests move it)."""
+        # The context window is the agent's own capability, made afresh for each run by its
+        # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
+        # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
         self._pa_agent: Agent[None, str] = Agent(
-            output_type=str, name=config.name, retries=1, capabilities=_instrumentation(config)
+            output_type=str,
+            name=config.name,
+            retries=1,
+            capabilities=[*_instrumentation(config), _RunWindow(make=self._context_window)],
         )
         # Approvals streamed turns wait for (run_stream without an on_approval callback).
         self.approvals = PendingApprovals()
@@ -722,7 +739,6 @@ class ShipAgent:
         instructions: str,
         steps: StepReporter,
     ) -> _LoopResult:
-        window = self._context_window()
         streamed = steps.streaming and can_stream(model)  # else a streamed turn gets whole answers
         async with self._pa_agent.iter(
             text,
@@ -733,7 +749,6 @@ class ShipAgent:
             toolsets=[
                 CatalogToolset(_one(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
             ],
-            capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
         ) as agent_run:
             async for node in agent_run:
@@ -752,7 +767,7 @@ class ShipAgent:
             return result.run_id, result.all_messages(), str(result.output), result.usage
 
     def _context_window(self) -> ContextWindow:
-        """The run's context-window capability, configured from ship.json ``context``."""
+        """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""
         ctx, context = current_tool_context(), self.config.context
         return ContextWindow(
             context.chat_history.max_history_tokens,
