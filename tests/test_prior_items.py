@@ -64,3 +64,24 @@ async def test_a_request_that_edits_leaves_the_records_of_unedited_ones_alone(tm
     # the big result arrived whole in step 2: history gave way, not the result
     results = [p for m in received[-2] for p in m.parts if isinstance(p, ToolReturnPart)]
     assert results and str(results[-1].content).startswith("BIG ")
+
+
+async def test_a_compacted_chat_reuses_its_items_past_the_fused_summary(tmp_path: Path) -> None:
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("fine " * 20)])
+
+    ship = {"context": {"chatHistory": {"inMemoryMaxMessages": 12, "compactKeepLastMessages": 6}}}
+    (tmp_path / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+    agent = ShipAgent.from_project(tmp_path, model=FunctionModel(model))
+    for n in range(8):  # past the bound: the history is a summary + the recent messages
+        assert (await agent.run(KEY, f"message {n}")).success
+    assert (await agent.run(KEY, "one more")).success
+    before = list(agent._prior_items.get(KEY))
+    assert before[0].section == "summary" and before[0].source.startswith("summary:")
+    assert (await agent.run(KEY, "and another")).success
+    after = agent._prior_items.get(KEY)
+    # the summary arrives fused with the next request (new objects each time); the rest is reused
+    shared = [a is b for a, b in zip(before, after, strict=False)]
+    assert shared[2:] == [True] * (len(before) - 2) and len(after) == len(before) + 2
+    records = agent.ledger(KEY)
+    assert [i.source for i in records[-1].items][: len(before)] == [i.source for i in before]

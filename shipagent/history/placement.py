@@ -159,17 +159,16 @@ def build_items(
 
     ``sources`` names the prior messages (``history:<seq>`` / ``summary:<id>``) when it lines up
     with ``prior``; otherwise they are numbered by position (``history:@<n>``). ``reuse`` are
-    unedited prior items of an earlier request: the leading ones that name the same message and
-    source are taken as they are (the caller must not let a plan edit them then).
+    unedited prior items of an earlier request: one at the same position that names the same
+    message and source is taken as it is (the caller must not let a plan edit them then).
     """
     aligned = sources is not None and len(sources) == len(prior)
     names = sources if aligned and sources is not None else [f"history:@{n}" for n in range(len(prior))]
-    same = _same_prefix(reuse, prior, names)
     before = [
-        *reuse[:same],
-        *(_item(m, "history", s) for m, s in zip(prior[same:], names[same:], strict=True)),
+        _reused(reuse, n, m, s) or _item(m, "history", s)
+        for n, (m, s) in enumerate(zip(prior, names, strict=True))
     ]
-    if before and not same and is_summary(prior[0]):
+    if before and not (reuse and before[0] is reuse[0]) and is_summary(prior[0]):
         before[0].section = "summary"
     injected = [_injected_item(i) for i in injections]
     run = [_item(m, "turn" if n == 0 else "toolResults", f"turn:{n}") for n, m in enumerate(current)]
@@ -183,20 +182,19 @@ def _injected_item(injection: RunInjection) -> Item:
     return Item(message, "injections", source, (injection.tool_call_id,), "whole", None, {}, tokens, tokens)
 
 
-def _same_prefix(reuse: Sequence[Item], prior: Sequence[ModelMessage], names: Sequence[str]) -> int:
-    """How many leading ``reuse`` items stand for the same messages under the same names, unedited."""
-    n, limit = 0, min(len(reuse), len(prior))
-    while n < limit:
-        item = reuse[n]
-        if (
-            item.message is not prior[n]
-            or item.source != names[n]
-            or item.edit != "whole"
-            or item.cap is not None
-        ):
-            break
-        n += 1
-    return n
+def _reused(reuse: Sequence[Item], n: int, message: ModelMessage, source: str) -> Item | None:
+    """``reuse[n]`` if it stands for the same message under the same name, unedited.
+
+    Position by position, not only a common prefix: pydantic-ai fuses the compaction summary with
+    the next request, so the first two messages are new objects on every request of a compacted
+    chat while the rest are the same.
+    """
+    if n >= len(reuse):
+        return None
+    item = reuse[n]
+    if item.message is message and item.source == source and item.edit == "whole" and item.cap is None:
+        return item
+    return None
 
 
 class PriorItems:
