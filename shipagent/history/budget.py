@@ -247,7 +247,9 @@ def render_prior(items: Sequence[Item]) -> list[ModelMessage]:
     """The prior-history items as sent: the summary, the budget note if any was dropped, the rest."""
     out: list[ModelMessage] = []
     gone = [i.message for i in items if i.section == "history" and i.edit == "dropped"]
-    note = budget_note(len(gone), gone[-1].timestamp or datetime.now(UTC)) if gone else None
+    if not gone:  # the common case: nothing dropped, no note — each item as it renders
+        return [m for m in map(render_item, items) if m is not None]
+    note: ModelRequest | None = budget_note(len(gone), gone[-1].timestamp or datetime.now(UTC))
     for item in items:
         if note is not None and item.section == "history" and item.edit != "dropped":
             out.append(note)

@@ -164,10 +164,22 @@ def build_items(
     """
     aligned = sources is not None and len(sources) == len(prior)
     names = sources if aligned and sources is not None else [f"history:@{n}" for n in range(len(prior))]
-    before = [
-        _reused(reuse, n, m, s) or _item(m, "history", s)
-        for n, (m, s) in enumerate(zip(prior, names, strict=True))
-    ]
+    # Position by position, not only a common prefix: pydantic-ai fuses the compaction summary
+    # with the next request, so a compacted chat's first two messages are new objects on every
+    # request while the rest are the same. (Inline: this runs once per history message.)
+    before: list[Item] = []
+    kept = len(reuse)
+    for n, (message, source) in enumerate(zip(prior, names, strict=True)):
+        item = reuse[n] if n < kept else None
+        if (
+            item is None
+            or item.message is not message
+            or item.source != source
+            or item.edit != "whole"
+            or item.cap is not None
+        ):
+            item = _item(message, "history", source)
+        before.append(item)
     if before and not (reuse and before[0] is reuse[0]) and is_summary(prior[0]):
         before[0].section = "summary"
     injected = [_injected_item(i) for i in injections]
@@ -180,21 +192,6 @@ def _injected_item(injection: RunInjection) -> Item:
     tokens = message_tokens(message)
     source = f"injection:{injection.message.fingerprint}"
     return Item(message, "injections", source, (injection.tool_call_id,), "whole", None, {}, tokens, tokens)
-
-
-def _reused(reuse: Sequence[Item], n: int, message: ModelMessage, source: str) -> Item | None:
-    """``reuse[n]`` if it stands for the same message under the same name, unedited.
-
-    Position by position, not only a common prefix: pydantic-ai fuses the compaction summary with
-    the next request, so the first two messages are new objects on every request of a compacted
-    chat while the rest are the same.
-    """
-    if n >= len(reuse):
-        return None
-    item = reuse[n]
-    if item.message is message and item.source == source and item.edit == "whole" and item.cap is None:
-        return item
-    return None
 
 
 class PriorItems:

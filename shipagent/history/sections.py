@@ -198,6 +198,8 @@ class Item:
 
 def render_item(item: Item) -> ModelMessage | None:
     """The message sent for ``item`` (``None`` when dropped)."""
+    if item.edit == "whole" and item.cap is None:
+        return item.message
     if item.edit == "dropped":
         return None
     message = item.message

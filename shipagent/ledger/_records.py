@@ -84,7 +84,11 @@ def _unruns(runs: Any, size: int) -> list[str]:
 def items_json(items: Sequence[_ItemLike], extras: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The columnar form of ``items`` (see the module doc); ``extras`` adds fields by index."""
     out_extra: dict[str, dict[str, Any]] = {}
-    for index, item in enumerate(items):
+    # A plan only changes an item through an edit (cut, elided, dropped), so a "whole" item has
+    # nothing more to say unless it carries tool call ids; the test below is all most items get.
+    unusual = [n for n, i in enumerate(items) if i.tool_call_ids or i.edit != "whole"]
+    for index in unusual:
+        item = items[index]
         ids = item.tool_call_ids
         if item.cap is None and not item.hints and not ids and item.original_tokens == item.tokens:
             continue
