@@ -6,8 +6,10 @@ times each phase of ``ShipAgent.run`` by wrapping the methods that implement it:
 * ``load history`` (``ChatHistories.aget``), ``instructions`` (``ShipAgent._instructions``),
   ``toolsets`` (building the guarded toolset list), ``tool loop`` (pydantic-ai's run, including
   the catalog check in ``CatalogToolset.get_tools`` and its tool-definition preparation),
-* ``commit``: message log, transcript, agent-context log and the card store's output box, all
-  written in one worker-thread hop before ``run`` returns.
+* ``context window``: shipagent's own work before each model request (the sectioned budget plan,
+  injection placement, the prefix hash, the report to the ledger);
+* ``commit``: message log, transcript, agent-context log, the card store's output box and the
+  ledger's records, all written in one worker-thread hop before ``run`` returns.
 
 The history grows by two messages a turn (as in ``turn_overhead.py``).
 
@@ -42,7 +44,9 @@ from shipagent.files import CatalogToolset
 from shipagent.files import _catalog as files_catalog
 from shipagent.handover import Handover
 from shipagent.history.chats import ChatHistories
-from shipagent.history.stores import MessageLog
+from shipagent.history.placement import ContextWindow
+from shipagent.history.stores import AgentContextLog, MessageLog, Transcript
+from shipagent.ledger import LedgerRecorder, LedgerStore
 
 spent: dict[str, list[float]] = defaultdict(list)
 
@@ -50,6 +54,7 @@ spent: dict[str, list[float]] = defaultdict(list)
 def timed(owner: Any, attr: str, label: str) -> None:
     """Replace ``owner.attr`` (sync or async) with a wrapper adding its wall time to ``label``."""
     original: Callable[..., Any] = getattr(owner, attr)
+    spent[label]  # the table lists the phases in the order they are registered here
     if hasattr(original, "__code__") and original.__code__.co_flags & 0x80:  # a coroutine function
 
         @functools.wraps(original)
@@ -87,6 +92,7 @@ async def main() -> None:
     (root / "ship.json").write_text(json.dumps({"name": "bench", "context": {"chatHistory": bounds}}))
     agent = ShipAgent.from_project(root, model=FunctionModel(instant))
     MessageLog(agent.paths).append_turn("bench:chat", "seed", make_history(args.history))
+    Transcript(agent.paths).append_turn("bench:chat", "seed", "seeded", "seeded")
     for _ in range(5):
         await agent.run("bench:chat", "warm up")
 
@@ -97,7 +103,19 @@ async def main() -> None:
     timed(CatalogToolset, "get_tools", "  of which: tool defs + catalog check")
     timed(SequentialCombinedToolset, "get_tools", "    of which: tool defs of shipagent's toolsets")
     timed(files_catalog, "render_catalog", "    of which: catalog rendering")
-    timed(ChatHistories, "commit", "commit: message log, transcript, agent-context log, cards (one hop)")
+    timed(
+        ContextWindow, "before_model_request", "  of which: context window (budget plan, injections, prefix)"
+    )
+    timed(LedgerRecorder, "on_request", "    of which: handing the request to the ledger")
+    timed(
+        ChatHistories, "commit", "commit: message log, transcript, agent-context log, cards, ledger (one hop)"
+    )
+    timed(MessageLog, "append_turn", "  of which: message log append (in the worker thread)")
+    timed(Transcript, "append_turn", "  of which: transcript append (in the worker thread)")
+    timed(AgentContextLog, "append", "  of which: agent-context append (in the worker thread)")
+    timed(type(agent.handover.store), "append_to_box_sync", "  of which: card store (in the worker thread)")
+    timed(LedgerRecorder, "lines", "  of which: ledger records encoded (in the worker thread)")
+    timed(LedgerStore, "append_lines", "  of which: ledger append (in the worker thread)")
     timed(Handover, "record_turn", "card store, awaited separately (a chat's first turn only)")
     timed(ShipAgent, "run", "whole turn")
     for i in range(args.turns):

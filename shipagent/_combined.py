@@ -10,20 +10,66 @@ toolset) still does its own fan-out inside.
 
 This reaches into pydantic-ai's private instruction-relay helpers to keep its attribution rules
 exactly; pydantic-ai is pinned ``<3`` and the agent tests cover toolset instructions and tools.
+
+A plain ``FunctionToolset`` child whose tools have no ``prepare`` function lists the same tools
+on every request: its ``get_tools`` copies the run context once per tool to hand it to a
+``prepare`` that does not exist. :func:`_function_tools` keeps that listing and hands it out
+again while every tool is the same object with an equal definition (the check builds each
+definition, which is cheap; the copies are what cost).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
-from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, ToolsetTool
+from pydantic_ai.tools import Tool, ToolDefinition
+from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, ToolsetTool
 from pydantic_ai.toolsets._instruction_collection import RELAYS, InstructionContribution, RelayedPart
 from pydantic_ai.toolsets.combined import _CombinedToolsetTool
 
 __all__ = ["SequentialCombinedToolset"]
+
+_Listing = tuple[
+    "weakref.ref[AbstractToolset[Any]]",
+    list[tuple[str, Tool[Any], ToolDefinition]],
+    tuple[int | None, int],
+    dict[str, ToolsetTool[Any]],
+]
+_listings: dict[int, _Listing] = {}
+"""``id(toolset)`` -> (weak reference, its tools and their definitions, retry settings, listing)."""
+
+
+def _same_tools(toolset: FunctionToolset[Any], known: list[tuple[str, Tool[Any], ToolDefinition]]) -> bool:
+    tools = toolset.tools
+    if len(tools) != len(known):
+        return False
+    for (name, tool), (known_name, known_tool, known_def) in zip(tools.items(), known, strict=True):
+        if name != known_name or tool is not known_tool or tool.prepare is not None:
+            return False
+        if tool.tool_def != known_def:  # an attribute of the tool was changed since
+            return False
+    return True
+
+
+async def _function_tools(toolset: AbstractToolset[Any], ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
+    """``toolset.get_tools(ctx)``, remembered for a plain ``FunctionToolset`` without ``prepare``."""
+    if type(toolset) is not FunctionToolset:
+        return await toolset.get_tools(ctx)
+    retries = (toolset.max_retries, ctx.max_retries)
+    found = _listings.get(id(toolset))
+    if found is not None and found[0]() is toolset and found[2] == retries and _same_tools(toolset, found[1]):
+        return found[3]
+    tools = await toolset.get_tools(ctx)
+    if all(t.prepare is None for t in toolset.tools.values()):
+        known = [(name, tool, tool.tool_def) for name, tool in toolset.tools.items()]
+        if len(_listings) > 256:  # toolsets of agents that are gone
+            _listings.clear()
+        _listings[id(toolset)] = (weakref.ref(toolset), known, retries, tools)
+    return tools
 
 
 @dataclass
@@ -43,7 +89,7 @@ class SequentialCombinedToolset(CombinedToolset[Any]):
         # CombinedToolset.get_tools with the children awaited in order; the merge is unchanged.
         all_tools: dict[str, ToolsetTool[Any]] = {}
         for toolset in self.toolsets:
-            for name, tool in (await toolset.get_tools(ctx)).items():
+            for name, tool in (await _function_tools(toolset, ctx)).items():
                 tool_toolset = tool.toolset
                 if existing := all_tools.get(name):
                     label = tool_toolset.label[0].upper() + tool_toolset.label[1:]

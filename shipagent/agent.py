@@ -19,6 +19,7 @@ import logging
 import uuid
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -26,7 +27,7 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-from pydantic_ai import Agent
+from pydantic_ai import Agent, RunContext
 from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
@@ -63,7 +64,7 @@ from .handover import Handover
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult, compact
 from .history.injections import InjectionToolset
-from .history.placement import ContextWindow
+from .history.placement import ContextWindow, PriorItems
 from .history.reconcile import reconcile
 from .history.stores import AgentContextLog, Transcript
 from .history.summarizer import model_summarizer
@@ -109,13 +110,36 @@ def is_context_overflow(exc: BaseException) -> bool:
     return False
 
 
-def _instrumentation(config: ShipConfig) -> list[Any] | None:
+def _instrumentation(config: ShipConfig) -> list[Any]:
     """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
     if not config.observability.otel:
-        return None
+        return []
     from pydantic_ai.capabilities.instrumentation import Instrumentation
 
     return [Instrumentation()]
+
+
+@dataclass
+class _RunWindow(ContextWindow):
+    """The agent-level stand-in for each run's :class:`ContextWindow` (``make`` builds the run's)."""
+
+    make: Callable[[], ContextWindow] | None = None
+
+    async def for_run(self, ctx: RunContext[Any]) -> ContextWindow:
+        return self.make() if self.make is not None else self
+
+
+def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
+    """The messages run ``run_id`` added: the tail of its message list (no walk over the history)."""
+    start = len(messages)
+    while start and getattr(messages[start - 1], "run_id", None) == run_id:
+        start -= 1
+    return messages[start:]
+
+
+def _one(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
+    """The toolsets as one: itself when there is one (pydantic-ai walks every layer per request)."""
+    return toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
 
 
 def _then(first: Any, second: Any) -> Any:
@@ -198,10 +222,17 @@ class ShipAgent:
         # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
         self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
         self.token_calibration = TokenCalibration()
+        self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
         """Today's date in the instructions comes from here (tests move it)."""
+        # The context window is the agent's own capability, made afresh for each run by its
+        # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
+        # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
         self._pa_agent: Agent[None, str] = Agent(
-            output_type=str, name=config.name, retries=1, capabilities=_instrumentation(config)
+            output_type=str,
+            name=config.name,
+            retries=1,
+            capabilities=[*_instrumentation(config), _RunWindow(make=self._context_window)],
         )
         # Approvals streamed turns wait for (run_stream without an on_approval callback).
         self.approvals = PendingApprovals()
@@ -605,7 +636,7 @@ class ShipAgent:
             await self._keep_sent(chat_key, request_id, text, ctx)
             return await self._failed(request_id, outcome, steps, overflow=is_context_overflow(outcome))
         (run_id, messages, output, usage), base, base_compaction = outcome
-        new = [m for m in messages if getattr(m, "run_id", None) == run_id]
+        new = _run_tail(messages, run_id)
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = self._final_output(output, ctx, channel, records)
@@ -738,7 +769,6 @@ class ShipAgent:
         instructions: str,
         steps: StepReporter,
     ) -> _LoopResult:
-        window = self._context_window()
         streamed = steps.streaming and can_stream(model)  # else a streamed turn gets whole answers
         async with self._pa_agent.iter(
             text,
@@ -747,12 +777,8 @@ class ShipAgent:
             instructions=instructions,
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
             toolsets=[
-                CatalogToolset(
-                    SequentialCombinedToolset(self.turn_hooks.toolsets(self._toolsets())),
-                    skills=self._catalog_skills,
-                )
+                CatalogToolset(_one(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
             ],
-            capabilities=[window],
             model_settings=build_model_settings(self.config.llm) or None,
         ) as agent_run:
             async for node in agent_run:
@@ -771,7 +797,7 @@ class ShipAgent:
             return result.run_id, result.all_messages(), str(result.output), result.usage
 
     def _context_window(self) -> ContextWindow:
-        """The run's context-window capability, configured from ship.json ``context``."""
+        """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""
         ctx, context = current_tool_context(), self.config.context
         return ContextWindow(
             context.chat_history.max_history_tokens,
@@ -784,6 +810,7 @@ class ShipAgent:
             observer=self._ledger.recorder(ctx.chat_key, ctx.request_id),
             calibration=self.token_calibration,
             chat_key=ctx.chat_key,
+            prior_items=self._prior_items,
         )
 
     def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:

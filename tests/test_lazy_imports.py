@@ -6,8 +6,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 HEAVY = ("pydantic_ai", "mcp", "mcp_types", "fastmcp", "openai", "jsonschema")
 
 
@@ -58,11 +56,10 @@ ROOMS_UNUSED = (
     "shipagent.durable",
     "shipagent.files._cli",
     "shipagent.mcp._cli",
+    "shipagent.ledger._cli",
+    "typer",
+    "tiktoken",
 )
-# Still loaded through modules another room owns (the ledger's `inspect` sub-app imports typer;
-# history/tokens.py imports tiktoken for its encoding): strict xfail, so the day they turn lazy
-# this test fails until the names move into ROOMS_UNUSED.
-OWNED_ELSEWHERE = ("typer", "shipagent.ledger._cli", "tiktoken")
 
 _AGENT_WITHOUT_A_TURN = (
     "import sys\n"
@@ -84,10 +81,3 @@ def test_a_plain_agent_loads_no_room_it_does_not_use(tmp_path: Path) -> None:
     loaded = _modules_after_agent(str(tmp_path))
     assert "shipagent.agent" in loaded  # the probe really built an agent
     assert [name for name in ROOMS_UNUSED if name in loaded] == []
-
-
-@pytest.mark.xfail(strict=True, reason="typer (ledger/_cli.py) and tiktoken (history/tokens.py) load eagerly")
-def test_a_plain_agent_loads_neither_typer_nor_tiktoken(tmp_path: Path) -> None:
-    (tmp_path / "ship.json").write_text('{"name": "plain"}')
-    loaded = _modules_after_agent(str(tmp_path))
-    assert [name for name in OWNED_ELSEWHERE if name in loaded] == []

@@ -34,7 +34,7 @@ from pydantic_ai.messages import (
 )
 
 from .compaction import MARKER, is_summary
-from .sections import Item, cap_message, message_tokens, render_item
+from .sections import Item, cap_message, message_facts, message_tokens, render_item
 
 __all__ = ["Budget", "Plan", "budget_note", "fit_to_budget", "message_tokens", "plan_request"]
 
@@ -194,7 +194,8 @@ def plan_request(
     """Decide each item's edit so the request fits ``budget`` (see the module doc for the order)."""
     items = [*prior, *injections, *current]
     for item in items:
-        item.original_tokens = item.tokens = message_tokens(item.message)
+        if not item.original_tokens:  # ``build_items`` counts them already
+            item.original_tokens = item.tokens = message_facts(item.message)[0]
     plan = Plan(items, budget)
     if _tokens(items) <= budget.total and not budget.caps:
         return plan
@@ -246,7 +247,9 @@ def render_prior(items: Sequence[Item]) -> list[ModelMessage]:
     """The prior-history items as sent: the summary, the budget note if any was dropped, the rest."""
     out: list[ModelMessage] = []
     gone = [i.message for i in items if i.section == "history" and i.edit == "dropped"]
-    note = budget_note(len(gone), gone[-1].timestamp or datetime.now(UTC)) if gone else None
+    if not gone:  # the common case: nothing dropped, no note — each item as it renders
+        return [m for m in map(render_item, items) if m is not None]
+    note: ModelRequest | None = budget_note(len(gone), gone[-1].timestamp or datetime.now(UTC))
     for item in items:
         if note is not None and item.section == "history" and item.edit != "dropped":
             out.append(note)

@@ -17,9 +17,11 @@ Since the input is the untouched run history every time, the hook is idempotent 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -41,11 +43,12 @@ from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 from .budget import Budget, Plan, plan_request, render_prior
 from .compaction import MARKER, is_summary
 from .injections import RunInjection, run_injections, strip_injections
-from .sections import Item, render_item
+from .sections import Item, message_facts, message_tokens, render_item
 from .tokens import TokenCalibration, count_tokens
 
 __all__ = [
     "ContextWindow",
+    "PriorItems",
     "RequestObserver",
     "RequestReport",
     "build_items",
@@ -132,21 +135,16 @@ def place_injections(
 def _split_current(messages: list[ModelMessage], run_id: str | None) -> int:
     """Index of the current user request: the first message this run created."""
     if run_id is not None:
-        for index, message in enumerate(messages):
-            if getattr(message, "run_id", None) == run_id:
-                return index
+        # the run's messages are the tail of the list: walk back over them, not over the history
+        index = len(messages)
+        while index and getattr(messages[index - 1], "run_id", None) == run_id:
+            index -= 1
+        if index < len(messages):
+            return index
     for index in range(len(messages) - 1, -1, -1):  # fallback (no run id): the last request
         if isinstance(messages[index], ModelRequest):
             return index
     return 0
-
-
-def _call_ids(message: ModelMessage) -> tuple[str, ...]:
-    return tuple(
-        p.tool_call_id
-        for p in message.parts
-        if isinstance(p, ToolCallPart | ToolReturnPart) and p.tool_call_id
-    )
 
 
 def build_items(
@@ -154,26 +152,79 @@ def build_items(
     sources: Sequence[str] | None,
     injections: Sequence[RunInjection],
     current: Sequence[ModelMessage],
+    *,
+    reuse: Sequence[Item] = (),
 ) -> tuple[list[Item], list[Item], list[Item]]:
     """The (prior, injections, current) items of a request, each with its section and source.
 
     ``sources`` names the prior messages (``history:<seq>`` / ``summary:<id>``) when it lines up
-    with ``prior``; otherwise they are numbered by position (``history:@<n>``).
+    with ``prior``; otherwise they are numbered by position (``history:@<n>``). ``reuse`` are
+    unedited prior items of an earlier request: one at the same position that names the same
+    message and source is taken as it is (the caller must not let a plan edit them then).
     """
     aligned = sources is not None and len(sources) == len(prior)
+    names = sources if aligned and sources is not None else [f"history:@{n}" for n in range(len(prior))]
+    # Position by position, not only a common prefix: pydantic-ai fuses the compaction summary
+    # with the next request, so a compacted chat's first two messages are new objects on every
+    # request while the rest are the same. (Inline: this runs once per history message.)
     before: list[Item] = []
-    for n, message in enumerate(prior):
-        section = "summary" if n == 0 and is_summary(message) else "history"
-        source = sources[n] if aligned and sources is not None else f"history:@{n}"
-        before.append(Item(message, section, source, _call_ids(message)))
-    injected = [
-        Item(injected_message(i), "injections", f"injection:{i.message.fingerprint}", (i.tool_call_id,))
-        for i in injections
-    ]
-    run = [
-        Item(m, "turn" if n == 0 else "toolResults", f"turn:{n}", _call_ids(m)) for n, m in enumerate(current)
-    ]
+    kept = len(reuse)
+    for n, (message, source) in enumerate(zip(prior, names, strict=True)):
+        item = reuse[n] if n < kept else None
+        if (
+            item is None
+            or item.message is not message
+            or item.source != source
+            or item.edit != "whole"
+            or item.cap is not None
+        ):
+            item = _item(message, "history", source)
+        before.append(item)
+    if before and not (reuse and before[0] is reuse[0]) and is_summary(prior[0]):
+        before[0].section = "summary"
+    injected = [_injected_item(i) for i in injections]
+    run = [_item(m, "turn" if n == 0 else "toolResults", f"turn:{n}") for n, m in enumerate(current)]
     return before, injected, run
+
+
+def _injected_item(injection: RunInjection) -> Item:
+    message = injected_message(injection)
+    tokens = message_tokens(message)
+    source = f"injection:{injection.message.fingerprint}"
+    return Item(message, "injections", source, (injection.tool_call_id,), "whole", None, {}, tokens, tokens)
+
+
+class PriorItems:
+    """Each chat's prior-history items of its last request that went out unedited, for the next one.
+
+    Why: a chat's history is the same message objects from one request to the next, so building a
+    fresh :class:`Item` for each of a thousand messages on every request is work thrown away. The
+    items are only reused by a request whose plan cannot edit them (no section caps, everything
+    fits: the budget's fast path), so an item the ledger still holds for an earlier request never
+    changes under it. Bounded to the most recent chats (the items hold their messages).
+    """
+
+    def __init__(self, max_chats: int = 64) -> None:
+        self.max_chats = max_chats
+        self._chats: OrderedDict[str, list[Item]] = OrderedDict()
+
+    def get(self, chat_key: str) -> list[Item]:
+        return self._chats.get(chat_key) or []
+
+    def keep(self, chat_key: str, items: list[Item]) -> None:
+        self._chats[chat_key] = items
+        self._chats.move_to_end(chat_key)
+        while len(self._chats) > self.max_chats:
+            self._chats.popitem(last=False)
+
+    def forget(self, chat_key: str) -> None:
+        self._chats.pop(chat_key, None)
+
+
+def _item(message: ModelMessage, section: str, source: str) -> Item:
+    """An item with its token count filled in (remembered per message: see ``message_facts``)."""
+    tokens, ids = message_facts(message)
+    return Item(message, section, source, ids, "whole", None, {}, tokens, tokens)  # positional: hot
 
 
 def render_plan(prior: list[Item], injections: list[Item], current: list[Item]) -> list[ModelMessage]:
@@ -185,15 +236,35 @@ def render_plan(prior: list[Item], injections: list[Item], current: list[Item]) 
     return lay_injections(render_prior(prior), run, systems, assistants)
 
 
+_PREFIXES: OrderedDict[tuple[Any, ...], tuple[list[Any], tuple[str, int, int]]] = OrderedDict()
+_PREFIXES_MAX = 64
+
+
 def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, int, int]:
-    """``(sha256, instruction tokens, tool-definition tokens)`` of what every request starts with."""
+    """``(sha256, instruction tokens, tool-definition tokens)`` of what every request starts with.
+
+    Remembered for the last few prefixes: pydantic-ai builds new tool definitions for every
+    request, but their schemas are the same dicts from one request to the next, so the key is the
+    instructions and each tool's name, description and schema *identity* — the entry holds the
+    schemas, so an identity cannot be reused by another dict while it is remembered. A schema
+    rebuilt as a new dict (an MCP server relisting its tools) is a new key and counted again.
+    """
+    defs = [*params.function_tools, *params.output_tools]
+    key = (instructions, *((t.name, t.description, id(t.parameters_json_schema)) for t in defs))
+    found = _PREFIXES.get(key)
+    if found is not None:
+        return found[1]
     tools = [
-        {"name": t.name, "description": t.description, "parameters": t.parameters_json_schema}
-        for t in [*params.function_tools, *params.output_tools]
+        {"name": t.name, "description": t.description, "parameters": t.parameters_json_schema} for t in defs
     ]
     tools_json = json.dumps(tools, sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(f"{instructions}\x00{tools_json}".encode()).hexdigest()
-    return digest[:16], count_tokens(instructions), count_tokens(tools_json)
+    result = digest[:16], count_tokens(instructions), count_tokens(tools_json)
+    _PREFIXES[key] = ([t.parameters_json_schema for t in defs], result)
+    while len(_PREFIXES) > _PREFIXES_MAX:
+        with contextlib.suppress(KeyError):  # another thread evicted it first
+            _PREFIXES.popitem(last=False)
+    return result
 
 
 def _instructions(params: ModelRequestParameters) -> str:
@@ -266,6 +337,8 @@ class ContextWindow(AbstractCapability[Any]):
     """Whose requests these are (token correction pairs a request with the chat's next one)."""
     calibration: TokenCalibration | None = None
     """Per model, how provider-counted input tokens compare to ours (token correction)."""
+    prior_items: PriorItems | None = None
+    """The agent's per-chat items of the last unedited request (see :class:`PriorItems`)."""
     _kept: dict[str, str] = field(default_factory=dict, repr=False)
     _steps: int = field(default=0, repr=False)
 
@@ -338,6 +411,24 @@ class ContextWindow(AbstractCapability[Any]):
         self._kept.update(kept)
         return bool(kept)
 
+    def _items(
+        self,
+        prior: list[ModelMessage],
+        injections: list[RunInjection],
+        current: list[ModelMessage],
+        budget: Budget,
+    ) -> tuple[list[Item], list[Item], list[Item]]:
+        """The request's items, reusing the chat's unedited prior items when this plan cannot edit them."""
+        cache = self.prior_items
+        if cache is None or budget.caps:
+            return build_items(prior, self.history_sources, injections, current)
+        items = build_items(prior, self.history_sources, injections, current, reuse=cache.get(self.chat_key))
+        if sum(i.tokens for group in items for i in group) > budget.total:  # the plan will edit: fresh items
+            cache.forget(self.chat_key)
+            return build_items(prior, self.history_sources, injections, current)
+        cache.keep(self.chat_key, items[0])
+        return items
+
     async def before_model_request(
         self, ctx: RunContext[Any], request_context: ModelRequestContext
     ) -> ModelRequestContext:
@@ -358,7 +449,7 @@ class ContextWindow(AbstractCapability[Any]):
             # an overrun rather than cutting them; the ledger shows the section's size.
             log.warning("instructions use %d tokens, over their section cap of %d", instruction_tokens, cap)
         for _attempt in range(2):  # twice only when an elided result had to be kept first
-            items = build_items(prior, self.history_sources, injections, current)
+            items = self._items(prior, injections, current, budget)
             plan = plan_request(*items, budget, self._hint)
             if not await self._keep_pending(items[2]):
                 break

@@ -10,7 +10,9 @@ store only the decisions and rebuild the exact request later (``agent.reconstruc
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -37,6 +39,7 @@ __all__ = [
     "cap_message",
     "elide_message",
     "elision_stub",
+    "message_facts",
     "message_tokens",
     "message_upper_bound",
     "part_text",
@@ -69,6 +72,46 @@ def part_text(part: Part) -> str:
 def message_tokens(message: ModelMessage) -> int:
     """Tokens a message costs: its parts' text plus a small per-message overhead."""
     return _PER_MESSAGE_OVERHEAD + sum(count_tokens(part_text(p)) for p in message.parts)
+
+
+def _call_ids(message: ModelMessage) -> tuple[str, ...]:
+    return tuple(
+        p.tool_call_id
+        for p in message.parts
+        if isinstance(p, ToolCallPart | ToolReturnPart) and p.tool_call_id
+    )
+
+
+_FACTS_MAX = 16384
+_facts: dict[int, tuple[weakref.ref[ModelMessage], object, int, int, tuple[str, ...]]] = {}
+"""``id(message)`` -> (weak reference, its parts list, their count, tokens, tool call ids)."""
+
+
+def message_facts(message: ModelMessage) -> tuple[int, tuple[str, ...]]:
+    """``(message_tokens(message), the tool call ids it makes or answers)``, remembered per message.
+
+    Why: every model request plans the whole history, and a chat's messages are the same objects
+    from one request (and turn) to the next; tokenising and scanning a 1,000-message history on
+    every request cost more than the rest of the plan. The entry is keyed by identity and checked
+    against the message's parts list (messages are replaced, never edited in place — and a list
+    that was swapped or grew is counted again); a weak reference keeps no message alive, and the
+    table is bounded (oldest entries go first).
+    """
+    key = id(message)
+    hit = _facts.get(key)
+    parts = message.parts
+    if hit is not None and hit[0]() is message and hit[1] is parts and hit[2] == len(parts):
+        return hit[3], hit[4]
+    tokens, ids = message_tokens(message), _call_ids(message)
+    try:
+        ref = weakref.ref(message)
+    except TypeError:  # pragma: no cover - pydantic-ai's messages take weak references
+        return tokens, ids
+    if hit is None and len(_facts) >= _FACTS_MAX:
+        with contextlib.suppress(StopIteration, KeyError, RuntimeError):  # another thread got there first
+            del _facts[next(iter(_facts))]
+    _facts[key] = (ref, parts, len(parts), tokens, ids)
+    return tokens, ids
 
 
 def message_upper_bound(message: ModelMessage) -> int:
@@ -155,6 +198,8 @@ class Item:
 
 def render_item(item: Item) -> ModelMessage | None:
     """The message sent for ``item`` (``None`` when dropped)."""
+    if item.edit == "whole" and item.cap is None:
+        return item.message
     if item.edit == "dropped":
         return None
     message = item.message

@@ -13,9 +13,10 @@ import hashlib
 import threading
 import types
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import tiktoken
+if TYPE_CHECKING:
+    import tiktoken
 
 __all__ = ["O200K_SHA256", "TokenCalibration", "count_tokens", "cut_text", "encoding", "token_upper_bound"]
 
@@ -42,7 +43,12 @@ def _parse_bpe(data: bytes) -> dict[bytes, int]:
 
 @functools.cache
 def encoding() -> tiktoken.Encoding:
-    """The ``o200k_base`` encoding, built once per process from the bundled file."""
+    """The ``o200k_base`` encoding, built once per process from the bundled file.
+
+    tiktoken is imported here, on the first count, not with the module: an agent that is built
+    but never plans a request (``shipagent --help``, a CLI command) does not load it.
+    """
+    import tiktoken
     from tiktoken_ext import openai_public
 
     with _lock:

@@ -5,11 +5,15 @@ package keeps those reports per chat in ``.ship/chats/<key>/requests.jsonl``, re
 recorded request exactly (``agent.reconstruct``) and renders them (``shipagent inspect``).
 """
 
-from ._cli import inspect_command
+from typing import TYPE_CHECKING, Any
+
 from ._inspect import ItemChange, diff_records, ledger_stats
 from ._ledger import Ledger, LedgerRecorder
 from ._records import LedgerItem, RequestRecord
 from ._store import LedgerStore
+
+if TYPE_CHECKING:
+    from ._cli import inspect_command
 
 __all__ = [
     "ItemChange",
@@ -22,3 +26,12 @@ __all__ = [
     "inspect_command",
     "ledger_stats",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``inspect_command`` loads the CLI (typer, rich) only when asked for (PEP 562)."""
+    if name == "inspect_command":
+        from ._cli import inspect_command
+
+        return inspect_command
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -27,7 +28,7 @@ from ..history.injections import RunInjection
 from ..history.placement import RequestReport, injected_message, render_plan
 from ..history.sections import Item
 from ..history.stores import MessageLog, now_iso
-from ._records import LedgerItem, RequestRecord, record_from_report
+from ._records import LedgerItem, RequestRecord, record_from_report, report_json
 from ._store import LedgerStore
 
 __all__ = ["Ledger", "LedgerRecorder"]
@@ -36,36 +37,63 @@ log = logging.getLogger("shipagent.ledger")
 _MAX_OPEN_TURNS = 1024
 
 
+@dataclass(slots=True)
+class _Seen:
+    """One request as the recorder keeps it until the turn is written: the report, not a record."""
+
+    report: RequestReport
+    ts: str
+    usage: tuple[int, int] | None = None
+    """``(input tokens, cached input tokens)`` the provider reported for it, once known."""
+
+
 class LedgerRecorder:
-    """The request observer of one turn: records in memory until the turn commits."""
+    """The request observer of one turn: keeps the reports in memory until the turn commits.
+
+    Why the reports and not records: turning a request of a long chat into a record touches every
+    item it carried; the reports are never changed after the request, so the recorder keeps them
+    as they are and :meth:`lines` encodes them once, in the commit's worker-thread hop.
+    """
 
     def __init__(self, chat_key: str, request_id: str, *, spans: bool) -> None:
         self.chat_key = chat_key
         self.request_id = request_id
-        self.records: list[RequestRecord] = []
-        self.blobs: dict[str, str] = {}
+        self._seen: list[_Seen] = []
         self._spans = spans
 
     def on_request(self, report: RequestReport) -> None:
         if report.step == 1:  # an overflow retry starts a fresh tool loop: forget the failed one
-            self.records = [r for r in self.records if r.run_id == report.run_id]
-        if report.previous_usage is not None and self.records:
-            self.records[-1].input_tokens, self.records[-1].cached_tokens = report.previous_usage
-        record = record_from_report(
-            report, request_id=self.request_id, chat_key=self.chat_key, ts=now_iso(), blobs=self.blobs
-        )
-        self.records.append(record)
+            self._seen = [s for s in self._seen if s.report.run_id == report.run_id]
+        if report.previous_usage is not None and self._seen:
+            self._seen[-1].usage = report.previous_usage
+        self._seen.append(_Seen(report, now_iso()))
         if self._spans:
-            _span(record)
+            _span(
+                record_from_report(
+                    report, request_id=self.request_id, chat_key=self.chat_key, ts="", blobs={}
+                )
+            )
 
-    def finish(self, messages: Sequence[ModelMessage]) -> list[RequestRecord]:
-        """The turn's records, the last one completed with the final response's usage."""
-        if self.records:
+    def finish(self, messages: Sequence[ModelMessage]) -> None:
+        """Complete the last request with the final response's usage (found in the turn's messages)."""
+        if self._seen:
             last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
             if last is not None and last.usage.input_tokens:
-                self.records[-1].input_tokens = last.usage.input_tokens
-                self.records[-1].cached_tokens = last.usage.cache_read_tokens
-        return list(self.records)
+                self._seen[-1].usage = (last.usage.input_tokens, last.usage.cache_read_tokens)
+
+    def lines(self, blobs: dict[str, str]) -> list[dict[str, Any]]:
+        """The turn's record lines; injected texts go to ``blobs`` (address -> text)."""
+        return [
+            report_json(
+                s.report,
+                request_id=self.request_id,
+                chat_key=self.chat_key,
+                ts=s.ts,
+                blobs=blobs,
+                usage=s.usage,
+            )
+            for s in self._seen
+        ]
 
 
 def _span(record: RequestRecord) -> None:
@@ -117,11 +145,13 @@ class Ledger:
         recorder = self._recorders.pop((chat_key, request_id), None)
         if not self.config.enabled or recorder is None:
             return None
-        records, blobs = recorder.finish(new), dict(recorder.blobs)
+        recorder.finish(new)
 
         def write() -> None:
             try:
-                self.store.append(chat_key, records, blobs)
+                blobs: dict[str, str] = {}
+                lines = recorder.lines(blobs)  # encoded here, in the commit's worker thread
+                self.store.append_lines(chat_key, lines, blobs)
             except OSError as exc:  # the ledger is an account of the turn, not the turn itself
                 log.error("chat %r: could not write the ledger: %s", chat_key, exc)
 

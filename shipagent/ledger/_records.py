@@ -5,20 +5,29 @@ where each message came from (``history:<seq>``, ``summary:<id>``, ``injection:<
 with the tool call that injected it, ``turn:<n>`` for the run's own messages) and what the budget
 did to it, with exactly the parameters needed to redo it (the cut cap, the elision hints), so
 :func:`~shipagent.ledger.reconstruct` can rebuild the request from the stores.
+
+On disk the items are columns (``"cols"``, record version 2): a list of sources, a list of token
+counts, the sections and edits run-length encoded, and only the items with more to say (a cut, an
+elision, tool call ids, an injection's blob) spelled out by index in ``"extra"``. Why: a request
+of a long chat carries a thousand history items that are all ``whole``; one object per item made
+the ledger the most expensive part of a turn at 1,000 messages. Version-1 lines (``"items"``, one
+object per item) are still read.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelRequest, SystemPromptPart, TextPart
 
 from ..history.placement import RequestReport
 from ..history.sections import Item
 
-__all__ = ["LedgerItem", "RequestRecord", "blob_key", "record_from_report"]
+__all__ = ["LedgerItem", "RequestRecord", "blob_key", "record_from_report", "report_json"]
 
 SECTION_NAMES = (
     "instructions",
@@ -35,6 +44,109 @@ SECTION_NAMES = (
 def blob_key(text: str) -> str:
     """The content address of an injected text (its sha256)."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class _ItemLike(Protocol):
+    """What the column encoder reads: a :class:`LedgerItem` or a planned :class:`Item`."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def section(self) -> str: ...
+    @property
+    def tokens(self) -> int: ...
+    @property
+    def original_tokens(self) -> int: ...
+    @property
+    def edit(self) -> str: ...
+    @property
+    def cap(self) -> int | None: ...
+    @property
+    def hints(self) -> dict[str, str]: ...
+    @property
+    def tool_call_ids(self) -> Sequence[str]: ...
+
+
+def _runs(values: list[str]) -> list[list[Any]]:
+    """``["a", "a", "b"]`` -> ``[["a", 2], ["b", 1]]``."""
+    return [[key, sum(1 for _ in group)] for key, group in itertools.groupby(values)]
+
+
+def _unruns(runs: Any, size: int) -> list[str]:
+    out: list[str] = []
+    for key, count in runs or ():
+        out.extend([str(key)] * int(count))
+    if len(out) != size:
+        raise ValueError(f"run-length column holds {len(out)} values for {size} items")
+    return out
+
+
+def items_json(items: Sequence[_ItemLike], extras: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The columnar form of ``items`` (see the module doc); ``extras`` adds fields by index."""
+    out_extra: dict[str, dict[str, Any]] = {}
+    # A plan only changes an item through an edit (cut, elided, dropped), so a "whole" item has
+    # nothing more to say unless it carries tool call ids; the test below is all most items get.
+    unusual = [n for n, i in enumerate(items) if i.tool_call_ids or i.edit != "whole"]
+    for index in unusual:
+        item = items[index]
+        ids = item.tool_call_ids
+        if item.cap is None and not item.hints and not ids and item.original_tokens == item.tokens:
+            continue
+        extra: dict[str, Any] = {}
+        if item.original_tokens != item.tokens:
+            extra["originalTokens"] = item.original_tokens
+        if item.cap is not None:
+            extra["cap"] = item.cap
+        if item.hints:
+            extra["hints"] = dict(item.hints)
+        if ids:
+            extra["toolCallIds"] = list(ids)
+        out_extra[str(index)] = extra
+    for index, more in (extras or {}).items():
+        out_extra.setdefault(str(index), {}).update(more)
+    cols: dict[str, Any] = {
+        "source": [i.source for i in items],
+        "tokens": [i.tokens for i in items],
+        "section": _runs([i.section for i in items]),
+        "edit": _runs([i.edit for i in items]),
+    }
+    if out_extra:
+        cols["extra"] = out_extra
+    return cols
+
+
+def items_from_json(data: dict[str, Any]) -> list[LedgerItem]:
+    """The items of a record line: columns (version 2) or one object per item (version 1)."""
+    cols = data.get("cols")
+    if not isinstance(cols, dict):
+        return [LedgerItem.from_json(i) for i in data.get("items") or []]
+    sources = [str(s) for s in cols.get("source") or []]
+    tokens = [int(t) for t in cols.get("tokens") or []]
+    if len(tokens) != len(sources):
+        raise ValueError(f"ledger columns disagree: {len(sources)} sources, {len(tokens)} token counts")
+    sections = _unruns(cols.get("section"), len(sources))
+    edits = _unruns(cols.get("edit"), len(sources))
+    extra = cols.get("extra") or {}
+    out: list[LedgerItem] = []
+    for index, (source, section, count, edit) in enumerate(
+        zip(sources, sections, tokens, edits, strict=True)
+    ):
+        more = extra.get(str(index)) or {}
+        out.append(
+            LedgerItem(
+                source=source,
+                section=section,
+                tokens=count,
+                original_tokens=int(more.get("originalTokens", count)),
+                edit=edit,
+                cap=more.get("cap"),
+                hints=dict(more.get("hints") or {}),
+                tool_call_ids=list(more.get("toolCallIds") or []),
+                role=more.get("role"),
+                blob=more.get("blob"),
+            )
+        )
+    return out
 
 
 @dataclass(slots=True)
@@ -122,8 +234,9 @@ class RequestRecord:
         return sum(self.sections.values())
 
     def to_json(self) -> dict[str, Any]:
+        injected = {n: {"role": i.role, "blob": i.blob} for n, i in enumerate(self.items) if i.role or i.blob}
         out: dict[str, Any] = {
-            "v": 1,
+            "v": 2,
             "requestId": self.request_id,
             "step": self.step,
             "ts": self.ts,
@@ -132,7 +245,7 @@ class RequestRecord:
             "runId": self.run_id,
             "prefixHash": self.prefix_hash,
             "sections": self.sections,
-            "items": [i.to_json() for i in self.items],
+            "cols": items_json(self.items, injected),
             "budget": self.budget,
             "estimate": self.estimate,
             "ratio": self.ratio,
@@ -157,7 +270,7 @@ class RequestRecord:
             run_id=str(data.get("runId", "")),
             prefix_hash=str(data.get("prefixHash", "")),
             sections={str(k): int(v) for k, v in (data.get("sections") or {}).items()},
-            items=[LedgerItem.from_json(i) for i in data.get("items") or []],
+            items=items_from_json(data),
             budget=dict(data.get("budget") or {}),
             estimate=int(data.get("estimate", 0)),
             ratio=float(data.get("ratio", 1.0)),
@@ -226,3 +339,70 @@ def record_from_report(
         ratio=report.ratio,
         summarizer=summarizer,
     )
+
+
+def _ordered(report: RequestReport) -> list[Item]:
+    """The report's items in the order sent: summary, injected system, history, injected assistant, the run."""
+    systems = [i for i in report.injections if isinstance(i.message, ModelRequest)]
+    assistants = [i for i in report.injections if not isinstance(i.message, ModelRequest)]
+    prior = report.prior
+    if prior and prior[0].section == "summary":
+        return [prior[0], *systems, *prior[1:], *assistants, *report.current]
+    return [*systems, *prior, *assistants, *report.current]
+
+
+def _summarizer(report: RequestReport) -> str | None:
+    """Which summarizer wrote the summary the request carried (the part's metadata says)."""
+    for item in report.prior[:1]:
+        # the part's metadata survives pydantic-ai merging the summary into the next request
+        first = item.message.parts[0] if item.section == "summary" and item.message.parts else None
+        meta = first.metadata if isinstance(first, SystemPromptPart) else None
+        info = meta.get("shipagent") if isinstance(meta, dict) else None
+        if isinstance(info, dict) and isinstance(info.get("summarizer"), str):
+            return str(info["summarizer"])
+    return None
+
+
+def report_json(
+    report: RequestReport,
+    *,
+    request_id: str,
+    chat_key: str,
+    ts: str,
+    blobs: dict[str, str],
+    usage: tuple[int, int] | None = None,
+) -> dict[str, Any]:
+    """The record line of one request, straight from the context window's report.
+
+    The same line ``record_from_report(...).to_json()`` gives, without a :class:`LedgerItem` per
+    item: the recorder keeps the reports and encodes them when the turn is written.
+    """
+    items = _ordered(report)
+    injected: dict[int, dict[str, Any]] = {}
+    for index, item in enumerate(items):
+        if item.section == "injections":
+            text = _injected_text(item)
+            key = blob_key(text)
+            blobs[key] = text
+            role = "system" if isinstance(item.message, ModelRequest) else "assistant"
+            injected[index] = {"role": role, "blob": key}
+    out: dict[str, Any] = {
+        "v": 2,
+        "requestId": request_id,
+        "step": report.step,
+        "ts": ts,
+        "chatKey": chat_key,
+        "model": report.model,
+        "runId": report.run_id,
+        "prefixHash": report.prefix_hash,
+        "sections": report.section_tokens(),
+        "cols": items_json(items, injected),
+        "budget": {"total": report.plan.budget.total, "caps": dict(report.plan.budget.caps)},
+        "estimate": report.estimate,
+        "ratio": report.ratio,
+    }
+    if usage is not None:
+        out["inputTokens"], out["cachedTokens"] = usage
+    if (summarizer := _summarizer(report)) is not None:
+        out["summarizer"] = summarizer
+    return out

@@ -16,6 +16,7 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
@@ -47,7 +48,10 @@ class LedgerStore:
 
     def append(self, chat_key: str, records: Iterable[RequestRecord], blobs: Mapping[str, str]) -> None:
         """Append a turn's records (one write) and any injected text not kept yet (blocking)."""
-        lines = [r.to_json() for r in records]
+        self.append_lines(chat_key, [r.to_json() for r in records], blobs)
+
+    def append_lines(self, chat_key: str, lines: list[dict[str, Any]], blobs: Mapping[str, str]) -> None:
+        """:meth:`append` for records already encoded (``RequestRecord.to_json`` form)."""
         for key, text in blobs.items():
             path = self.blob_path(chat_key, key)
             if not path.exists():
