@@ -1,0 +1,416 @@
+"""What a :class:`~shipagent.agent.ShipAgent` is made of, and how it starts and stops.
+
+``agent.py`` is where a turn reads top to bottom; this base class holds everything around it:
+the wiring of a project's stores, tools, providers, handover and durable seams (``__init__``),
+the lifecycle (``async with agent``: project lock, MCP servers, providers, the durable executor),
+the parts a turn assembles (model, toolsets, instructions, its context window) and the
+read-side API on a chat (``history``, ``expand``, ``ledger``, ``reconstruct``, ``clear``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self, cast
+
+import anyio
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+from pydantic_ai.toolsets import AbstractToolset
+
+from . import instructions as _instructions
+from ._combined import SequentialCombinedToolset
+from ._guard import GuardedToolset
+from ._lock import ProjectLock
+from ._streaming import PendingApprovals
+from ._subagents import sub_agent_factory
+from .chatkeys import ShipPaths, validate_chat_key
+from .config import ShipConfig, load_config
+from .context import AgentContextRuntime
+from .errors import ConfigError
+from .execution import ApprovalCallback, ToolExecutionContext, current_tool_context
+from .files import ContextFiles, SpillToolset, context_toolset
+from .handover import Handover
+from .history.chats import ChatHistories
+from .history.compaction import CompactionResult
+from .history.injections import InjectionToolset
+from .history.placement import ContextWindow, PriorItems
+from .history.reconcile import reconcile
+from .history.stores import AgentContextLog, Transcript
+from .history.summarizer import model_summarizer
+from .history.tokens import TokenCalibration
+from .ledger import Ledger, RequestRecord
+from .mcp import McpManager
+from .models import build_model
+from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
+from .turns import SharedChats, TurnExecutor, TurnHooks, executor_factories, shared_factories
+
+if TYPE_CHECKING:
+    from .agent import ShipAgent
+
+__all__ = ["AgentBase"]
+
+
+def _instrumentation(config: ShipConfig) -> list[Any]:
+    """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
+    if not config.observability.otel:
+        return []
+    from pydantic_ai.capabilities.instrumentation import Instrumentation
+
+    return [Instrumentation()]
+
+
+@dataclass
+class _RunWindow(ContextWindow):
+    """The agent-level stand-in for each run's :class:`ContextWindow` (``make`` builds the run's)."""
+
+    make: Callable[[], ContextWindow] | None = None
+
+    async def for_run(self, ctx: RunContext[Any]) -> ContextWindow:
+        return self.make() if self.make is not None else self
+
+
+class AgentBase:
+    """A project's agent without its turn: built from ship.json, started by ``async with``.
+
+    Only :class:`~shipagent.agent.ShipAgent` subclasses it; it exists so the turn has a module of
+    its own.
+    """
+
+    def __init__(
+        self,
+        project_root: Path,
+        config: ShipConfig,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        agent_md: str | None = None,
+        project_lock: bool = True,
+    ) -> None:
+        self.project_root = project_root
+        self.config = config
+        self.paths = ShipPaths(project_root)
+        self.on_approval = on_approval
+        self.profile_models = dict(profile_models or {})
+        self._model_override = model
+        self._model: Model | None = None
+        self._user_toolsets = list(toolsets)
+        self._agent_md = agent_md
+        self.chats = ChatHistories(self.paths, config.context.chat_history)
+        # Context files (seed 003): spilled tool output, compacted history and the catalog, per
+        # chat key. Usable without starting the agent (``shipagent context export``).
+        self.context_files = ContextFiles(self.paths)
+        # A durable cluster (issue 14): its chats and context files live in a database every
+        # worker shares; ``None`` when they are this project's ``.ship/`` files.
+        shared = shared_factories.get("durable") if config.durable.enabled else None
+        self.shared: SharedChats | None = shared(project_root, config) if shared is not None else None
+        if self.shared is not None:
+            self.context_files = self.shared.context_files
+        self.chats.compaction_hooks.append(self._keep_compacted)
+        if config.context.chat_history.summarizer == "model":  # issue 13 §6; falls back to extract
+            self.chats.summarizer = model_summarizer(self._summary_model)
+        self._context_toolset = context_toolset()
+        self.transcript = Transcript(self.paths)
+        self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
+        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
+        self.instruction_sources: list[_instructions.InstructionSource] = []
+        # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
+        # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
+        self.skills_cache = SkillsCache()
+        self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
+        self._module_toolsets = load_tool_modules(config, project_root=project_root)
+        # ship.json MCP servers (issue 4): started by ``async with agent``, their tools offered
+        # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
+        self.mcp = McpManager(config, project_root)
+        # Context providers (seed 000/004): the skills overview, then ``providers``, then the
+        # capability catalog when ship.json declares ``capabilities``. Their additions follow
+        # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
+        # registers more.
+        self.context_runtime = AgentContextRuntime(
+            config, project_root, providers=providers, skills=self.skills_cache
+        )
+        self.injector = self.context_runtime.injector
+        self.instruction_sources.append(self.context_runtime.instructions)
+        # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
+        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        self.token_calibration = TokenCalibration()
+        self._prior_items = PriorItems()  # unedited history items of each chat's last request
+        self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
+        """Today's date in the instructions comes from here (tests move it)."""
+        # The context window is the agent's own capability, made afresh for each run by its
+        # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
+        # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
+        self._pa_agent: Agent[None, str] = Agent(
+            output_type=str,
+            name=config.name,
+            retries=1,
+            capabilities=[*_instrumentation(config), _RunWindow(make=self._context_window)],
+        )
+        # Approvals streamed turns wait for (run_stream without an on_approval callback).
+        self.approvals = PendingApprovals()
+        self._entered = 0
+        # ``.ship/lock``, held while started; durable mode (several processes) turns it off
+        # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
+        self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
+        # Cards, boxes and delegation (seed 001); the store opens on first use.
+        cards = self.shared.cards if self.shared is not None else None  # a cluster's: its database
+        self.handover = Handover.for_project(
+            self.paths, config, sub_agent_factory(cast("ShipAgent", self)), store=cards
+        )
+        # -- durable seam (issue 14): how a turn's effects run (inline here; recorded steps in
+        # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
+        self.turn_hooks = TurnHooks()
+        self.turn_executor: TurnExecutor | None = None
+        self.turn_executor_options: dict[str, Any] = {}
+        self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
+
+    @classmethod
+    def from_project(
+        cls,
+        root: str | Path,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
+    ) -> Self:
+        """Load ``root/ship.json`` (defaults when absent) and build the agent.
+
+        Args:
+            root: the project directory.
+            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
+                ``FunctionModel``) or a model string.
+            toolsets: extra pydantic-ai toolsets, beside the builtins.
+            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
+            providers: context providers to register (see ``shipagent.context``).
+            profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
+
+        Raises:
+            ConfigError: ship.json is invalid, or the directory does not exist.
+        """
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
+        return cls(
+            path,
+            load_config(path),
+            model=model,
+            toolsets=toolsets,
+            on_approval=on_approval,
+            providers=providers,
+            profile_models=profile_models,
+            project_lock=project_lock,
+        )
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._entered == 0:
+            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
+            try:
+                # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
+                await anyio.to_thread.run_sync(
+                    warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
+                )
+                await self.mcp.start()  # in parallel; raises only for a tool-name collision
+                try:
+                    await self.context_runtime.start()
+                except BaseException:
+                    await self.mcp.stop()  # a failed start leaves no MCP server process behind
+                    raise
+            except BaseException:
+                await self.project_lock.arelease()
+                raise
+            try:
+                await self._start_executor()
+            except BaseException:
+                await self._stop_all()
+                raise
+        self._entered += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered = max(self._entered - 1, 0)
+        if self._entered:
+            return
+        try:
+            await self._stop_executor()  # durable workers drain first: their turns use the servers
+        finally:
+            await self._stop_all()
+
+    async def _start_executor(self) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self._executor_cm = factory(cast("ShipAgent", self))
+        self.turn_executor = await self._executor_cm.__aenter__()
+
+    async def _stop_executor(self) -> None:
+        cm, self._executor_cm = self._executor_cm, None
+        if cm is not None:
+            self.turn_executor = None
+            await cm.__aexit__(None, None, None)
+
+    async def _stop_all(self) -> None:
+        # Each stop runs even when the one before it failed: no server or token outlives the agent.
+        try:
+            await self.mcp.stop()  # shielded: no server process outlives the agent
+        finally:
+            try:
+                await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
+            finally:
+                try:
+                    await self.handover.aclose()
+                finally:
+                    await self.project_lock.arelease()
+
+    # -- assembly --------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model runs use (built lazily so stores and tools work without one)."""
+        if self._model is None:
+            self._model = build_model(self.config.llm, self._model_override)
+        return self._model
+
+    def _summary_model(self) -> Model:
+        """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
+        name = self.config.context.chat_history.summary_model
+        return build_model(self.config.llm, name) if name else self.model
+
+    def _toolsets(self) -> list[AbstractToolset[Any]]:
+        """Every toolset a run offers the model, guarded so a crash becomes a failure result."""
+        toolsets: list[AbstractToolset[Any]] = [
+            self._builtin_toolset,
+            self._context_toolset,
+            *self._module_toolsets,
+            *self._user_toolsets,
+            self.mcp.toolset,
+            *self.context_runtime.mcp_toolsets(),
+            self.context_runtime.toolset,
+        ]
+        if self.handover.toolset is not None:
+            toolsets.append(self.handover.toolset)
+        # a sub-agent's profile may limit its tools (ship.json profiles.<name>.tools); the guard and
+        # the spill wrap them all once (per tool call they act alike), not each toolset: pydantic-ai
+        # walks every wrapper layer for tools and instructions on every model request. Outermost:
+        # each call's injections travel with its result (history.injections)
+        combined = SequentialCombinedToolset(self.handover.restrict(toolsets))
+        return [InjectionToolset(GuardedToolset(SpillToolset(combined)))]
+
+    def _is_mcp_tool(self, name: str) -> bool:
+        return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
+
+    async def _instructions(self, ctx: ToolExecutionContext) -> str:
+        agent_md = (
+            self._agent_md if self._agent_md is not None else _instructions.read_agent_md(self.project_root)
+        )
+        parts = [agent_md, _instructions.default_prompt(self.clock())]
+        parts.extend(await _instructions.collect(self.instruction_sources, ctx))
+        return "\n\n".join(p for p in parts if p)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def history(self, chat_key: str) -> list[ModelMessage]:
+        """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
+
+        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        """
+        if self.shared is not None:
+            return self.shared.history(validate_chat_key(chat_key))
+        return self.chats.get(validate_chat_key(chat_key))
+
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
+
+        Raises:
+            KeyError: the chat has no summary with that id.
+        """
+        key = validate_chat_key(chat_key)
+        log = self.shared.message_log(key) if self.shared is not None else self.chats.log
+        return log.expand(key, summary_id)
+
+    def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
+        """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
+        return self._ledger.records(validate_chat_key(chat_key), last=last)
+
+    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
+
+        Raises:
+            KeyError: no such record, or the stores no longer hold what it names.
+        """
+        key = validate_chat_key(chat_key)
+        log = self.shared.message_log(key) if self.shared is not None else None
+        return self._ledger.reconstruct(key, request_id, step, messages=log)
+
+    async def clear(self, chat_key: str) -> None:
+        """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
+        key = validate_chat_key(chat_key)
+        if self.shared is not None:  # a durable cluster: every worker's next turn starts afresh
+            async with self.chats.lock(key):  # queues behind a turn of the chat running here
+                await self.shared.clear(key, uuid.uuid4().hex)
+                self.chats.clear_memory(key)
+            return
+        await self.chats.reset(key, uuid.uuid4().hex)
+
+    # -- the turn's parts -------------------------------------------------------------------------
+
+    def _context_window(self) -> ContextWindow:
+        """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""
+        ctx, context = current_tool_context(), self.config.context
+        return ContextWindow(
+            context.chat_history.max_history_tokens,
+            max_injected_messages=context.injection.max_injected_messages,
+            max_tokens=context.budget.max_tokens,
+            reserve_output=context.budget.reserve_output,
+            section_caps=context.budget.sections.model_dump(exclude_none=True, by_alias=True),
+            keep_result=partial(self._keep_elided, ctx.chat_key),
+            history_sources=self.chats.sources(ctx.chat_key),
+            observer=self._ledger.recorder(ctx.chat_key, ctx.request_id),
+            calibration=self.token_calibration,
+            chat_key=ctx.chat_key,
+            prior_items=self._prior_items,
+        )
+
+    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
+        """Keep a tool result the budget elided as a context file, so the model can read it back."""
+        ref = self.context_files.add_artifact(
+            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
+        )
+        return ref.id
+
+    def _keep_compacted(self, chat_key: str, result: CompactionResult) -> None:
+        """Compaction hook: what leaves the model's window stays greppable as a ``history`` file."""
+        if result.removed:
+            self.context_files.add_history_messages(chat_key, result.removed)
+
+    async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
+        return list(await self.skills_cache.get(ctx.project_root, ctx.config))
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> bool:
+        """Answer an :class:`ApprovalRequired`; ``False`` if it is not waiting (any more)."""
+        return self.approvals.resolve(approval_id, approved)
