@@ -338,7 +338,7 @@ async def test_same_request_id_twice_runs_one_turn(tmp_path: Path, monkeypatch: 
         other = await agent.run("chat:idem", "next")
     assert (first.output, again.output, again.request_id) == ("echo: hello", "echo: hello", "same-id")
     assert other.output == "echo: next"
-    assert steps == ["done"]  # durable mode reports the outcome, not live steps
+    assert steps == ["assistant", "done"]  # the worker's steps, read live from its stream
     assert [q["text"] for q in read_jsonl(project / "signals" / "requests.jsonl")] == ["hello", "next"]
     stores = await committed(project, "chat:idem")
     assert stores == {name: ["same-id", other.request_id] for name in stores}

@@ -131,3 +131,47 @@ async def test_a_worker_process_streams_to_a_client_on_postgres_while_the_turn_r
     ]
     assert steps == ["step_finish", "assistant", "done"]
     assert [e["pid"] for e in read_jsonl(signals / "effects.jsonl")] == [worker.pid]
+
+
+async def test_a_resumed_turn_streams_each_event_once(tmp_path: Path) -> None:
+    """Killed mid-tool with a reader attached: after the restart the reader goes on, nothing twice.
+
+    The events written before the crash are recorded writes of the workflow: the resumed turn
+    replays them without writing them again, and a reader that comes later reads the same events.
+    """
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    first = await anyio.to_thread.run_sync(Worker(project, "worker-r").wait_ready)
+    client = ShipAgent.from_project(project)
+    client.turn_executor_options = {"worker": False}
+    events: list[Any] = []
+    second: Worker | None = None
+    try:
+        with anyio.fail_after(90):
+            async with client:
+
+                async def read() -> None:
+                    stream = client.run_stream("chat:r", "block:r1", request_id="turn-r")
+                    async with aclosing(stream) as running:
+                        async for event in running:
+                            events.append(event)
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(read)
+                    await anyio.to_thread.run_sync(wait_for, signals / "running-r1")  # tool running
+                    first.kill9()
+                    (signals / "release-r1").touch()
+                    second = await anyio.to_thread.run_sync(Worker(project, "worker-r").wait_ready)
+                late = [e async for e in client.run_stream("chat:r", "block:r1", request_id="turn-r")]
+    finally:
+        if second is not None:
+            second.stop()
+    expected = [
+        ("tool_started", "test_block"),
+        ("tool_finished", "test_block"),
+        ("text_delta", "finished r1"),
+        ("done", "finished r1"),
+    ]
+    assert _shape(events) == expected
+    assert _shape(late) == expected
+    assert read_jsonl(signals / "effects.jsonl") == [{"tag": "r1", "pid": second.pid}]  # rerun once
