@@ -19,7 +19,7 @@ workflow's task (``_local``); on Postgres, ``NOTIFY`` wakes the other workers an
 (``_wake``).
 
 Streaming crosses processes through the workflow's DBOS event stream (``_stream``): a submitter
-that wants events (``run_stream``, ``on_step``) enqueues the turn with ``stream=True`` and reads
+that wants events (``run_stream``, ``on_step``) enqueues the turn asking for them and reads
 them live, whichever worker runs it. A ``channel`` cannot follow the turn across processes, so
 ``chat_send`` texts come back in the result's output.
 """
@@ -241,10 +241,11 @@ class DurableExecutor:
         if self.worker:
             await self._stop_worker()
         else:
-            await self._close_wake()
-            if self._client is not None:
-                client, self._client = self._client, None
-                await anyio.to_thread.run_sync(client.destroy)
+            with anyio.CancelScope(shield=True):  # a cancelled exit still stops the listener threads
+                await self._close_wake()
+                if self._client is not None:
+                    client, self._client = self._client, None
+                    await anyio.to_thread.run_sync(client.destroy)
 
     async def _close_wake(self) -> None:
         if self._wake is not None:
@@ -347,7 +348,8 @@ class DurableExecutor:
         """
         rid = request_id or uuid.uuid4().hex
         result: AgentResult
-        stream = emit is not None or on_step is not None
+        wanted = {(True, True): "all", (True, False): "run", (False, True): "steps"}
+        events = wanted.get((emit is not None, on_step is not None), "")
         done = self._wake.waiter(rid) if self._wake is not None else None
         watched = local_turns.watch(rid) if self._client is None else None
         sys_db = self._client._sys_db if self._client is not None else _sys_db()
@@ -364,18 +366,18 @@ class DurableExecutor:
                     "queue_partition_key": chat_key,
                     "app_version": APP_VERSION,
                 }
-                await self._client.enqueue_async(options, chat_key, text, stream)
+                await self._client.enqueue_async(options, chat_key, text, events)
             else:
                 with (
                     SetWorkflowID(rid),
                     SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION),
                 ):
-                    await self._queue.enqueue_async(turn_workflow, chat_key, text, stream)
+                    await self._queue.enqueue_async(turn_workflow, chat_key, text, events)
                 if self._dequeuer is not None:  # claim it now rather than at the next poll
                     self._dequeuer.request()
             if self._wake is not None:  # other workers claim at once (this one already did)
                 self._wake.notify_soon(QUEUED_CHANNEL)
-            if stream:
+            if events:
                 reading = asyncio.get_running_loop().create_task(reader.run())
             result = await self._await_result(rid, watched, done)
             if reading is not None:  # the stream is closed (or ends with the workflow): drain it

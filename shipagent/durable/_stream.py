@@ -2,10 +2,12 @@
 
 A durable turn may run in another process, so the events ``run_stream`` yields and ``on_step``
 receives cannot be handed over in memory. When the submitter asks for them (``run_stream``, an
-``on_step`` callback, serve's SSE), the turn is enqueued with ``stream=True`` and its workflow
-writes each event as a JSON record to the DBOS stream :data:`STREAM_KEY` of the workflow (whose id
-is the request id), then closes the stream; the submitter reads the stream while it waits for the
-result and ends with ``done`` built from the recorded result.
+``on_step`` callback, serve's SSE), the turn is enqueued saying which (``events``: ``run``,
+``steps`` or ``all``) and its workflow writes each such event as a JSON record to the DBOS stream
+:data:`STREAM_KEY` of the workflow (whose id is the request id), then closes the stream; the
+submitter reads the stream while it waits for the result and ends with ``done`` built from the
+recorded result. The first submission of a request id decides what is written: submitting the
+same id again reads the same records (a reader that finds no text gets the answer in one piece).
 
 What is written, and why it never repeats on replay:
 
@@ -106,10 +108,32 @@ class EventPublisher:
         if DBOS.step_id is not None:  # inside a step: an unrecorded write would repeat on replay
             return
         await DBOS.write_stream_async(STREAM_KEY, record)
+        _wake_local_readers(DBOS.workflow_id)
 
     async def close(self) -> None:
         """End the stream, so a reader stops at once instead of at its next look at the status."""
         await DBOS.close_stream_async(STREAM_KEY)
+        _wake_local_readers(DBOS.workflow_id)
+
+
+def _wake_local_readers(workflow_id: str | None) -> None:
+    """Wake this process's readers of the stream now (the submitter, when the turn runs here).
+
+    Readers in other processes are woken by DBOS's ``NOTIFY`` on Postgres and by its 0.1 s poll
+    on SQLite; one in this process need not wait for either. DBOS internals of the pinned version
+    (its waiter map), guarded: without the wake a reader still finds the value at its next look.
+    """
+    if workflow_id is None:
+        return
+    try:
+        from dbos._dbos import _get_dbos_instance
+
+        sys_db = _get_dbos_instance()._sys_db
+        signal = sys_db.streams_map.get(sys_db._waiter(workflow_id, STREAM_KEY)[0])
+        if signal is not None:
+            signal.set()
+    except Exception as exc:  # pragma: no cover - a DBOS change: the poll still delivers
+        log.debug("durable: cannot wake local stream readers: %s", exc)
 
 
 class EventReader:
