@@ -18,6 +18,7 @@ import pytest
 from _durable_env import Worker, durable_project, fresh_database, read_jsonl, wait_for
 
 from shipagent import Done, ShipAgent, StepEvent, TextDelta, ToolFinished, ToolStarted
+from shipagent.durable import _runtime
 from shipagent.durable._stream import decode, encode_run, encode_step
 
 pytestmark = pytest.mark.anyio
@@ -100,8 +101,12 @@ async def test_run_stream_on_a_durable_sqlite_agent_yields_the_turns_events(
 
 
 async def test_a_worker_process_streams_to_a_client_on_postgres_while_the_turn_runs(
-    tmp_path: Path, pg_database: str
+    tmp_path: Path, pg_database: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # the client's polls (the stream's and the result's) slowed far beyond the deadline: the
+    # events and the result can only arrive in time through NOTIFY
+    monkeypatch.setattr(_runtime, "RESULT_POLL_SECONDS", 600.0)
+    monkeypatch.setattr(_runtime, "RESULT_POLL_MAX_SECONDS", {"sqlite": 600.0, "postgres": 600.0})
     project = durable_project(tmp_path / "p", pg_database)
     signals = project / "signals"
     worker = await anyio.to_thread.run_sync(Worker(project, "worker-stream").wait_ready)

@@ -82,8 +82,6 @@ RESULT_POLL_SECONDS = 0.01
 """First wait before reading a turn's result from the database when it does not run here."""
 RESULT_POLL_MAX_SECONDS = {"postgres": 1.0, "sqlite": 0.1}
 """The wait grows to this (on Postgres the worker's ``NOTIFY`` normally ends it first)."""
-STREAM_DRAIN_SECONDS = 5.0
-"""After the result, how long the event reader may take to reach the end of the closed stream."""
 STOP_GRACE_SECONDS = 30
 ENGINE_KWARGS: dict[str, Any] = {"pool_pre_ping": False}
 """DBOS's Postgres engine pings a connection on every checkout: a round trip before each of the
@@ -381,7 +379,7 @@ class DurableExecutor:
                 reading = asyncio.get_running_loop().create_task(reader.run())
             result = await self._await_result(rid, watched, done)
             if reading is not None:  # the stream is closed (or ends with the workflow): drain it
-                await finish_reading(reading, STREAM_DRAIN_SECONDS)
+                await finish_reading(reading)
         finally:
             if reading is not None and not reading.done():  # the consumer left: stop reading only
                 reading.cancel()
