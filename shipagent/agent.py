@@ -45,7 +45,7 @@ from ._streaming import (
 )
 from .chatkeys import validate_chat_key
 from .errors import ShipAgentError
-from .events import Compacted, RunEvent, TextDelta
+from .events import Compacted, RunEvent
 from .execution import ToolExecutionContext, use_tool_context
 from .execution import _current as _current_tool_context
 from .files import CatalogToolset
@@ -179,16 +179,20 @@ class ShipAgent(AgentBase):
         on_step: StepCallback | None = None,
         channel: Any = None,
         request_id: str | None = None,
+        emit: Emit | None = None,
     ) -> AgentResult:
         """The turn itself, here and now (what :meth:`run` does without an executor).
 
         Durable workers call this inside the turn's workflow, where :attr:`turn_hooks` record
-        its effects as steps.
+        its effects as steps. ``emit`` takes the turn's run events (as :meth:`run_stream` yields
+        them) for a durable worker to publish; such a turn cannot ask for approval.
         """
         validate_chat_key(chat_key)
         model = self.model
         async with self.chats.lock(chat_key):
-            return await self._run_locked(chat_key, text, model, on_step, channel, request_id)
+            return await self._run_locked(
+                chat_key, text, model, on_step, channel, request_id, emit=emit, ask=False
+            )
 
     def run_stream(
         self,
@@ -216,15 +220,12 @@ class ShipAgent(AgentBase):
         """
         self._check_turn(chat_key, text, request_id)
         executor = self.turn_executor
-        if executor is not None:  # durable seam: a queued turn's events are its outcome, at the end
+        if executor is not None:  # durable seam: the queued turn's events come from its worker
 
             async def queued(emit: Emit) -> AgentResult:
-                result = await executor.submit(
-                    chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+                return await executor.submit(
+                    chat_key, text, request_id=request_id, on_step=on_step, channel=channel, emit=emit
                 )
-                if result.output:  # the answer in one piece: deltas still add up to the output
-                    await emit(TextDelta(result.output))
-                return result
 
             return stream_turn(queued)
         model = self.model
@@ -269,13 +270,14 @@ class ShipAgent(AgentBase):
         *,
         emit: Emit | None = None,
         approval_timeout: float | None = None,
+        ask: bool = True,
     ) -> AgentResult:
         hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
         history = await hooks.load(self, chat_key, partial(self.chats.aget, chat_key))
         request_id = hooks.request_id(given_request_id, lambda: uuid.uuid4().hex)
         model = hooks.model(model)
         ctx = self._context(chat_key, request_id, channel)
-        if emit is not None:  # a streamed turn asks its consumer
+        if emit is not None and ask:  # a streamed turn asks its consumer
             ctx.on_approval = approval_bridge(
                 self.approvals, emit, chat_key, self.on_approval, approval_timeout
             )

@@ -100,7 +100,10 @@ class TurnExecutor(Protocol):
         request_id: str | None,
         on_step: StepCallback | None,
         channel: Any,
-    ) -> AgentResult: ...
+        emit: Callable[[Any], Awaitable[None]] | None = None,
+    ) -> AgentResult:
+        """Run the turn; ``emit`` (from ``run_stream``) takes its run events, ``Done`` excepted."""
+        ...
 
 
 class SharedChats(Protocol):

@@ -338,7 +338,7 @@ async def test_same_request_id_twice_runs_one_turn(tmp_path: Path, monkeypatch: 
         other = await agent.run("chat:idem", "next")
     assert (first.output, again.output, again.request_id) == ("echo: hello", "echo: hello", "same-id")
     assert other.output == "echo: next"
-    assert steps == ["done"]  # durable mode reports the outcome, not live steps
+    assert steps == ["assistant", "done"]  # the worker's steps, read live from its stream
     assert [q["text"] for q in read_jsonl(project / "signals" / "requests.jsonl")] == ["hello", "next"]
     stores = await committed(project, "chat:idem")
     assert stores == {name: ["same-id", other.request_id] for name in stores}
@@ -392,10 +392,11 @@ def test_serve_no_worker_enqueues_and_idempotency_key_runs_one_turn(tmp_path: Pa
         assert first.json()["requestId"] == again.json()["requestId"] == "k-1"
         assert first.json()["output"] == again.json()["output"] == "echo: hello"
         events: list[tuple[str, Any]] = []
+        (signals / "release-srv").touch()  # the tool of the streamed turn returns at once
         with httpx.stream(
             "POST",
             url,
-            json={"text": "streamed"},
+            json={"text": "block:srv"},
             headers={"Idempotency-Key": "k-2", "Accept": "text/event-stream"},
             timeout=60,
         ) as response:
@@ -405,8 +406,10 @@ def test_serve_no_worker_enqueues_and_idempotency_key_runs_one_turn(tmp_path: Pa
                     name = line.split(":", 1)[1].strip()
                 elif line.startswith("data:"):
                     events.append((name, json.loads(line.split(":", 1)[1])))
-        assert [n for n, _ in events] == ["text_delta", "done"]  # durable: the outcome, at the end
-        assert events[0][1]["text"] == events[1][1]["result"]["output"] == "echo: streamed"
+        # the worker's events, read from the turn's stream by the --no-worker server
+        assert [n for n, _ in events] == ["tool_started", "tool_finished", "text_delta", "done"]
+        assert events[0][1]["tool"] == "test_block" and events[1][1]["success"] is True
+        assert events[2][1]["text"] == events[3][1]["result"]["output"] == "finished srv"
         bad = httpx.post(url, json={"text": "x"}, headers={"Idempotency-Key": "a\tb"}, timeout=60)
         assert bad.status_code == 400 and "Idempotency-Key" in bad.text
     finally:
@@ -414,7 +417,11 @@ def test_serve_no_worker_enqueues_and_idempotency_key_runs_one_turn(tmp_path: Pa
         serve.wait(timeout=60)
         worker.stop()
     requests = read_jsonl(signals / "requests.jsonl")
-    assert [(q["text"], q["pid"]) for q in requests] == [("hello", worker.pid), ("streamed", worker.pid)]
+    assert [(q["text"], q["pid"]) for q in requests] == [
+        ("hello", worker.pid),
+        ("block:srv", worker.pid),
+        ("block:srv", worker.pid),
+    ]
     stores = anyio.run(committed, project, "web:alice")
     assert stores == {name: ["k-1", "k-2"] for name in stores}
 

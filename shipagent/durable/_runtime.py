@@ -18,9 +18,10 @@ it need not: a worker claims the turns it enqueues at once and awaits a turn it 
 workflow's task (``_local``); on Postgres, ``NOTIFY`` wakes the other workers and a waiting client
 (``_wake``).
 
-Streaming degrades in durable mode: the turn may run in another process, so ``on_step`` receives
-the turn's ``done`` event (with the final output) after completion, not live steps; a ``channel``
-cannot follow the turn across processes, so ``chat_send`` texts come back in the result's output.
+Streaming crosses processes through the workflow's DBOS event stream (``_stream``): a submitter
+that wants events (``run_stream``, ``on_step``) enqueues the turn asking for them and reads
+them live, whichever worker runs it. A ``channel`` cannot follow the turn across processes, so
+``chat_send`` texts come back in the result's output.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import logging
 import os
 import socket
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -40,6 +42,7 @@ from dbos._utils import INTERNAL_QUEUE_NAME
 
 from .._steps import StepCallback
 from ..errors import ShipAgentError
+from ..events import RunEvent, TextDelta
 from ..results import AgentResult, StepEvent
 from ..stores import PgStores
 from ..turns import TurnHooks
@@ -56,6 +59,7 @@ from ._settings import (
     claim_slot,
     resolve_settings,
 )
+from ._stream import EventReader, finish_reading
 from ._wake import DONE_CHANNEL, QUEUED_CHANNEL, PgWake
 from ._workflow import bind_agent, local_turns, turn_workflow
 
@@ -145,7 +149,11 @@ class DurableExecutor:
                 url = self.settings.database_url
                 await anyio.to_thread.run_sync(lambda: DBOS.migrate(url))  # a client never migrates
                 self._client = await anyio.to_thread.run_sync(
-                    lambda: DBOSClient(system_database_url=url, application_name=APP_NAME)
+                    lambda: DBOSClient(
+                        system_database_url=url,
+                        application_name=APP_NAME,
+                        use_listen_notify=not self.settings.is_sqlite,  # stream readers are woken
+                    )
                 )
                 if not self.settings.is_sqlite:
                     self._wake = PgWake(url, on_queued=None)
@@ -231,10 +239,11 @@ class DurableExecutor:
         if self.worker:
             await self._stop_worker()
         else:
-            await self._close_wake()
-            if self._client is not None:
-                client, self._client = self._client, None
-                await anyio.to_thread.run_sync(client.destroy)
+            with anyio.CancelScope(shield=True):  # a cancelled exit still stops the listener threads
+                await self._close_wake()
+                if self._client is not None:
+                    client, self._client = self._client, None
+                    await anyio.to_thread.run_sync(client.destroy)
 
     async def _close_wake(self) -> None:
         if self._wake is not None:
@@ -328,12 +337,24 @@ class DurableExecutor:
         request_id: str | None,
         on_step: StepCallback | None,
         channel: Any,
+        emit: Callable[[RunEvent], Awaitable[None]] | None = None,
     ) -> AgentResult:
-        """Enqueue the turn (or find it, by request id) and wait for its result."""
+        """Enqueue the turn (or find it, by request id) and wait for its result.
+
+        With ``emit`` (``run_stream``) or ``on_step``, the turn publishes its events and they are
+        read live from its stream (``_stream``) while the result is awaited; ``done`` comes last.
+        """
         rid = request_id or uuid.uuid4().hex
         result: AgentResult
+        wanted = {(True, True): "all", (True, False): "run", (False, True): "steps"}
+        events = wanted.get((emit is not None, on_step is not None), "")
         done = self._wake.waiter(rid) if self._wake is not None else None
         watched = local_turns.watch(rid) if self._client is None else None
+        sys_db = self._client._sys_db if self._client is not None else _sys_db()
+        reader = EventReader(
+            sys_db, rid, emit=emit, on_step=on_step, poll_seconds=RESULT_POLL_MAX_SECONDS[self._backend]
+        )
+        reading: asyncio.Task[None] | None = None
         try:
             if self._client is not None:
                 options: Any = {
@@ -343,24 +364,36 @@ class DurableExecutor:
                     "queue_partition_key": chat_key,
                     "app_version": APP_VERSION,
                 }
-                await self._client.enqueue_async(options, chat_key, text)
+                await self._client.enqueue_async(options, chat_key, text, events)
             else:
                 with (
                     SetWorkflowID(rid),
                     SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION),
                 ):
-                    await self._queue.enqueue_async(turn_workflow, chat_key, text)
+                    await self._queue.enqueue_async(turn_workflow, chat_key, text, events)
                 if self._dequeuer is not None:  # claim it now rather than at the next poll
                     self._dequeuer.request()
             if self._wake is not None:  # other workers claim at once (this one already did)
                 self._wake.notify_soon(QUEUED_CHANNEL)
+            if events:
+                reading = asyncio.get_running_loop().create_task(reader.run())
             result = await self._await_result(rid, watched, done)
+            if reading is not None:  # the stream is closed (or ends with the workflow): drain it
+                await finish_reading(reading)
         finally:
+            if reading is not None and not reading.done():  # the consumer left: stop reading only
+                reading.cancel()
+                with suppress(asyncio.CancelledError):
+                    await reading
             if watched is not None:
                 local_turns.unwatch(rid, watched)
             if done is not None and self._wake is not None:
                 self._wake.forget(rid, done)
-        if on_step is not None:  # durable mode reports the outcome, not live steps (see module doc)
+        if emit is not None and result.output and reader.texts == 0:
+            # nothing streamed (the turn ran earlier without a reader, or wrote no text as it
+            # went): the answer in one piece, so the deltas still add up to the output
+            await emit(TextDelta(result.output))
+        if on_step is not None:
             data: dict[str, Any] = {"requestId": result.request_id}
             if not result.success:
                 data["success"] = False

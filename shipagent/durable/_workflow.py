@@ -17,6 +17,7 @@ from ..errors import ShipAgentError
 from ..results import AgentResult
 from ._local import LocalTurns
 from ._settings import WORKFLOW_NAME
+from ._stream import EventPublisher
 
 if TYPE_CHECKING:
     from ..agent import ShipAgent
@@ -35,11 +36,27 @@ def bind_agent(agent: ShipAgent | None) -> None:
 
 
 @DBOS.workflow(name=WORKFLOW_NAME)
-async def turn_workflow(chat_key: str, text: str) -> AgentResult:
-    """Run one turn; the workflow id is the turn's request id."""
+async def turn_workflow(chat_key: str, text: str, events: str = "") -> AgentResult:
+    """Run one turn; the workflow id is the turn's request id.
+
+    ``events``: what the submitter reads live from the workflow's event stream (``_stream``):
+    ``"run"`` (``run_stream``'s events), ``"steps"`` (``on_step``'s), ``"all"``, or ``""``
+    (nothing is written). It is an argument, so a replay takes the same path.
+    """
     if _agent is None:  # pragma: no cover - a worker binds before DBOS launches
         raise ShipAgentError("no agent is bound to this durable worker")
     workflow_id = DBOS.workflow_id
     if workflow_id is not None:
         local_turns.started(workflow_id, asyncio.current_task())
-    return await _agent.execute_turn(chat_key, text, request_id=workflow_id)
+    if not events:
+        return await _agent.execute_turn(chat_key, text, request_id=workflow_id)
+    publisher = EventPublisher()
+    result = await _agent.execute_turn(
+        chat_key,
+        text,
+        request_id=workflow_id,
+        on_step=publisher.on_step if events in ("steps", "all") else None,
+        emit=publisher.emit if events in ("run", "all") else None,
+    )
+    await publisher.close()
+    return result
