@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, Tool
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from test_ledger import KEY, SHIP, Capture, _scripted_chat, load_rules, lookup
+from test_pg_handover import ClusterHooks
 
 from shipagent import ShipAgent
 from shipagent.chatkeys import ShipPaths
@@ -203,19 +204,6 @@ async def test_every_request_of_a_cluster_run_chat_is_reconstructed_from_postgre
     tmp_path: Path, pg_database: str
 ) -> None:
     """Turns loaded and committed the way a Postgres worker does: the ledger's sources resolve there."""
-    from shipagent.durable._pgturns import PgTurnHooks, commit_to_postgres
-    from shipagent.turns import TurnHooks
-
-    class ClusterHooks(TurnHooks):  # a worker's load and commit, without DBOS's recorded steps
-        def __init__(self, stores: PgStores) -> None:
-            self.pg = PgTurnHooks(stores)
-
-        async def load(self, agent: ShipAgent, chat_key: str, load: Any) -> list[ModelMessage]:
-            return await self.pg.load(agent, chat_key, load)
-
-        async def commit(self, agent: ShipAgent, turn: Any, commit: Any) -> Any:
-            return await commit_to_postgres(agent, self.pg.stores, turn)
-
     _durable(tmp_path, pg_database, SHIP)
     stores = PgStores(pg_database)
     capture = Capture()
