@@ -24,7 +24,14 @@ from pydantic_ai.messages import (
 
 from .results import StepEvent, ToolCallRecord
 
-__all__ = ["StepReporter", "tool_call_records", "tool_failure", "tool_output_text", "tool_summary"]
+__all__ = [
+    "StepReporter",
+    "call_outcomes",
+    "tool_call_records",
+    "tool_failure",
+    "tool_output_text",
+    "tool_summary",
+]
 
 log = logging.getLogger("shipagent.steps")
 StepCallback = Callable[[StepEvent], "Awaitable[None] | None"]
@@ -70,6 +77,11 @@ def tool_summary(name: str, args: dict[str, Any], content: Any, *, is_mcp: bool 
         error = _failure(content)
         text = f"{name}: failed: {error}" if error else f"{name}: done"
     return text[:SUMMARY_CHARS]
+
+
+def call_outcomes(records: Sequence[ToolCallRecord]) -> list[dict[str, Any]]:
+    """``{"tool", "success", "error"}`` per call: what the agent-context log keeps of a turn's tools."""
+    return [{"tool": r.tool, "success": r.success, "error": r.error} for r in records]
 
 
 def tool_call_records(messages: Sequence[ModelMessage]) -> list[ToolCallRecord]:

@@ -33,7 +33,7 @@ from ._agent_base import AgentBase
 from ._combined import SequentialCombinedToolset
 from ._explain import explain_failure
 from ._retry import report_retries
-from ._steps import StepCallback, StepReporter, tool_call_records
+from ._steps import StepCallback, StepReporter, call_outcomes, tool_call_records
 from ._streaming import (
     Emit,
     approval_bridge,
@@ -494,7 +494,7 @@ class ShipAgent(AgentBase):
             request_id,
             text,
             output,
-            [{"tool": r.tool, "success": r.success, "error": r.error} for r in records],
+            call_outcomes(records),
         )
         if cards is not None:
             cards()  # logs its own failure: the turn is committed either way

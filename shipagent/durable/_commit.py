@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import anyio
 
 from .. import jsonl
+from .._steps import call_outcomes
 from ..turns import CommitOutcome, TurnCommit
 
 if TYPE_CHECKING:
@@ -84,9 +85,7 @@ async def commit_once(
         if "transcript" not in present:
             agent.transcript.append_turn(turn.chat_key, turn.request_id, turn.text, turn.said, sent=turn.sent)
         if "agentContext" not in present:
-            calls: list[dict[str, Any]] = [
-                {"tool": r.tool, "success": r.success, "error": r.error} for r in turn.records
-            ]
+            calls = call_outcomes(turn.records)
             agent.agent_context.append(turn.chat_key, turn.request_id, turn.text, turn.output, calls)
 
     compaction = None

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import anyio
 from pydantic_ai.messages import ModelMessage
 
+from .._steps import call_outcomes
 from ..files._tools import expand_source
 from ..history.compaction import CompactionResult, compact
 from ..history.injections import strip_injections
@@ -85,7 +86,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         output=turn.output,
         messages=new,
         sent=list(turn.sent),
-        tool_calls=[{"tool": r.tool, "success": r.success, "error": r.error} for r in turn.records],
+        tool_calls=call_outcomes(turn.records),
         base_compaction=turn.base if turn.base_compaction is not None else None,
         compaction=done.history if done is not None else None,
         said=turn.said,

@@ -31,7 +31,7 @@ from pydantic_ai.messages import (
 )
 
 from .. import jsonl
-from .._steps import tool_call_records
+from .._steps import call_outcomes, tool_call_records
 from .stores import AgentContextLog, MessageLog, Transcript, record_messages
 
 __all__ = ["RecoveredTurn", "reconcile"]
@@ -76,10 +76,7 @@ class RecoveredTurn:
             texts = [p.content for p in message.parts if isinstance(p, TextPart)]
             if texts:
                 said = "".join(texts).strip()
-        calls = [
-            {"tool": r.tool, "success": r.success, "error": r.error} for r in tool_call_records(messages)
-        ]
-        return cls(request_id, user, said, sent, calls)
+        return cls(request_id, user, said, sent, call_outcomes(tool_call_records(messages)))
 
 
 def _when(value: Any) -> datetime | None:
