@@ -30,7 +30,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .._steps import call_outcomes
 from ..files._tools import expand_source
-from ..history.compaction import CompactionResult, compact
+from ..history.compaction import CompactionResult
 from ..history.injections import strip_injections
 from ..stores import PgStores, TurnWrite
 from ..stores._shared import load_numbered
@@ -59,25 +59,14 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     replayed = False
     history = [*turn.base, *new]
     # message seqs exactly as ChatHistories.commit numbers them, so summaries get expandable ids
-    before, first_seq = chats.numbering(key)
-    if turn.base_compaction is not None:
-        before = turn.base_compaction.sources(before)
-    if len(before) != len(turn.base):
-        before = [f"history:@{n}" for n in range(len(turn.base))]
-    sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
+    before, sources, first_seq = chats.turn_numbering(key, turn.base, len(new), turn.base_compaction)
     done: CompactionResult | None = None
     if len(history) > chats.config.in_memory_max_messages:
         # a replay of a turn that committed (per-chat order: nothing of the chat after it) does not
         # ask the summarizer again for a compaction already written; it reloads, as below
         replayed = (await stores.messages.last_committed(key)).request_id == turn.request_id
         body = None if replayed else await chats._model_summary(key, history)
-        done = compact(
-            history,
-            chats.config.compact_keep_last_messages,
-            sources=sources,
-            body=body,
-            summarizer="model" if body is not None else "extract",
-        )
+        done = chats.compaction_of(history, sources, body)
     final_sources = done.sources(sources) if done is not None else sources
     write = TurnWrite(
         chat_key=key,

@@ -225,6 +225,38 @@ class ChatHistories:
         chat = self._chat(chat_key)
         return list(chat.sources or []), chat.next_seq
 
+    def turn_numbering(
+        self,
+        chat_key: str,
+        base: list[ModelMessage],
+        new_count: int,
+        base_compaction: CompactionResult | None,
+    ) -> tuple[list[str], list[str], int]:
+        """How a commit numbers a turn: ``(sources of base, sources of base + new, first new seq)``.
+
+        The Postgres commit numbers with this too, so summaries get the same ids in every store.
+        """
+        before, first_seq = self.numbering(chat_key)
+        if base_compaction is not None:
+            before = base_compaction.sources(before)
+        if len(before) != len(base):
+            before = [f"history:@{n}" for n in range(len(base))]
+        return before, [*before, *(f"history:{first_seq + i}" for i in range(new_count))], first_seq
+
+    def compaction_of(
+        self, history: list[ModelMessage], sources: list[str], body: str | None
+    ) -> CompactionResult | None:
+        """The compaction committing ``history`` triggers; ``None`` while it is within the bound."""
+        if len(history) <= self.config.in_memory_max_messages:
+            return None
+        return compact(
+            history,
+            self.config.compact_keep_last_messages,
+            sources=sources,
+            body=body,
+            summarizer="model" if body is not None else "extract",
+        )
+
     async def reset(self, chat_key: str, request_id: str) -> None:
         """Start the chat's model context afresh; everything said stays on disk.
 
@@ -295,13 +327,7 @@ class ChatHistories:
         history = [*base, *new]
         result: CompactionResult | None = None
         behind = False
-        before = list(chat.sources or [])
-        if base_compaction is not None:
-            before = base_compaction.sources(before)
-        if len(before) != len(base):
-            before = [f"history:@{n}" for n in range(len(base))]
-        first_seq = chat.next_seq
-        sources = [*before, *(f"history:{first_seq + i}" for i in range(len(new)))]
+        before, sources, first_seq = self.turn_numbering(chat_key, base, len(new), base_compaction)
         next_seq = first_seq + len(new)
         final_sources = sources
         body = await self._model_summary(chat_key, history)
@@ -323,22 +349,14 @@ class ChatHistories:
                         chat_key,
                         request_id,
                     )
-            if len(history) > self.config.in_memory_max_messages:
-                done = compact(
-                    history,
-                    self.config.compact_keep_last_messages,
-                    sources=sources,
-                    body=body,
-                    summarizer="model" if body is not None else "extract",
+            done = self.compaction_of(history, sources, body)
+            if done is not None:
+                self._run_hooks(chat_key, done)
+                final_sources = done.sources(sources)
+                self.log.append_compaction(
+                    chat_key, request_id, done.history, sources=final_sources, next_seq=next_seq
                 )
-                if done is not None:
-                    self._run_hooks(chat_key, done)
-                    final_sources = done.sources(sources)
-                    self.log.append_compaction(
-                        chat_key, request_id, done.history, sources=final_sources, next_seq=next_seq
-                    )
-                    return done
-            return None
+            return done
 
         try:
             result = await anyio.to_thread.run_sync(write)
