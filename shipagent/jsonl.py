@@ -22,6 +22,7 @@ __all__ = [
     "append_raw",
     "dumps",
     "iter_lines_backward",
+    "iter_lines_backward_at",
     "iter_objects_backward",
     "read_all",
     "read_last",
@@ -118,12 +119,25 @@ def iter_lines_backward(path: Path, *, block_size: int = _BLOCK) -> Iterator[byt
     Cost is proportional to what the caller consumes, not to the file size, so asking for the
     last 20 entries of a 1 GB transcript reads a few blocks.
     """
+    for _, raw in iter_lines_backward_at(path, block_size=block_size):
+        yield raw
+
+
+def iter_lines_backward_at(
+    path: Path, *, end: int | None = None, block_size: int = _BLOCK
+) -> Iterator[tuple[int, bytes]]:
+    """Yield ``(byte offset where the line starts, raw line)`` newest first, from byte ``end`` back.
+
+    ``end`` (default: the end of the file) lets a reader page backwards: pass the offset of the
+    oldest line it has shown. Blank lines are skipped.
+    """
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed by the ``with`` below; a generator can't wrap the try
     except FileNotFoundError:
         return
     with fh:
-        pos = fh.seek(0, os.SEEK_END)
+        size = fh.seek(0, os.SEEK_END)
+        pos = size if end is None else max(0, min(end, size))
         tail = b""
         while pos > 0:
             step = min(block_size, pos)
@@ -132,11 +146,14 @@ def iter_lines_backward(path: Path, *, block_size: int = _BLOCK) -> Iterator[byt
             chunk = fh.read(step) + tail
             parts = chunk.split(b"\n")
             tail = parts[0]
+            stop = pos + len(chunk)  # where the last part ends; each earlier one ends before a newline
             for raw in reversed(parts[1:]):
+                start = stop - len(raw)
                 if raw.strip():
-                    yield raw
+                    yield start, raw
+                stop = start - 1
         if tail.strip():
-            yield tail
+            yield 0, tail
 
 
 def iter_objects_backward(path: Path) -> Iterator[Any]:

@@ -216,3 +216,17 @@ async def test_agent_context_log_is_windowed(tmp_path: Path) -> None:
     entries = read_jsonl(path)
     assert len(entries) == 5 and entries[0]["runs"] == 6
     assert [e["userPreview"] for e in entries[1:]] == ["run 6", "run 7", "run 8", "run 9"]
+
+
+def test_lines_backward_at_give_each_line_its_start_offset_and_page_from_end(tmp_path: Path) -> None:
+    path = tmp_path / "log.jsonl"
+    lines = [b'{"n": 1}', b"", b'{"n": 22}', b"torn", b'{"n": 333}']
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    data = path.read_bytes()
+    for block_size in (3, 7, 64 * 1024):  # lines cut across blocks, and one block for all
+        found = list(jsonl.iter_lines_backward_at(path, block_size=block_size))
+        assert [raw for _, raw in found] == [b'{"n": 333}', b"torn", b'{"n": 22}', b'{"n": 1}']
+        assert all(data[start : start + len(raw)] == raw for start, raw in found)
+        older = found[1][0]  # page: everything before the line at that offset
+        assert list(jsonl.iter_lines_backward_at(path, end=older, block_size=block_size)) == found[2:]
+    assert list(jsonl.iter_lines_backward_at(tmp_path / "nope.jsonl")) == []

@@ -17,11 +17,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from .. import jsonl
 from ..chatkeys import ShipPaths, decode_chat_key
 
 __all__ = ["ChatInfo", "TranscriptPage", "list_chats", "read_transcript_page", "shared_chats"]
-
-_BLOCK = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,42 +94,16 @@ class TranscriptPage:
 
 def read_transcript_page(path: Path, limit: int, before: int | None) -> TranscriptPage:
     """Up to ``limit`` entries ending before byte ``before`` (default: the end), oldest first."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - closed by the with below
-    except FileNotFoundError:
-        return TranscriptPage([], None)
-    with fh:
-        size = fh.seek(0, os.SEEK_END)
-        end = size if before is None else max(0, min(before, size))
-        found: list[tuple[int, dict[str, Any]]] = []
-        pos, tail = end, b""
-        while pos > 0 and len(found) < limit:
-            step = min(_BLOCK, pos)
-            pos -= step
-            fh.seek(pos)
-            chunk = fh.read(step) + tail
-            parts = chunk.split(b"\n")
-            tail = parts[0]
-            offset = pos + len(parts[0]) + 1
-            starts = []
-            for raw in parts[1:]:
-                starts.append((offset, raw))
-                offset += len(raw) + 1
-            for start, raw in reversed(starts):
-                _take(found, start, raw, limit)
-        if pos == 0 and len(found) < limit:
-            _take(found, 0, tail, limit)
+    found: list[tuple[int, dict[str, Any]]] = []
+    for start, raw in jsonl.iter_lines_backward_at(path, end=before):
+        if len(found) >= limit:
+            break
+        try:
+            entry = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            continue  # a torn line (crash mid-write) is skipped, as every store reader does
+        if isinstance(entry, dict):
+            found.append((start, entry))
     found.reverse()
     oldest = found[0][0] if found else 0
     return TranscriptPage([entry for _, entry in found], oldest if oldest > 0 else None)
-
-
-def _take(found: list[tuple[int, dict[str, Any]]], start: int, raw: bytes, limit: int) -> None:
-    if len(found) >= limit or not raw.strip():
-        return
-    try:
-        entry = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return  # a torn line (crash mid-write) is skipped, as every store reader does
-    if isinstance(entry, dict):
-        found.append((start, entry))
