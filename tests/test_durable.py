@@ -11,7 +11,9 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +63,43 @@ async def started(worker: Worker) -> Worker:
     return await anyio.to_thread.run_sync(worker.wait_ready)
 
 
+@dataclass
+class Crash:
+    """A turn whose worker was killed mid-turn and resumed by a worker with the same executor id."""
+
+    agent: ShipAgent
+    result: AgentResult
+    first_pid: int
+    second_pid: int
+
+
+@asynccontextmanager
+async def killed_mid_turn(
+    project: Path, executor_id: str, chat_key: str, text: str, request_id: str, tag: str
+) -> AsyncIterator[Crash]:
+    """Submit ``text``; at the signal ``running-<tag>`` kill -9 the worker, release the turn and
+    start a worker with the same executor id, which resumes it. The second worker and the client
+    agent stay up inside the block (the chat can go on), and are stopped after it."""
+    signals = project / "signals"
+    first = await started(Worker(project, executor_id))
+    result: dict[str, AgentResult] = {}
+    async with client_agent(project) as agent:
+
+        async def submit() -> None:
+            result["r"] = await agent.run(chat_key, text, request_id=request_id)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(submit)
+            await anyio.to_thread.run_sync(wait_for, signals / f"running-{tag}")
+            first.kill9()
+            (signals / f"release-{tag}").touch()
+            second = await started(Worker(project, executor_id))  # same executor id
+        try:
+            yield Crash(agent, result["r"], first.pid, second.pid)
+        finally:
+            second.stop()
+
+
 async def committed(project: Path, chat_key: str) -> dict[str, list[str]]:
     """The request ids each store holds for ``chat_key``, in store order (user entries only).
 
@@ -99,35 +138,21 @@ async def assert_committed_once(project: Path, chat_key: str, request_id: str) -
 async def test_kill9_mid_tool_call_then_restart_same_executor(tmp_path: Path, database: str) -> None:
     project = durable_project(tmp_path / "p", database)
     signals = project / "signals"
-    first = await started(Worker(project, "worker-a"))
-    result: dict[str, AgentResult] = {}
-    async with client_agent(project) as agent:
-
-        async def submit() -> None:
-            result["r"] = await agent.run("chat:kill", "block:t1", request_id="turn-kill-1")
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(submit)
-            await anyio.to_thread.run_sync(wait_for, signals / "running-t1")  # the tool is running
-            first.kill9()
-            (signals / "release-t1").touch()
-            second = await started(Worker(project, "worker-a"))  # same executor id
-        try:
-            nxt = await agent.run("chat:kill", "after the crash")  # the chat goes on
-        finally:
-            second.stop()
-    r = result["r"]
+    # the signal comes from the tool, while it runs
+    async with killed_mid_turn(project, "worker-a", "chat:kill", "block:t1", "turn-kill-1", "t1") as crash:
+        nxt = await crash.agent.run("chat:kill", "after the crash")  # the chat goes on
+    r = crash.result
     assert (r.success, r.output, r.request_id) == (True, "finished t1", "turn-kill-1")
     assert nxt.output == "echo: after the crash"
     requests = read_jsonl(signals / "requests.jsonl")
     # the first model request is recorded: the restarted worker did not send it again
     assert [(q["text"], q["phase"], q["pid"]) for q in requests] == [
-        ("block:t1", "first", first.pid),
-        ("block:t1", "after-tool", second.pid),
-        ("after the crash", "first", second.pid),
+        ("block:t1", "first", crash.first_pid),
+        ("block:t1", "after-tool", crash.second_pid),
+        ("after the crash", "first", crash.second_pid),
     ]
     # the tool was killed before it finished, so its step reran once, in the new worker
-    assert read_jsonl(signals / "effects.jsonl") == [{"tag": "t1", "pid": second.pid}]
+    assert read_jsonl(signals / "effects.jsonl") == [{"tag": "t1", "pid": crash.second_pid}]
     await assert_committed_once(project, "chat:kill", "turn-kill-1")
     assert (await committed(project, "chat:kill"))["messages"] == ["turn-kill-1", nxt.request_id]
 
@@ -136,26 +161,15 @@ async def test_injection_survives_replay(tmp_path: Path) -> None:
     """Killed after the injecting tool's step: the resumed turn's next request carries the injection."""
     project = durable_project(tmp_path / "p", "sqlite")
     signals = project / "signals"
-    first = await started(Worker(project, "worker-i"))
-    result: dict[str, AgentResult] = {}
-    async with client_agent(project) as agent:
-
-        async def submit() -> None:
-            result["r"] = await agent.run("chat:inject", "inject:t2", request_id="turn-inject")
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(submit)
-            await anyio.to_thread.run_sync(wait_for, signals / "running-t2")  # 2nd model request
-            first.kill9()
-            (signals / "release-t2").touch()
-            second = await started(Worker(project, "worker-i"))
-        second.stop()
-    assert result["r"].output == "saw RULE-t2: yes"
+    # the signal comes from the 2nd model request
+    async with killed_mid_turn(project, "worker-i", "chat:inject", "inject:t2", "turn-inject", "t2") as crash:
+        pass
+    assert crash.result.output == "saw RULE-t2: yes"
     requests = read_jsonl(signals / "requests.jsonl")
     assert [(q["phase"], q["pid"], q["systems"]) for q in requests] == [
-        ("first", first.pid, []),
-        ("after-tool", first.pid, ["RULE-t2"]),
-        ("after-tool", second.pid, ["RULE-t2"]),  # replayed tool step, injection laid back
+        ("first", crash.first_pid, []),
+        ("after-tool", crash.first_pid, ["RULE-t2"]),
+        ("after-tool", crash.second_pid, ["RULE-t2"]),  # replayed tool step, injection laid back
     ]
     # the tool ran once: its step was recorded before the kill
     assert [e["tag"] for e in read_jsonl(signals / "effects.jsonl")] == ["inject-t2"]
@@ -165,22 +179,10 @@ async def test_injection_survives_replay(tmp_path: Path) -> None:
 async def test_chat_send_text_survives_replay(tmp_path: Path) -> None:
     """Killed after chat_send's step: the resumed turn still reports and records the sent text."""
     project = durable_project(tmp_path / "p", "sqlite")
-    signals = project / "signals"
-    first = await started(Worker(project, "worker-s"))
-    result: dict[str, AgentResult] = {}
-    async with client_agent(project) as agent:
-
-        async def submit() -> None:
-            result["r"] = await agent.run("chat:send", "send:t5", request_id="turn-send")
-
-        async with anyio.create_task_group() as group:
-            group.start_soon(submit)
-            await anyio.to_thread.run_sync(wait_for, signals / "running-t5")  # 2nd model request
-            first.kill9()
-            (signals / "release-t5").touch()
-            second = await started(Worker(project, "worker-s"))
-        second.stop()
-    assert result["r"].output == "sent t5\n\nfinished t5"
+    # the signal comes from the 2nd model request
+    async with killed_mid_turn(project, "worker-s", "chat:send", "send:t5", "turn-send", "t5") as crash:
+        pass
+    assert crash.result.output == "sent t5\n\nfinished t5"
     transcript = read_jsonl(ShipPaths(project).transcript("chat:send"))
     assert [(e["role"], e["text"], e.get("via")) for e in transcript] == [
         ("user", "send:t5", None),
