@@ -212,6 +212,23 @@ def wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.05)
 
 
+@pytest.fixture
+def pg_database(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's Postgres for one test."""
+    with fresh_database(postgres_server) as url:
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest) -> Iterator[str]:
+    """ship.json ``durable.database`` for a test run on both: ``sqlite``, then a fresh Postgres one."""
+    if request.param == "sqlite":
+        yield "sqlite"
+        return
+    with fresh_database(request.getfixturevalue("postgres_server")) as url:
+        yield url
+
+
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.exists():
         return []

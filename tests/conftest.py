@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from _durable_env import postgres_server  # noqa: F401 - one throwaway Postgres cluster per test session
+
+# one throwaway Postgres cluster per test session, and a fresh database on it per test
+from _durable_env import database, pg_database, postgres_server  # noqa: F401
 from pydantic_ai import models
 
 models.ALLOW_MODEL_REQUESTS = False

@@ -11,7 +11,7 @@ from __future__ import annotations
 import signal
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +23,6 @@ from _durable_env import (
     SHIPAGENT,
     Worker,
     durable_project,
-    fresh_database,
     read_jsonl,
     wait_for,
     worker_env,
@@ -35,21 +34,6 @@ from shipagent.config import load_config
 from shipagent.stores import open_stores
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield "sqlite"
-        return
-    with fresh_database(request.getfixturevalue("postgres_server")) as url:
-        yield url
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def client_agent(project: Path) -> ShipAgent:

@@ -12,23 +12,16 @@ import itertools
 import json
 import shutil
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from _durable_env import Worker, durable_project, fresh_database, read_jsonl
+from _durable_env import Worker, durable_project, read_jsonl
 
 from shipagent.chatkeys import ShipPaths
 
 CHATS, TURNS = 5, 4
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def _options(workflow_id: str, chat_key: str) -> Any:

@@ -10,24 +10,16 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
-import pytest
-from _durable_env import Worker, durable_project, fresh_database, read_jsonl
+from _durable_env import Worker, durable_project, read_jsonl
 from durable_support import big_output
 
 from shipagent.chatkeys import ShipPaths
 
 CHAT = "spill:1"
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def _turn(database: str, chat_key: str, request_id: str, text: str) -> Any:

@@ -8,26 +8,19 @@ while the turn was still running.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-from _durable_env import Worker, durable_project, fresh_database, read_jsonl, wait_for
+from _durable_env import Worker, durable_project, read_jsonl, wait_for
 
 from shipagent import Done, ShipAgent, StepEvent, TextDelta, ToolFinished, ToolStarted
 from shipagent.durable import _runtime
 from shipagent.durable._stream import decode, encode_run, encode_step
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def _shape(events: list[Any]) -> list[tuple[str, str]]:

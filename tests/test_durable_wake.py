@@ -13,7 +13,6 @@ polls take minutes), not performance assertions: ``bench/durable.py`` measures t
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -36,15 +35,6 @@ def slow_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_runtime, "QUEUE_POLL_SECONDS", {"sqlite": SLOW, "postgres": SLOW})
     monkeypatch.setattr(_runtime, "RESULT_POLL_SECONDS", SLOW)
     monkeypatch.setattr(_runtime, "RESULT_POLL_MAX_SECONDS", {"sqlite": SLOW, "postgres": SLOW * 4})
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def database(request: pytest.FixtureRequest) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield "sqlite"
-        return
-    with fresh_database(request.getfixturevalue("postgres_server")) as url:
-        yield url
 
 
 async def _turn_ids(project: Path, chat_key: str) -> list[str]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from _durable_env import fresh_database
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.errors import NotFoundError, ShipAgentError
@@ -16,12 +14,6 @@ from shipagent.stores._bridge import PgBridge
 from shipagent.stores._shared_files import SharedContextFiles
 
 KEY = "web:ann"
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def _machines(tmp_path: Path, url: str) -> tuple[SharedContextFiles, SharedContextFiles]:

@@ -9,12 +9,10 @@ what B's delegation wrote (the context box, the sub-agent's output box) reads ba
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _durable_env import fresh_database
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from test_handover_delegation import Recorder, all_text
@@ -29,12 +27,6 @@ pytestmark = pytest.mark.anyio
 
 ALICE, BOB = "web:alice", "web:bob"
 SHIP: dict[str, Any] = {"name": "demo", "profiles": {"helper": {"instructions": "You summarise."}}}
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def _machine(root: Path, database: str) -> Path:

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _durable_env import fresh_database
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolCallPart, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
@@ -27,12 +25,6 @@ from shipagent.history.compaction import summary_id
 from shipagent.stores import FileStores, PgStores, migrate
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def pg_database(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def _durable(root: Path, database: str, ship: dict[str, Any] | None = None) -> None:

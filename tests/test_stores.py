@@ -8,13 +8,12 @@ behaviour the runtime relies on holds whichever store a project uses.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _durable_env import fresh_database
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from shipagent import jsonl
@@ -47,12 +46,6 @@ HOSTILE_KEYS = [
 ]
 
 
-@pytest.fixture
-def pg_url(request: pytest.FixtureRequest) -> Iterator[str]:
-    with fresh_database(request.getfixturevalue("postgres_server")) as url:
-        yield url
-
-
 @pytest.fixture(params=["memory", "files", "postgres"])
 async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
     made: Any
@@ -61,7 +54,7 @@ async def stores(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     elif request.param == "files":
         made = FileStores(tmp_path / "project", window=4)
     else:
-        made = PgStores(request.getfixturevalue("pg_url"), window=4)
+        made = PgStores(request.getfixturevalue("pg_database"), window=4)
     try:
         yield made
     finally:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -21,7 +20,6 @@ from _core_support import (
     tool_call,
     user_texts,
 )
-from _durable_env import fresh_database
 from click.testing import Result
 from typer.testing import CliRunner
 
@@ -36,12 +34,6 @@ SHIP = {
     },
 }
 CHATS = ["telegram:chat:42", "'; DROP TABLE shipagent.messages; --", "long " * 40 + "ключ 🚢"]
-
-
-@pytest.fixture
-def pg_url(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def lookup(topic: str) -> str:
@@ -114,49 +106,49 @@ def busy_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_files_to_postgres_to_files_is_byte_identical(
-    tmp_path: Path, pg_url: str, busy_project: Path
+    tmp_path: Path, pg_database: str, busy_project: Path
 ) -> None:
     first, second = busy_project, tmp_path / "second"
     original = ship_files(first)
     assert any(name.startswith("context/") and name.endswith("index.jsonl") for name in original)
     assert any("~" in name for name in original)  # the long key's hashed folder name
 
-    out = migrate(first, "--to", pg_url)
+    out = migrate(first, "--to", pg_database)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "migrated 3 chat(s)" in out.stdout and "every store matches" in out.stdout
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_database) as conn:
         counts = dict(
             conn.execute("SELECT chat_key, count(*) FROM shipagent.transcript GROUP BY chat_key").fetchall()
         )
     assert counts == dict.fromkeys(CHATS, 8)  # 4 turns x (user + answer) per chat, keys as data
 
-    again = migrate_here("-C", str(first), "--to", pg_url)  # idempotent: nothing copied twice
+    again = migrate_here("-C", str(first), "--to", pg_database)  # idempotent: nothing copied twice
     assert again.exit_code == 0, again.stdout + again.stderr
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_database) as conn:
         assert conn.execute("SELECT count(*) FROM shipagent.transcript").fetchone() == (24,)
         assert conn.execute("SELECT count(*) FROM shipagent.cards").fetchone() == (24,)
 
     make_project(second, SHIP)
-    back = migrate_here("-C", str(second), "--from", pg_url)
+    back = migrate_here("-C", str(second), "--from", pg_database)
     assert back.exit_code == 0, back.stdout + back.stderr
     assert ship_files(second) == original  # every JSONL line, index line and context file, byte for byte
     assert card_rows(second) == card_rows(first)
 
 
 def test_a_target_that_disagrees_is_reported_and_left_alone(
-    tmp_path: Path, pg_url: str, busy_project: Path
+    tmp_path: Path, pg_database: str, busy_project: Path
 ) -> None:
     first, second = busy_project, tmp_path / "second"
-    assert migrate_here("-C", str(first), "--to", pg_url).exit_code == 0
+    assert migrate_here("-C", str(first), "--to", pg_database).exit_code == 0
     make_project(second, SHIP)
-    assert migrate_here("-C", str(second), "--from", pg_url).exit_code == 0
-    with psycopg.connect(pg_url) as conn:
+    assert migrate_here("-C", str(second), "--from", pg_database).exit_code == 0
+    with psycopg.connect(pg_database) as conn:
         conn.execute(
             'UPDATE shipagent.transcript SET record = \'{"text": "tampered"}\' WHERE chat_key = %s AND seq = 2',
             (CHATS[0],),
         )
     before = ship_files(second)
-    out = migrate_here("-C", str(second), "--from", pg_url)
+    out = migrate_here("-C", str(second), "--from", pg_database)
     assert out.exit_code == 1
     assert "MISMATCH" in out.stdout
     assert (

@@ -7,14 +7,12 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import psycopg
 import pytest
-from _durable_env import fresh_database
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from shipagent.errors import ShipAgentError
@@ -22,12 +20,6 @@ from shipagent.files import ContextRef
 from shipagent.stores import Committed, PgStores, TurnWrite
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def pg_url(postgres_server: str) -> Iterator[str]:
-    with fresh_database(postgres_server) as url:
-        yield url
 
 
 def turn(chat_key: str, request_id: str, text: str = "question") -> TurnWrite:
@@ -48,13 +40,13 @@ async def visible(stores: PgStores, chat_key: str) -> dict[str, int]:
 NOTHING = {"messages": 0, "transcript": 0, "agentContext": 0, "cards": 0}
 
 
-async def test_connection_killed_mid_commit_leaves_nothing_of_the_turn(pg_url: str) -> None:
-    stores = PgStores(pg_url)
+async def test_connection_killed_mid_commit_leaves_nothing_of_the_turn(pg_database: str) -> None:
+    stores = PgStores(pg_database)
     await stores.commit_turn(turn("c", "r1"))
     before = await visible(stores, "c")
 
     async def kill_own_backend(conn: Any) -> None:
-        with psycopg.connect(pg_url, autocommit=True) as killer:
+        with psycopg.connect(pg_database, autocommit=True) as killer:
             killer.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
 
     stores.before_commit = kill_own_backend
@@ -70,7 +62,7 @@ async def test_connection_killed_mid_commit_leaves_nothing_of_the_turn(pg_url: s
     await stores.close()
 
 
-def crash_in_commit(child: str, signal_file: Path, pg_url: str) -> None:
+def crash_in_commit(child: str, signal_file: Path, pg_database: str) -> None:
     """Run ``child`` until it is inside its commit transaction, SIGKILL it, wait for its backend to go."""
     proc = subprocess.Popen([sys.executable, "-c", child], env=dict(os.environ))
     try:
@@ -84,7 +76,7 @@ def crash_in_commit(child: str, signal_file: Path, pg_url: str) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    with psycopg.connect(pg_url, autocommit=True) as conn:
+    with psycopg.connect(pg_database, autocommit=True) as conn:
         for _ in range(200):
             alive = conn.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'crashing-worker'"
@@ -95,7 +87,9 @@ def crash_in_commit(child: str, signal_file: Path, pg_url: str) -> None:
         assert alive == (0,), "the dead worker's backend is still there"
 
 
-async def test_worker_killed_9_mid_commit_leaves_nothing_and_no_lock(pg_url: str, tmp_path: Path) -> None:
+async def test_worker_killed_9_mid_commit_leaves_nothing_and_no_lock(
+    pg_database: str, tmp_path: Path
+) -> None:
     signal_file = tmp_path / "in-transaction"
     child = textwrap.dedent(
         f"""
@@ -105,7 +99,7 @@ async def test_worker_killed_9_mid_commit_leaves_nothing_and_no_lock(pg_url: str
         from shipagent.stores import PgStores
 
         async def main():
-            stores = PgStores({pg_url + "?application_name=crashing-worker"!r})
+            stores = PgStores({pg_database + "?application_name=crashing-worker"!r})
             async def pause(conn):
                 pathlib.Path({str(signal_file)!r}).write_text("x")
                 await anyio.sleep(120)
@@ -115,8 +109,8 @@ async def test_worker_killed_9_mid_commit_leaves_nothing_and_no_lock(pg_url: str
         anyio.run(main)
         """
     )
-    await anyio.to_thread.run_sync(crash_in_commit, child, signal_file, pg_url)
-    stores = PgStores(pg_url)
+    await anyio.to_thread.run_sync(crash_in_commit, child, signal_file, pg_database)
+    stores = PgStores(pg_database)
     assert await visible(stores, "chat:1") == NOTHING
     with anyio.fail_after(10):  # its advisory and row locks died with it
         await stores.commit_turn(turn("chat:1", "r-next"))
@@ -125,8 +119,8 @@ async def test_worker_killed_9_mid_commit_leaves_nothing_and_no_lock(pg_url: str
     await stores.close()
 
 
-async def test_two_workers_share_chats_and_context_files(pg_url: str, tmp_path: Path) -> None:
-    a, b = PgStores(pg_url), PgStores(pg_url)
+async def test_two_workers_share_chats_and_context_files(pg_database: str, tmp_path: Path) -> None:
+    a, b = PgStores(pg_database), PgStores(pg_database)
     ref = ContextRef(
         "a1b2c3", "artifact", "log", "", 0, "2026-11-23T00:00:00.000Z", "text/plain", True, "t", "a.txt"
     )
@@ -141,12 +135,12 @@ async def test_two_workers_share_chats_and_context_files(pg_url: str, tmp_path: 
     await b.close()
 
 
-async def test_schema_is_created_once_by_concurrent_starters_and_versioned(pg_url: str) -> None:
-    starters = [PgStores(pg_url) for _ in range(4)]
+async def test_schema_is_created_once_by_concurrent_starters_and_versioned(pg_database: str) -> None:
+    starters = [PgStores(pg_database) for _ in range(4)]
     async with anyio.create_task_group() as tg:
         for stores in starters:
             tg.start_soon(stores.pool.ensure_schema)
-    with psycopg.connect(pg_url) as conn:
+    with psycopg.connect(pg_database) as conn:
         assert conn.execute("SELECT id, version FROM shipagent.schema_version").fetchall() == [(1, 1)]
         conn.execute("UPDATE shipagent.schema_version SET version = 99")
     for stores in starters:
@@ -154,7 +148,7 @@ async def test_schema_is_created_once_by_concurrent_starters_and_versioned(pg_ur
     with pytest.raises(
         ShipAgentError, match="holds shipagent schema version 99; this shipagent knows version 1"
     ):
-        await PgStores(pg_url).messages.count("c")
+        await PgStores(pg_database).messages.count("c")
 
 
 async def test_connection_errors_name_the_server_not_the_password() -> None:
