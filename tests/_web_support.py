@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart, UserPromptPart
+from _core_support import last_user_text
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -66,15 +67,6 @@ def serve_in_thread(app: Any) -> Iterator[str]:
 
 
 # ------------------------------------------------------------------ the scripted model
-
-
-def last_user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
 
 
 def tool_return(messages: list[ModelMessage]) -> ToolReturnPart | None:

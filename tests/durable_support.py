@@ -43,6 +43,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _core_support import last_user_text
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -105,15 +106,6 @@ async def test_big(tag: str) -> str:
 toolset: FunctionToolset[Any] = FunctionToolset([test_block, test_inject, test_big])
 
 
-def _user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
-
-
 def _said(messages: list[ModelMessage]) -> list[str]:
     """What the model sees of the conversation: every user prompt and answer text, in order."""
     said: list[str] = []
@@ -141,7 +133,7 @@ def _systems(messages: list[ModelMessage]) -> list[str]:
 
 
 async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-    text = _user_text(messages)
+    text = last_user_text(messages)
     last = messages[-1]
     after_tool = isinstance(last, ModelRequest) and any(isinstance(p, ToolReturnPart) for p in last.parts)
     phase = "after-tool" if after_tool else "first"

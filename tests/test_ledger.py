@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _core_support import last_user_text
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
@@ -43,15 +44,6 @@ def load_rules() -> str:
     return "rules loaded"
 
 
-def _user_text(messages: list[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in message.parts:
-                if isinstance(part, UserPromptPart) and isinstance(part.content, str):
-                    return part.content
-    return ""
-
-
 def _run_returns(messages: list[ModelMessage]) -> int:
     count = 0
     for message in reversed(messages):
@@ -68,7 +60,7 @@ class Capture:
 
     def __call__(self, messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         self.requests.append(list(messages))
-        text, done = _user_text(messages), _run_returns(messages)
+        text, done = last_user_text(messages), _run_returns(messages)
         if text.startswith("use tools") and done < 4:
             return ModelResponse(
                 parts=[ToolCallPart("lookup", {"n": done}, tool_call_id=f"l{len(self.requests)}")]
