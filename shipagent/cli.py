@@ -27,6 +27,7 @@ from ._cli_support import (
     print_problems,
     version_text,
 )
+from ._cliopts import ProjectOpt
 from ._lazycli import LazyGroup, lazy_subcommand
 from .config import ShipConfig, load_config
 from .errors import ShipAgentError
@@ -104,7 +105,6 @@ def _main(
     configure_logging(err_console)
 
 
-ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
 ChatKeyOpt = Annotated[str, typer.Option("--chat-key", "-k", help="Which conversation to use.")]
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="Model string overriding ship.json llm.model.")

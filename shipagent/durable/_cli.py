@@ -19,6 +19,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .._cliopts import ProjectOpt
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..errors import ConfigError, ShipAgentError
@@ -28,7 +29,6 @@ __all__ = ["recover_command", "worker_command"]
 _out = Console(soft_wrap=True)
 _err = Console(stderr=True, soft_wrap=True)
 
-ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
 ExecutorOpt = Annotated[
     str | None,
     typer.Option("--executor-id", help="This worker's executor id (default: <hostname>:<slot>)."),

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._cliopts import ProjectOpt
 from .._executors import shared_factories
 from .._lock import ProjectLock
 from ..chatkeys import ShipPaths
@@ -36,7 +37,6 @@ _out = Console(soft_wrap=True)
 _err = Console(stderr=True, soft_wrap=True)
 
 KeyArg = Annotated[str, typer.Argument(help="The chat key (telegram:chat:42).")]
-ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
 
 
 def _fail(message: str) -> typer.Exit:

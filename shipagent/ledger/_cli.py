@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._cliopts import ProjectOpt
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import ShipAgentError
 from ._inspect import diff_records, find_record, ledger_stats, previous_of
@@ -126,9 +127,7 @@ def _show_stats(stats: dict[str, Any]) -> None:
 
 def inspect_command(
     chat_key: Annotated[str, typer.Argument(help="The chat key (telegram:chat:42).")],
-    project: Annotated[
-        Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")
-    ] = Path("."),
+    project: ProjectOpt = Path("."),
     request: Annotated[
         str | None, typer.Option("--request", help="<requestId> or <requestId>:<step>; default: the newest.")
     ] = None,

@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from .._cliopts import ProjectOpt
 from ..config import load_config
 from ..errors import ShipAgentError
 from ._manager import McpManager
@@ -37,7 +38,6 @@ mcp_app = typer.Typer(
 _out = Console(soft_wrap=True)
 _err = Console(stderr=True, soft_wrap=True)
 
-ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
 _STYLE = {"connected": "green", "failed": "red", "disabled": "dim", "stopped": "green", "pending": "yellow"}
 
 

@@ -19,6 +19,7 @@ from pydantic_ai.models import Model
 from rich.console import Console
 from rich.markup import escape
 
+from .._cliopts import ProjectOpt
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..config import ShipConfig
@@ -46,9 +47,7 @@ def serve(
         str | None,
         typer.Option(help=FACTORY_HELP),
     ] = None,
-    project: Annotated[
-        Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")
-    ] = Path("."),
+    project: ProjectOpt = Path("."),
     no_worker: Annotated[
         bool,
         typer.Option("--no-worker", help="Durable mode: only enqueue turns; `shipagent worker`s run them."),

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from .._cliopts import ProjectOpt
 from ..config import load_config
 from ..errors import ShipAgentError
 from ._files import FileStores
@@ -46,9 +47,7 @@ def _table(rows: list[MigrationRow]) -> Table:
 
 
 def migrate_command(
-    project: Annotated[
-        Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")
-    ] = Path("."),
+    project: ProjectOpt = Path("."),
     to: Annotated[
         str | None, typer.Option("--to", help="Copy .ship/ stores into this postgresql:// database.")
     ] = None,
