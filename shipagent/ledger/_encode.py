@@ -20,7 +20,9 @@ literally.
 A line is written whole (version 2, the base's format) when there is no safe base: the first
 request of a chat in this process, the first line of a fresh file after rotation (the previous
 generation is dropped at the next rotation, so a line never refers across files), or when the
-file changed under this process (replaced or cut short).
+file changed under this process (replaced or cut short); and every :data:`WHOLE_EVERY` lines, so
+one line damaged on disk costs at most that many records (each is left out with an error naming
+it, never rebuilt wrong).
 """
 
 from __future__ import annotations
@@ -36,9 +38,12 @@ from ..history.placement import RequestReport
 from ..history.sections import Item
 from ._records import blob_key, injected_text, items_json
 
-__all__ = ["Base", "encode_report", "report_json"]
+__all__ = ["WHOLE_EVERY", "Base", "encode_report", "report_json"]
 
 _TOKENS = operator.attrgetter("tokens")
+WHOLE_EVERY = 64
+"""At most this many lines in a row are written against a base: a line damaged on disk makes the
+lines that refer to it (and to them) unreadable, so this bounds what one damaged line costs."""
 
 
 @dataclass(slots=True)
@@ -57,6 +62,8 @@ class Base:
     """Items in the record."""
     prior_tokens: int
     """The prior items' tokens (summary and history), so the next record sums only what changed."""
+    depth: int = 0
+    """Lines written against a base since the last whole line (see :data:`WHOLE_EVERY`)."""
     mark: tuple[int, int, int] | None = None
     """``(device, inode, size)`` of the file right after the record was appended."""
 
@@ -200,7 +207,7 @@ def encode_report(
     """
     segments, summary, systems = _segments(report)
     size = sum(end - begin for _, begin, end in segments)
-    if base is not None:
+    if base is not None and base.depth < WHOLE_EVERY:
         copies, prior_tokens = _copies(report.prior, summary, systems, base)
     else:
         copies, prior_tokens = [], sum(map(_TOKENS, report.prior))
@@ -230,7 +237,9 @@ def encode_report(
         "prefixHash": report.prefix_hash,
         "sections": _sections(report, summary, prior_tokens),
     }
+    depth = 0
     if copies and base is not None:
+        depth = base.depth + 1
         out["base"] = base.record_id
         cols.update(n=size, baseN=base.size, copy=copies)
     out["cols"] = cols
@@ -241,7 +250,7 @@ def encode_report(
         out["inputTokens"], out["cachedTokens"] = usage
     if (summarizer := _summarizer(report)) is not None:
         out["summarizer"] = summarizer
-    made = Base(f"{request_id}:{report.step}", report.prior, summary, systems, size, prior_tokens)
+    made = Base(f"{request_id}:{report.step}", report.prior, summary, systems, size, prior_tokens, depth)
     return out, made
 
 
