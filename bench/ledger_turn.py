@@ -9,10 +9,13 @@ CPU is measured where it is spent, with the calling thread's CPU clock:
 * ``write``: the blocking writer ``Ledger.flush`` hands to the commit (encoding the turn's
   records and appending them), in the commit's worker thread.
 
-It also prints the bytes the turn's records add to ``requests.jsonl`` (per record line), and
-checks that every record reads back (``ShipAgent.ledger``) with the items the request carried.
+It also prints the bytes the turn's records add to ``requests.jsonl`` (per record line); with
+``--ab``, the whole turn's process CPU (median) beside the same chat in a project with
+``context.ledger`` disabled, turns interleaved (a difference of a few tenths of a millisecond in
+a 40 ms turn is within that column's noise on a shared machine; the thread clocks above are the
+ledger's own figure).
 
-Run: ``python bench/ledger_turn.py [--turns 60] [--sizes 10,100,1000]``.
+Run: ``python bench/ledger_turn.py [--turns 30] [--sizes 10,100,1000] [--ab]``.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import logging
 import statistics
 import sys
 import tempfile
@@ -92,52 +96,71 @@ def instrument() -> None:
     Ledger.flush = flushing  # type: ignore[method-assign]
 
 
-async def run_size(size: int, turns: int) -> dict[str, float]:
+async def chat(size: int, *, ledger: bool) -> ShipAgent:
+    """A project whose chat ``KEY`` holds ``size`` messages, warmed up."""
     root = Path(tempfile.mkdtemp(prefix="ship-ledger-"))
     bounds = {"inMemoryMaxMessages": 100_000, "compactKeepLastMessages": 50_000, "maxHistoryTokens": 10**7}
-    (root / "ship.json").write_text(json.dumps({"name": "bench", "context": {"chatHistory": bounds}}))
+    context = {"chatHistory": bounds, "ledger": {"enabled": ledger}}
+    (root / "ship.json").write_text(json.dumps({"name": "bench", "context": context}))
     agent = ShipAgent.from_project(root, model=FunctionModel(model), toolsets=[FunctionToolset([lookup])])
     MessageLog(agent.paths).append_turn(KEY, "seed", make_history(size))
     Transcript(agent.paths).append_turn(KEY, "seed", "seeded", "seeded")
     for i in range(5):
         await agent.run(KEY, f"warm up {i}")
+    return agent
+
+
+async def run_size(size: int, turns: int, *, ab: bool) -> dict[str, float]:
+    agent = await chat(size, ledger=True)
+    without = await chat(size, ledger=False) if ab else None
     path = agent.paths.chat_dir(KEY) / "requests.jsonl"
     before_bytes, before_records = path.stat().st_size, len(agent.ledger(KEY))
     cpu.update(capture=0.0, write=0.0)
     per_turn: list[float] = []
+    whole: dict[bool, list[float]] = {True: [], False: []}
     for i in range(turns):
-        start = cpu["capture"] + cpu["write"]
-        await agent.run(KEY, f"turn {i}" + (" use a tool" if i % 4 == 3 else ""))
-        per_turn.append(cpu["capture"] + cpu["write"] - start)
+        text = f"turn {i}" + (" use a tool" if i % 4 == 3 else "")
+        order = (True, False) if i % 2 else (False, True)  # interleaved: drift hits both alike
+        for on in order if without is not None else (True,):
+            start, ledger_start = time.process_time(), cpu["capture"] + cpu["write"]
+            await (agent if on or without is None else without).run(KEY, text)
+            whole[on].append(time.process_time() - start)
+            if on:
+                per_turn.append(cpu["capture"] + cpu["write"] - ledger_start)
     records = agent.ledger(KEY)
     added = len(records) - before_records
-    last = records[-1]
-    assert len(last.items) >= size, (len(last.items), size)  # every request carried the whole history
+    assert len(records[-1].items) >= size  # every request carried the whole history
     return {
         "capture": cpu["capture"] / turns * 1000,
         "write": cpu["write"] / turns * 1000,
         "median": statistics.median(per_turn) * 1000,
         "bytes": (path.stat().st_size - before_bytes) / added,
-        "requests": added / turns,
+        "on": statistics.median(whole[True]) * 1000,
+        "off": statistics.median(whole[False]) * 1000 if without is not None else 0.0,
     }
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--turns", type=int, default=60)
+    parser.add_argument("--turns", type=int, default=30)
     parser.add_argument("--sizes", default="10,100,1000")
+    parser.add_argument("--ab", action="store_true", help="also time whole turns against a ledger-less chat")
     args = parser.parse_args()
+    logging.getLogger("shipagent").setLevel(logging.ERROR)  # the seeded chat's recovery notice
     instrument()
     print(f"ledger CPU per turn (thread CPU clock), {args.turns} turns, every 4th with a tool call\n")
     print(
-        "| history | capture (on_request) | encode + append | total, mean | total, median | bytes per record line |"
+        "| history | capture (on_request) | encode + append | ledger total, mean | ledger total, median "
+        "| bytes per record line |"
+        + (" whole turn, ledger on / off (process CPU, median) |" if args.ab else "")
     )
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|" + ("---:|" if args.ab else ""))
     for size in (int(s) for s in args.sizes.split(",")):
-        row = await run_size(size, args.turns)
+        row = await run_size(size, args.turns, ab=args.ab)
         print(
             f"| {size} | {row['capture']:.3f} ms | {row['write']:.3f} ms | "
             f"{row['capture'] + row['write']:.3f} ms | {row['median']:.3f} ms | {row['bytes']:,.0f} |"
+            + (f" {row['on']:.2f} / {row['off']:.2f} ms |" if args.ab else "")
         )
 
 

@@ -116,8 +116,10 @@ class LedgerStore:
             lines, blobs = encode(continuing)
             self._keep_blobs(chat_key, blobs)
             data = b"".join(map(jsonl.dumps, lines))
-            # a crash may have left a torn last line: start on a fresh line (see jsonl.append_raw)
-            if stat.st_size and os.pread(fd, 1, stat.st_size - 1) != b"\n":
+            # a crash may have left a torn last line: start on a fresh line (see jsonl.append_raw);
+            # a file just as this process left it ends with one (no read needed)
+            as_left = continuing and mark is not None and stat.st_size == mark[2]
+            if stat.st_size and not as_left and os.pread(fd, 1, stat.st_size - 1) != b"\n":
                 data = b"\n" + data
             view = memoryview(data)
             while view:
