@@ -12,6 +12,12 @@ elision, tool call ids, an injection's blob) spelled out by index in ``"extra"``
 of a long chat carries a thousand history items that are all ``whole``; one object per item made
 the ledger the most expensive part of a turn at 1,000 messages. Version-1 lines (``"items"``, one
 object per item) are still read.
+
+Version 3 (written by :mod:`._encode`) keeps only what changed: a line names its ``base``, an
+earlier record of the same file, and ``copy`` runs of that record's items; its columns hold the
+items in between. :func:`items_from_json` splices them given the records read before it, and a
+line whose base is missing or not the one it was written against raises
+:class:`LedgerReferenceError` rather than giving a wrong record.
 """
 
 from __future__ import annotations
