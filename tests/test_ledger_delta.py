@@ -31,6 +31,7 @@ from shipagent.history.placement import RequestReport
 from shipagent.history.sections import Item
 from shipagent.ledger import LedgerReferenceError, LedgerStore, RequestRecord
 from shipagent.ledger._encode import WHOLE_EVERY, Base, encode_report
+from shipagent.ledger._inspect import find_record
 from shipagent.ledger._records import record_from_report
 
 KEY = "web:user:delta"
@@ -329,3 +330,29 @@ def test_a_whole_line_comes_at_least_every_so_many_lines(tmp_path: Path) -> None
         line, base = encode_report(chat.report(1), base, request_id=f"q{n}", chat_key=KEY, ts="t", blobs={})
         kinds.append(line["v"])
     assert kinds == ([2] + [3] * WHOLE_EVERY) * 2 + [2, 3]
+
+
+def test_asking_for_an_unreadable_record_says_why_instead_of_giving_another(tmp_path: Path) -> None:
+    store, lines = _chain(tmp_path)
+    second = json.loads(json.dumps(lines[1]))
+    second["requestId"] = "q0"  # q0's second step, against its first
+    second["step"] = 2
+    third = json.loads(json.dumps(lines[2]))
+    third["base"] = "q0:2"
+    third["cols"]["baseN"] += 1  # damaged
+    _write(store, [lines[0], second, third])
+    records, unreadable = store.scan(KEY)
+    assert [r.id for r in records] == ["q0:1", "q0:2"]
+    assert find_record(records, "q0", unreadable).id == "q0:2"
+    assert find_record(records, "q0:1", unreadable).id == "q0:1"
+    with pytest.raises(KeyError) as raised:
+        find_record(records, "q2", unreadable)
+    assert raised.value.args[0] == unreadable["q2:1"] and "q0:2" in unreadable["q2:1"]
+    second["cols"]["n"] += 1  # now the request's last step is unreadable too
+    _write(store, [lines[0], second])
+    records, unreadable = store.scan(KEY)
+    with pytest.raises(KeyError) as raised:
+        find_record(records, "q0", unreadable)  # not its first step, silently
+    assert "q0:2" in raised.value.args[0]
+    with pytest.raises(KeyError, match="no readable ledger records: ledger record q0:2"):
+        find_record([], None, unreadable)

@@ -49,10 +49,15 @@ def find_record(
         return records[-1]
     request_id, _, step = request.partition(":")
     matches = [r for r in records if r.request_id == request_id and (not step or str(r.step) == step)]
+    newest = matches[-1].step if matches else 0
+    for ident, reason in (unreadable or {}).items():
+        name, _, number = ident.partition(":")
+        # asked for that step, or for the request's last step and that one is the unreadable one
+        if ident == request or (
+            not step and name == request_id and number.isdigit() and int(number) > newest
+        ):
+            raise KeyError(reason)
     if not matches:
-        for ident, reason in (unreadable or {}).items():
-            if ident == request or (not step and ident.partition(":")[0] == request_id):
-                raise KeyError(reason)
         raise KeyError(f"no ledger record {request!r} in this chat")
     return matches[-1]
 
