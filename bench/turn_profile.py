@@ -114,8 +114,10 @@ async def main() -> None:
     timed(Transcript, "append_turn", "  of which: transcript append (in the worker thread)")
     timed(AgentContextLog, "append", "  of which: agent-context append (in the worker thread)")
     timed(type(agent.handover.store), "append_to_box_sync", "  of which: card store (in the worker thread)")
-    timed(LedgerRecorder, "lines", "  of which: ledger records encoded (in the worker thread)")
-    timed(LedgerStore, "append_lines", "  of which: ledger append (in the worker thread)")
+    timed(
+        LedgerStore, "append_turn", "  of which: ledger records encoded and appended (in the worker thread)"
+    )
+    timed(LedgerRecorder, "lines", "    of which: encoded")
     timed(Handover, "record_turn", "card store, awaited separately (a chat's first turn only)")
     timed(ShipAgent, "run", "whole turn")
     for i in range(args.turns):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._inspect import ItemChange, diff_records, ledger_stats
 from ._ledger import Ledger, LedgerRecorder
-from ._records import LedgerItem, RequestRecord
+from ._records import LedgerItem, LedgerReferenceError, RequestRecord
 from ._store import LedgerStore
 
 if TYPE_CHECKING:
@@ -20,6 +20,7 @@ __all__ = [
     "Ledger",
     "LedgerItem",
     "LedgerRecorder",
+    "LedgerReferenceError",
     "LedgerStore",
     "RequestRecord",
     "diff_records",

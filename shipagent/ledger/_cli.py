@@ -144,7 +144,7 @@ def inspect_command(
         raise _fail(str(exc)) from None
     if not project.is_dir():
         raise _fail(f"project directory {str(project)!r} does not exist")
-    records = LedgerStore(ShipPaths(project.resolve())).read(chat_key)
+    records, unreadable = LedgerStore(ShipPaths(project.resolve())).scan(chat_key)
     if stats:
         summary = ledger_stats(records)
         if as_json:
@@ -153,7 +153,7 @@ def inspect_command(
             _show_stats(summary)
         return
     try:
-        record = find_record(records, request)
+        record = find_record(records, request, unreadable)
     except KeyError as exc:
         raise _fail(str(exc.args[0])) from None
     if diff:

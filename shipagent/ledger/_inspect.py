@@ -7,7 +7,7 @@ tested directly and used by ``bench/ledger_stats.py`` too.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,18 +27,36 @@ class ItemChange:
     after: LedgerItem | None
 
 
-def find_record(records: Sequence[RequestRecord], request: str | None) -> RequestRecord:
+def find_record(
+    records: Sequence[RequestRecord], request: str | None, unreadable: Mapping[str, str] | None = None
+) -> RequestRecord:
     """The record named ``<requestId>`` (its last step) or ``<requestId>:<step>``; the newest if None.
+
+    ``unreadable``: ``<requestId>:<step>`` -> why, of the lines that could not be read
+    (``LedgerStore.scan``), so asking for one of those says why instead of "no such record".
 
     Raises:
         KeyError: no such record (the message names what was asked for).
     """
-    if not records:
-        raise KeyError("this chat has no ledger records yet")
     if request is None:
+        if not records:
+            why = next(iter((unreadable or {}).values()), None)
+            raise KeyError(
+                f"this chat has no readable ledger records: {why}"
+                if why
+                else "this chat has no ledger records yet"
+            )
         return records[-1]
     request_id, _, step = request.partition(":")
     matches = [r for r in records if r.request_id == request_id and (not step or str(r.step) == step)]
+    newest = matches[-1].step if matches else 0
+    for ident, reason in (unreadable or {}).items():
+        name, _, number = ident.partition(":")
+        # asked for that step, or for the request's last step and that one is the unreadable one
+        if ident == request or (
+            not step and name == request_id and number.isdigit() and int(number) > newest
+        ):
+            raise KeyError(reason)
     if not matches:
         raise KeyError(f"no ledger record {request!r} in this chat")
     return matches[-1]

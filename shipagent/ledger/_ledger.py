@@ -13,6 +13,7 @@ pydantic-ai's agent-run span) carrying the chat key, request id, step and sectio
 from __future__ import annotations
 
 import logging
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -28,13 +29,15 @@ from ..history.injections import RunInjection
 from ..history.placement import RequestReport, injected_message, render_plan
 from ..history.sections import Item
 from ..history.stores import MessageLog, now_iso
-from ._records import LedgerItem, RequestRecord, record_from_report, report_json
+from ._encode import Base, encode_report
+from ._records import LedgerItem, RequestRecord, record_from_report
 from ._store import LedgerStore
 
 __all__ = ["Ledger", "LedgerRecorder"]
 
 log = logging.getLogger("shipagent.ledger")
 _MAX_OPEN_TURNS = 1024
+_MAX_BASES = 64  # chats whose last record is kept to write against (as many as PriorItems keeps)
 
 
 @dataclass(slots=True)
@@ -60,6 +63,8 @@ class LedgerRecorder:
         self.request_id = request_id
         self._seen: list[_Seen] = []
         self._spans = spans
+        self.base: Base | None = None
+        """After :meth:`lines`: the turn's last record, for the chat's next turn to refer to."""
 
     def on_request(self, report: RequestReport) -> None:
         if report.step == 1:  # an overflow retry starts a fresh tool loop: forget the failed one
@@ -81,19 +86,31 @@ class LedgerRecorder:
             if last is not None and last.usage.input_tokens:
                 self._seen[-1].usage = (last.usage.input_tokens, last.usage.cache_read_tokens)
 
-    def lines(self, blobs: dict[str, str]) -> list[dict[str, Any]]:
-        """The turn's record lines; injected texts go to ``blobs`` (address -> text)."""
-        return [
-            report_json(
-                s.report,
+    @property
+    def requests(self) -> int:
+        """How many requests the turn made (the lines :meth:`lines` gives)."""
+        return len(self._seen)
+
+    def lines(self, blobs: dict[str, str], base: Base | None = None) -> list[dict[str, Any]]:
+        """The turn's record lines; injected texts go to ``blobs`` (address -> text).
+
+        The first line refers to ``base`` (the chat's last record, when it may: see
+        :mod:`._encode`), each later one to the line before; :attr:`base` is then the last.
+        """
+        out: list[dict[str, Any]] = []
+        for seen in self._seen:
+            line, base = encode_report(
+                seen.report,
+                base,
                 request_id=self.request_id,
                 chat_key=self.chat_key,
-                ts=s.ts,
+                ts=seen.ts,
                 blobs=blobs,
-                usage=s.usage,
+                usage=seen.usage,
             )
-            for s in self._seen
-        ]
+            out.append(line)
+        self.base = base
+        return out
 
 
 def _span(record: RequestRecord) -> None:
@@ -123,6 +140,9 @@ class Ledger:
         self.store = LedgerStore(paths, keep_requests=config.keep_requests)
         self._messages = MessageLog(paths)
         self._recorders: OrderedDict[tuple[str, str], LedgerRecorder] = OrderedDict()
+        self._bases: OrderedDict[str, Base] = OrderedDict()
+        """Per chat, its last record written by this process (the next line refers to it)."""
+        self._lock = threading.Lock()  # turns of different chats write from different threads
 
     @property
     def active(self) -> bool:
@@ -148,12 +168,28 @@ class Ledger:
         recorder.finish(new)
 
         def write() -> None:
-            try:
+            with self._lock:
+                base = self._bases.pop(chat_key, None)
+
+            def encode(continuing: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
+                # encoded here, in the commit's worker thread; a fresh file, or one changed under
+                # us, starts with a whole line
                 blobs: dict[str, str] = {}
-                lines = recorder.lines(blobs)  # encoded here, in the commit's worker thread
-                self.store.append_lines(chat_key, lines, blobs)
+                return recorder.lines(blobs, base if continuing else None), blobs
+
+            try:
+                mark = self.store.append_turn(
+                    chat_key, recorder.requests, base.mark if base else None, encode
+                )
             except OSError as exc:  # the ledger is an account of the turn, not the turn itself
                 log.error("chat %r: could not write the ledger: %s", chat_key, exc)
+                return  # and no base: what reached the file is unknown, the next line is whole
+            if recorder.base is not None and mark is not None:
+                recorder.base.mark = mark
+                with self._lock:
+                    self._bases[chat_key] = recorder.base
+                    while len(self._bases) > _MAX_BASES:
+                        self._bases.popitem(last=False)
 
         return write
 
@@ -161,9 +197,19 @@ class Ledger:
         return self.store.read(chat_key, last=last)
 
     def record(self, chat_key: str, request_id: str, step: int) -> RequestRecord:
-        for record in reversed(self.store.read(chat_key)):
+        """The record of one request.
+
+        Raises:
+            KeyError: there is none, or its line (or the line it refers to) is damaged or gone;
+                the message says which.
+        """
+        records, unreadable = self.store.scan(chat_key)
+        for record in reversed(records):
             if record.request_id == request_id and record.step == step:
                 return record
+        reason = unreadable.get(f"{request_id}:{step}")
+        if reason is not None:
+            raise KeyError(reason)
         raise KeyError(f"no ledger record for request {request_id} step {step} in chat {chat_key!r}")
 
     def reconstruct(

@@ -12,13 +12,19 @@ elision, tool call ids, an injection's blob) spelled out by index in ``"extra"``
 of a long chat carries a thousand history items that are all ``whole``; one object per item made
 the ledger the most expensive part of a turn at 1,000 messages. Version-1 lines (``"items"``, one
 object per item) are still read.
+
+Version 3 (written by :mod:`._encode`) keeps only what changed: a line names its ``base``, an
+earlier record of the same file, and ``copy`` runs of that record's items; its columns hold the
+items in between. :func:`items_from_json` splices them given the records read before it, and a
+line whose base is missing or not the one it was written against raises
+:class:`LedgerReferenceError` rather than giving a wrong record.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,7 +33,14 @@ from pydantic_ai.messages import ModelRequest, SystemPromptPart, TextPart
 from ..history.placement import RequestReport
 from ..history.sections import Item
 
-__all__ = ["LedgerItem", "RequestRecord", "blob_key", "record_from_report", "report_json"]
+__all__ = [
+    "LedgerItem",
+    "LedgerReferenceError",
+    "RequestRecord",
+    "blob_key",
+    "items_json",
+    "record_from_report",
+]
 
 SECTION_NAMES = (
     "instructions",
@@ -115,11 +128,64 @@ def items_json(items: Sequence[_ItemLike], extras: dict[int, dict[str, Any]] | N
     return cols
 
 
-def items_from_json(data: dict[str, Any]) -> list[LedgerItem]:
-    """The items of a record line: columns (version 2) or one object per item (version 1)."""
+class LedgerReferenceError(ValueError):
+    """A record line (version 3) names an earlier record that is missing, unreadable or different.
+
+    The record cannot be rebuilt without it, so it is left out (never returned half right); the
+    message names the chat, the record and the record it refers to.
+    """
+
+
+def record_label(data: dict[str, Any]) -> str:
+    """``ledger record <requestId>:<step> of chat '<key>'``, for error messages about a line."""
+    return f"ledger record {data.get('requestId')}:{data.get('step')} of chat {data.get('chatKey', '')!r}"
+
+
+def _splice(
+    literal: list[LedgerItem], data: dict[str, Any], bases: Mapping[str, list[LedgerItem]]
+) -> list[LedgerItem]:
+    """A version-3 record's items: runs copied from its base record, the literal items between them."""
+    ref, cols = str(data["base"]), data["cols"]
+    base = bases.get(ref)
+    if base is None:
+        raise LedgerReferenceError(
+            f"{record_label(data)} refers to ledger record {ref}, which is missing or unreadable"
+        )
+    if int(cols.get("baseN", -1)) != len(base):
+        raise LedgerReferenceError(
+            f"{record_label(data)} refers to ledger record {ref} with {cols.get('baseN')} items, "
+            f"but that record holds {len(base)}"
+        )
+    out: list[LedgerItem] = []
+    taken = 0
+    for at, start, count in cols.get("copy") or ():
+        gap = int(at) - len(out)
+        if gap < 0 or taken + gap > len(literal) or int(start) < 0 or int(start) + int(count) > len(base):
+            raise ValueError(f"{record_label(data)}: a copied run [{at}, {start}, {count}] does not fit")
+        out.extend(literal[taken : taken + gap])
+        taken += gap
+        out.extend(base[int(start) : int(start) + int(count)])
+    out.extend(literal[taken:])
+    if len(out) != int(cols.get("n", -1)):
+        raise ValueError(f"{record_label(data)}: {len(out)} items rebuilt, the line says {cols.get('n')}")
+    return out
+
+
+def items_from_json(
+    data: dict[str, Any], bases: Mapping[str, list[LedgerItem]] | None = None
+) -> list[LedgerItem]:
+    """The items of a record line: columns (version 2), one object per item (version 1), or the
+    columns of what changed since an earlier record of the same file (version 3, ``bases`` maps
+    ``<requestId>:<step>`` to the items of the records read before it)."""
     cols = data.get("cols")
     if not isinstance(cols, dict):
         return [LedgerItem.from_json(i) for i in data.get("items") or []]
+    if "base" in data:
+        return _splice(_column_items(cols), data, bases or {})
+    return _column_items(cols)
+
+
+def _column_items(cols: dict[str, Any]) -> list[LedgerItem]:
     sources = [str(s) for s in cols.get("source") or []]
     tokens = [int(t) for t in cols.get("tokens") or []]
     if len(tokens) != len(sources):
@@ -260,7 +326,10 @@ class RequestRecord:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RequestRecord:
+    def from_json(
+        cls, data: dict[str, Any], bases: Mapping[str, list[LedgerItem]] | None = None
+    ) -> RequestRecord:
+        """A record from its line; ``bases``: the items of earlier records (see :func:`items_from_json`)."""
         return cls(
             request_id=str(data["requestId"]),
             step=int(data["step"]),
@@ -270,7 +339,7 @@ class RequestRecord:
             run_id=str(data.get("runId", "")),
             prefix_hash=str(data.get("prefixHash", "")),
             sections={str(k): int(v) for k, v in (data.get("sections") or {}).items()},
-            items=items_from_json(data),
+            items=items_from_json(data, bases),
             budget=dict(data.get("budget") or {}),
             estimate=int(data.get("estimate", 0)),
             ratio=float(data.get("ratio", 1.0)),
@@ -280,7 +349,7 @@ class RequestRecord:
         )
 
 
-def _injected_text(item: Item) -> str:
+def injected_text(item: Item) -> str:
     part = item.message.parts[0]
     return part.content if isinstance(part, SystemPromptPart | TextPart) else ""
 
@@ -297,7 +366,7 @@ def _ledger_item(item: Item, blobs: dict[str, str]) -> LedgerItem:
         tool_call_ids=list(item.tool_call_ids),
     )
     if item.section == "injections":
-        text = _injected_text(item)
+        text = injected_text(item)
         out.role = "system" if isinstance(item.message, ModelRequest) else "assistant"
         out.blob = blob_key(text)
         blobs[out.blob] = text
@@ -339,70 +408,3 @@ def record_from_report(
         ratio=report.ratio,
         summarizer=summarizer,
     )
-
-
-def _ordered(report: RequestReport) -> list[Item]:
-    """The report's items in the order sent: summary, injected system, history, injected assistant, the run."""
-    systems = [i for i in report.injections if isinstance(i.message, ModelRequest)]
-    assistants = [i for i in report.injections if not isinstance(i.message, ModelRequest)]
-    prior = report.prior
-    if prior and prior[0].section == "summary":
-        return [prior[0], *systems, *prior[1:], *assistants, *report.current]
-    return [*systems, *prior, *assistants, *report.current]
-
-
-def _summarizer(report: RequestReport) -> str | None:
-    """Which summarizer wrote the summary the request carried (the part's metadata says)."""
-    for item in report.prior[:1]:
-        # the part's metadata survives pydantic-ai merging the summary into the next request
-        first = item.message.parts[0] if item.section == "summary" and item.message.parts else None
-        meta = first.metadata if isinstance(first, SystemPromptPart) else None
-        info = meta.get("shipagent") if isinstance(meta, dict) else None
-        if isinstance(info, dict) and isinstance(info.get("summarizer"), str):
-            return str(info["summarizer"])
-    return None
-
-
-def report_json(
-    report: RequestReport,
-    *,
-    request_id: str,
-    chat_key: str,
-    ts: str,
-    blobs: dict[str, str],
-    usage: tuple[int, int] | None = None,
-) -> dict[str, Any]:
-    """The record line of one request, straight from the context window's report.
-
-    The same line ``record_from_report(...).to_json()`` gives, without a :class:`LedgerItem` per
-    item: the recorder keeps the reports and encodes them when the turn is written.
-    """
-    items = _ordered(report)
-    injected: dict[int, dict[str, Any]] = {}
-    for index, item in enumerate(items):
-        if item.section == "injections":
-            text = _injected_text(item)
-            key = blob_key(text)
-            blobs[key] = text
-            role = "system" if isinstance(item.message, ModelRequest) else "assistant"
-            injected[index] = {"role": role, "blob": key}
-    out: dict[str, Any] = {
-        "v": 2,
-        "requestId": request_id,
-        "step": report.step,
-        "ts": ts,
-        "chatKey": chat_key,
-        "model": report.model,
-        "runId": report.run_id,
-        "prefixHash": report.prefix_hash,
-        "sections": report.section_tokens(),
-        "cols": items_json(items, injected),
-        "budget": {"total": report.plan.budget.total, "caps": dict(report.plan.budget.caps)},
-        "estimate": report.estimate,
-        "ratio": report.ratio,
-    }
-    if usage is not None:
-        out["inputTokens"], out["cachedTokens"] = usage
-    if (summarizer := _summarizer(report)) is not None:
-        out["summarizer"] = summarizer
-    return out
