@@ -28,6 +28,7 @@ __all__ = [
     "read_last",
     "remove_stale_tmp",
     "rewrite",
+    "rewrite_raw",
 ]
 
 log = logging.getLogger("shipagent.jsonl")
@@ -185,14 +186,26 @@ def read_last(path: Path, count: int, *, skip: int = 0) -> list[Any]:
 
 def rewrite(path: Path, objs: Iterable[Any]) -> None:
     """Replace the file's content atomically: write a temp file, fsync, rename over."""
+    rewrite_raw(path, b"".join(_dumps(obj) for obj in objs))
+
+
+def rewrite_raw(path: Path, data: bytes) -> None:
+    """:func:`rewrite` with already-serialised whole lines (each ending in ``\n``).
+
+    Lets a caller that keeps most lines of a file copy them as bytes instead of parsing and
+    re-encoding each one (the agent-context window on every turn of a long chat).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
-            for obj in objs:
-                fh.write(_dumps(obj))
-            fh.flush()
-            os.fsync(fh.fileno())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:  # disk full, a bad object: leave the original and no temp file
         with contextlib.suppress(OSError):
