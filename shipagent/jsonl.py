@@ -35,8 +35,12 @@ log = logging.getLogger("shipagent.jsonl")
 _BLOCK = 64 * 1024
 
 
+# json.dumps with options builds a new encoder on every call; a turn writes a handful of lines.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def _dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (_ENCODE(obj) + "\n").encode("utf-8")
 
 
 def dumps(obj: Any) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
-from ._clock import now_iso
+from ._appends import cached_paths, now_iso
 
 __all__ = ["AgentContextLog", "agent_context_entry", "agent_context_summary"]
 
@@ -95,13 +95,14 @@ class AgentContextLog:
 
     def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
         self._paths = paths
+        self._path = cached_paths(paths.agent_context)
         self.window = window
         self._counts: OrderedDict[str, int] = OrderedDict()  # recent chats only (a miss re-counts)
         self._dirty: set[str] = set()  # counted chats whose file has a line that is not an entry
         self._swept = False
 
     def path(self, chat_key: str) -> Path:
-        return self._paths.agent_context(chat_key)
+        return self._path(chat_key)
 
     def append(
         self,

@@ -25,7 +25,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
-from ._clock import now_iso
+from ._appends import cached_paths, now_iso
 from .agent_context import AgentContextLog, agent_context_entry, agent_context_summary
 
 __all__ = [
@@ -78,9 +78,10 @@ class Transcript:
 
     def __init__(self, paths: ShipPaths) -> None:
         self._paths = paths
+        self._path = cached_paths(paths.transcript)
 
     def path(self, chat_key: str) -> Path:
-        return self._paths.transcript(chat_key)
+        return self._path(chat_key)
 
     def append(self, chat_key: str, request_id: str, role: str, text: str, *, via: str | None = None) -> None:
         entry: dict[str, Any] = {
@@ -141,9 +142,10 @@ class MessageLog:
 
     def __init__(self, paths: ShipPaths) -> None:
         self._paths = paths
+        self._path = cached_paths(paths.message_log)
 
     def path(self, chat_key: str) -> Path:
-        return self._paths.message_log(chat_key)
+        return self._path(chat_key)
 
     def append_turn(
         self, chat_key: str, request_id: str, messages: list[ModelMessage], *, seq: int | None = None
