@@ -7,12 +7,14 @@ the bytes on disk.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 from pathlib import Path
 
 import pytest
 
+from shipagent import jsonl
 from shipagent.chatkeys import ShipPaths
 from shipagent.history.stores import AgentContextLog, agent_context_summary
 from shipagent.stores._records import summarize_window
@@ -121,3 +123,27 @@ def test_a_file_shorter_than_counted_is_rewritten_line_by_line(tmp_path: Path) -
     path.write_bytes(first + b"\n")  # cut behind the log's back, with no forget()
     log.append("k", "r3", "q3", "a3", CALL)  # the cached count (3) says full: it is not
     assert [json.loads(x)["requestId"] for x in _lines(path)] == ["r0", "r3"]
+
+
+def test_a_write_that_failed_halfway_is_recounted_and_its_torn_line_dropped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = AgentContextLog(ShipPaths(tmp_path), window=3)
+    path = log.path("k")
+    log.append("k", "r0", "q0", "a0", CALL)
+    real = jsonl.append_raw
+
+    def disk_full(target: Path, data: bytes) -> None:
+        real(target, data[: len(data) // 2].rstrip(b"\n"))  # half a line reached the disk
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(jsonl, "append_raw", disk_full)
+    with pytest.raises(OSError, match="No space"):
+        log.append("k", "r1", "q1", "a1", CALL)
+    monkeypatch.setattr(jsonl, "append_raw", real)
+    for i in range(2, 5):
+        log.append("k", f"r{i}", f"q{i}", f"a{i}", CALL)
+    lines = _lines(path)
+    assert len(lines) == 3  # summary + the newest two; the torn half line is gone
+    assert json.loads(lines[0])["runs"] == 2  # r0 and r2 (r1 never was written)
+    assert [json.loads(x)["requestId"] for x in lines[1:]] == ["r3", "r4"]

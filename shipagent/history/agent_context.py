@@ -129,16 +129,20 @@ class AgentContextLog:
             else:  # a torn or damaged line: count the others; the next rewrite drops it
                 count = len(_entry_lines(data))
                 self._dirty.add(chat_key)
-        if count < self.window:
-            jsonl.append_raw(path, line)
-            count += 1
-        else:
-            data = _read(path) if data is None else data
-            if chat_key in self._dirty:
-                self._dirty.discard(chat_key)
-                count = self._rewrite_lines(chat_key, [*_entry_lines(data), line.rstrip(b"\n")])
+        try:
+            if count < self.window:
+                jsonl.append_raw(path, line)
+                count += 1
             else:
-                count = self._rewrite_full(chat_key, data, count, line)
+                data = _read(path) if data is None else data
+                if chat_key in self._dirty:
+                    self._dirty.discard(chat_key)
+                    count = self._rewrite_lines(chat_key, [*_entry_lines(data), line.rstrip(b"\n")])
+                else:
+                    count = self._rewrite_full(chat_key, data, count, line)
+        except BaseException:  # disk full mid-write: the file may hold a torn line now
+            self.forget(chat_key)
+            raise
         self._counts[chat_key] = count
         self._counts.move_to_end(chat_key)
         while len(self._counts) > _REMEMBERED_COUNTS:
@@ -159,8 +163,8 @@ class AgentContextLog:
         """The window rewrite of a full, clean file of ``count`` entries: the per-turn case.
 
         The file was clean when this process counted it or last rewrote it, and only this class
-        has written it since (another writer makes the caller :meth:`forget` the count; a torn
-        line of our own would be our crash, hence a new process), so the lines merged
+        has written it since (another writer makes the caller :meth:`forget` the count; so does
+        a write of ours that failed and may have left a torn line), so the lines merged
         into the summary are its first few: found with a few ``index`` calls, parsed, and the
         rest of the file is copied in one piece, unread.
         """
