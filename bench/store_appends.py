@@ -5,8 +5,9 @@
 A turn's commit (``ChatHistories.commit``, one worker-thread hop) appends to the message log, the
 transcript and the agent-context log and writes the turn's two cards to the chat's output box in
 the card store. This script times each of those calls alone, in a loop, with
-``time.process_time`` (CPU of the process, steadier than wall time on a shared machine), and
-prints a markdown table of the median per call over ``--rounds`` rounds of ``--calls`` calls.
+``time.process_time`` (CPU of the process, steadier on a shared machine) and with the wall clock
+(which also counts waiting for the disk: the agent-context window's ``fsync``), and prints a
+markdown table of the medians per call over ``--rounds`` rounds of ``--calls`` calls.
 
 The agent-context log is timed twice: for a chat below its window, and for a chat past it, where
 every append also keeps the file at ``windowEntries`` (200) entries.
@@ -32,17 +33,18 @@ TEXT = "question: " + "lorem ipsum ünïcödé " * 20  # ~400 bytes, a short cha
 CALLS = [{"tool": "exec_shell", "success": True, "error": None}]
 
 
-def per_call(fn: Callable[[int], object], calls: int, rounds: int) -> float:
-    """Median over ``rounds`` of the CPU per call of ``calls`` calls, in microseconds."""
-    results = []
+def per_call(fn: Callable[[int], object], calls: int, rounds: int) -> tuple[float, float]:
+    """Medians over ``rounds`` of the CPU and the wall time per call of ``calls`` calls, in µs."""
+    cpu, wall = [], []
     counter = 0
     for _ in range(rounds):
-        start = time.process_time()
+        start, start_wall = time.process_time(), time.perf_counter()
         for _ in range(calls):
             fn(counter)
             counter += 1
-        results.append((time.process_time() - start) / calls * 1e6)
-    return statistics.median(results)
+        cpu.append((time.process_time() - start) / calls * 1e6)
+        wall.append((time.perf_counter() - start_wall) / calls * 1e6)
+    return statistics.median(cpu), statistics.median(wall)
 
 
 def main() -> None:
@@ -84,11 +86,12 @@ def main() -> None:
         ),
         ("card store `append_to_box_sync` (2 cards)", lambda i: store.append_to_box_sync(box, cards(i))),
     ]
-    print(f"CPU per call (process_time), median of {args.rounds} rounds of {args.calls} calls\n")
-    print("| write | µs per call |")
-    print("|---|---:|")
+    print(f"per call: median of {args.rounds} rounds of {args.calls} calls\n")
+    print("| write | CPU µs (process_time) | wall µs |")
+    print("|---|---:|---:|")
     for name, fn in cases:
-        print(f"| {name} | {per_call(fn, args.calls, args.rounds):.0f} |", flush=True)
+        cpu, wall = per_call(fn, args.calls, args.rounds)
+        print(f"| {name} | {cpu:.0f} | {wall:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
