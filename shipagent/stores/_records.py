@@ -30,6 +30,7 @@ __all__ = [
     "RawLog",
     "TranscriptMixin",
     "agent_context_entry",
+    "agent_context_summary",
     "commit_in_order",
     "compaction_record",
     "summarize_window",
