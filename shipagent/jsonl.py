@@ -28,14 +28,23 @@ __all__ = [
     "read_last",
     "remove_stale_tmp",
     "rewrite",
+    "rewrite_raw",
 ]
 
 log = logging.getLogger("shipagent.jsonl")
 _BLOCK = 64 * 1024
+# (device, inode) -> the file's size right after this process's last whole append to it. The
+# files only grow (a rewrite renames a new inode in), so a file still at that size ends in our "\n".
+_ENDS: dict[tuple[int, int], int] = {}
+_REMEMBERED_ENDS = 4096
+
+
+# json.dumps with options builds a new encoder on every call; a turn writes a handful of lines.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def _dumps(obj: Any) -> bytes:
-    return (json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n").encode("utf-8")
+    return (_ENCODE(obj) + "\n").encode("utf-8")
 
 
 def dumps(obj: Any) -> bytes:
@@ -49,20 +58,31 @@ def append_lines(path: Path, objs: Iterable[Any]) -> None:
 
 
 def append_raw(path: Path, data: bytes) -> None:
-    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``."""
+    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``.
+
+    Four system calls in the usual case (open, fstat, write, close): the torn-line check reads
+    the file's last byte only when this process did not itself end the file at its current size.
+    """
     if not data:
         return
     fd = _open_append(path)
     try:
         # A previous crash may have left a torn last line without "\n": start on a fresh line so
-        # the torn fragment stays one bad line instead of corrupting this record too.
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":  # same descriptor: no second open
+        # the torn fragment stays one bad line instead of corrupting this record too. If our own
+        # whole append left the file at exactly this size, its last byte is our "\n".
+        st = os.fstat(fd)
+        key, size = (st.st_dev, st.st_ino), st.st_size
+        if size and _ENDS.get(key) != size and os.pread(fd, 1, size - 1) != b"\n":
             data = b"\n" + data
+        _ENDS.pop(key, None)  # not known again until this write is whole
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
             view = view[written:]
+        if data[-1:] == b"\n":  # a caller's fragment (a test of torn lines) is no whole line
+            if len(_ENDS) >= _REMEMBERED_ENDS:
+                _ENDS.clear()
+            _ENDS[key] = size + len(data)  # another appender in between makes it wrong: we read
     finally:
         os.close(fd)
 
@@ -185,14 +205,26 @@ def read_last(path: Path, count: int, *, skip: int = 0) -> list[Any]:
 
 def rewrite(path: Path, objs: Iterable[Any]) -> None:
     """Replace the file's content atomically: write a temp file, fsync, rename over."""
+    rewrite_raw(path, b"".join(_dumps(obj) for obj in objs))
+
+
+def rewrite_raw(path: Path, data: bytes) -> None:
+    """:func:`rewrite` with already-serialised whole lines (each ending in ``\n``).
+
+    Lets a caller that keeps most lines of a file copy them as bytes instead of parsing and
+    re-encoding each one (the agent-context window on every turn of a long chat).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(tmp, "wb") as fh:
-            for obj in objs:
-                fh.write(_dumps(obj))
-            fh.flush()
-            os.fsync(fh.fileno())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)
     except BaseException:  # disk full, a bad object: leave the original and no temp file
         with contextlib.suppress(OSError):

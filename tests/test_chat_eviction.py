@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent.handover import _runtime as handover_runtime
-from shipagent.history import stores
+from shipagent.history import agent_context
 
 
 def _limits(**extra: int) -> dict[str, object]:
@@ -108,7 +108,7 @@ async def test_per_chat_bookkeeping_is_bounded_and_stays_correct(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(handover_runtime, "MAX_REMEMBERED_BOXES", 2)
-    monkeypatch.setattr(stores, "_REMEMBERED_COUNTS", 2)
+    monkeypatch.setattr(agent_context, "_REMEMBERED_COUNTS", 2)
     root = make_project(tmp_path / "p", {"context": {"agentContext": {"windowEntries": 3}}})
     agent = make_agent(root, ScriptedModel().model)
     for round_ in range(4):

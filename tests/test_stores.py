@@ -159,6 +159,20 @@ async def test_agent_context_window_merges_the_oldest(stores: Any) -> None:
     assert await ctx.count("c") == 4  # after the window rewrote the log, not the 6 ever appended
 
 
+async def test_agent_context_window_holds_over_many_runs(stores: Any) -> None:
+    ctx = stores.agent_context
+    for i in range(11):  # window 4: every run after the fourth merges the oldest into the summary
+        await ctx.append("c", f"r{i}", f"question {i}", f"answer {i}", [{"tool": "t", "success": True}])
+        assert await ctx.count("c") == min(i + 1, 4)
+    entries = await ctx.last("c", 10)
+    assert entries[0]["summary"] is True and entries[0]["runs"] == 8 and entries[0]["requestId"] == "r7"
+    assert [e["requestId"] for e in entries[1:]] == ["r8", "r9", "r10"]
+    assert [r.seq for r in await ctx.records("c")] == [1, 2, 3, 4]
+    await ctx.append("other", "o1", "q", "a", [])  # another chat's log is its own
+    assert [r.data["requestId"] for r in await ctx.records("other")] == ["o1"]
+    assert await ctx.count("c") == 4
+
+
 async def test_context_files_index_contents_paging_and_rewrites(stores: Any) -> None:
     files = stores.context_files
     text = "".join(f"line {i} ünïcödé 🚢\n" for i in range(2000))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,13 +57,30 @@ CREATE TABLE IF NOT EXISTS named_boxes (
 );
 """
 _CHUNK = 500  # stay far below SQLite's bound-parameter limit
+_REMEMBERED_BOXES = 4096  # (project, next position) of the most recently appended-to boxes
+_QUICK_APPEND = 100  # cards one optimistic ``INSERT ... VALUES (...), (...)`` may carry
+# json.dumps with options builds a new encoder per call; a turn serialises four values.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+_BOX_END = (
+    "SELECT project_id, (SELECT COALESCE(MAX(position) + 1, 0) FROM box_cards WHERE box_id = ?) "
+    "FROM boxes WHERE box_id = ?"
+)
+
+_Row = tuple[str, str, str, str]
+"""A new card, serialised before its transaction: ``(type, content, author_id, metadata)``."""
 
 
 def _dumps(value: Any, what: str) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise BadRequestError(f"card {what} is not JSON-serialisable: {exc}") from None
+
+
+def _serialise(card: NewCard) -> _Row:
+    """The card's stored columns; serialising is the check, done before any transaction starts."""
+    content = _dumps(content_to_json(card.content), "content")
+    return card.type, content, card.author_id, _dumps(card.metadata, "metadata")
 
 
 def _now() -> str:
@@ -85,6 +103,10 @@ class SqliteCardBoxStore:
         self._project_id = project_id
         self._conn: sqlite3.Connection | None = None
         self._lock = threading.Lock()
+        # box id -> (project id, next position) as of this store's last append to it: lets a
+        # turn's append skip reading them; another writer's append makes the insert fail and
+        # the append read them after all (see append_to_box_sync).
+        self._box_ends: OrderedDict[str, tuple[str, int]] = OrderedDict()
 
     @property
     def project_id(self) -> str:
@@ -108,8 +130,13 @@ class SqliteCardBoxStore:
         with self._lock:
             return fn(self._connect())
 
-    def _write(self, fn: Callable[[sqlite3.Connection], _T]) -> _T:
-        """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; any exception rolls all of it back."""
+    def _write(
+        self, fn: Callable[[sqlite3.Connection], _T], *, committed: Callable[[_T], None] | None = None
+    ) -> _T:
+        """Run ``fn`` in one ``BEGIN IMMEDIATE`` transaction; any exception rolls all of it back.
+
+        ``committed`` gets the result once the transaction is committed, still under the lock.
+        """
         with self._lock:
             conn = self._connect()
             conn.execute("BEGIN IMMEDIATE")
@@ -119,6 +146,8 @@ class SqliteCardBoxStore:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+            if committed is not None:
+                committed(result)
             return result
 
     async def _run(self, fn: Callable[[], _T]) -> _T:
@@ -129,21 +158,15 @@ class SqliteCardBoxStore:
 
     # -- rows -------------------------------------------------------------------------------------
 
-    def _insert_card(self, conn: sqlite3.Connection, card: NewCard, project_id: str) -> str:
-        card_id = new_id()
-        conn.execute(
-            "INSERT INTO cards VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (
-                card_id,
-                project_id,
-                card.type,
-                _dumps(content_to_json(card.content), "content"),
-                card.author_id,
-                _dumps(card.metadata, "metadata"),
-                _now(),
-            ),
-        )
-        return card_id
+    @staticmethod
+    def _insert_cards(conn: sqlite3.Connection, items: Sequence[str | _Row], project_id: str) -> list[str]:
+        """Insert the serialised new cards among ``items`` (one statement); all ids, in order."""
+        ids = [i if isinstance(i, str) else new_id() for i in items]
+        now = _now()
+        rows = [(c, project_id, *i, now) for c, i in zip(ids, items, strict=True) if not isinstance(i, str)]
+        if rows:
+            conn.executemany("INSERT INTO cards VALUES (?, ?, ?, ?, ?, ?, ?)", rows)
+        return ids
 
     @staticmethod
     def _require_cards(conn: sqlite3.Connection, card_ids: Sequence[str]) -> None:
@@ -161,14 +184,6 @@ class SqliteCardBoxStore:
                 f"card {missing[0]!r} not found"
                 + (f" (and {len(missing) - 1} more)" if len(missing) > 1 else "")
             )
-
-    @staticmethod
-    def _check_serialisable(items: Sequence[str | NewCard]) -> None:
-        """Raise BadRequestError before a transaction starts, not halfway through it."""
-        for item in items:
-            if isinstance(item, NewCard):
-                _dumps(content_to_json(item.content), "content")
-                _dumps(item.metadata, "metadata")
 
     @staticmethod
     def _insert_box(conn: sqlite3.Connection, card_ids: Sequence[str], project_id: str) -> str:
@@ -206,8 +221,8 @@ class SqliteCardBoxStore:
         new = NewCard(
             type=type, content=to_content(content), author_id=author_id, metadata=dict(metadata or {})
         )
-        pid = self._pid(project_id)
-        return await self._run(lambda: self._write(lambda conn: self._insert_card(conn, new, pid)))
+        pid, row = self._pid(project_id), _serialise(new)
+        return await self._run(lambda: self._write(lambda conn: self._insert_cards(conn, [row], pid)[0]))
 
     async def get_card(self, card_id: str) -> Card:
         return (await self.get_cards([card_id]))[0]
@@ -238,12 +253,11 @@ class SqliteCardBoxStore:
         self, entries: Sequence[str | NewCard], project_id: str | None = None
     ) -> tuple[str, list[str]]:
         pid = self._pid(project_id)
-        items = list(entries)
-        self._check_serialisable(items)
+        items = [_serialise(i) if isinstance(i, NewCard) else i for i in entries]
 
         def write(conn: sqlite3.Connection) -> tuple[str, list[str]]:
             self._require_cards(conn, [i for i in items if isinstance(i, str)])
-            ids = [i if isinstance(i, str) else self._insert_card(conn, i, pid) for i in items]
+            ids = self._insert_cards(conn, items, pid)
             return self._insert_box(conn, ids, pid), ids
 
         return await self._run(lambda: self._write(write))
@@ -271,30 +285,54 @@ class SqliteCardBoxStore:
         Lets the agent write a turn's cards in the same thread hop as its JSONL stores.
         """
         bid = str(box_id)
-        items = [c if isinstance(c, NewCard) else str(c) for c in card_ids]
-        self._check_serialisable(items)
+        items = [_serialise(c) if isinstance(c, NewCard) else str(c) for c in card_ids]
 
-        def write(conn: sqlite3.Connection) -> list[str]:
-            row = conn.execute("SELECT project_id FROM boxes WHERE box_id = ?", (bid,)).fetchone()
+        def write(conn: sqlite3.Connection) -> tuple[list[str], str, int]:
+            self._require_cards(conn, [i for i in items if isinstance(i, str)])
+            known = self._box_ends.get(bid)
+            if known is not None and 0 < len(items) <= _QUICK_APPEND:
+                # The usual turn: this store appended to the box last, so it knows the box's
+                # project and next position. The positions go in with one statement: if another
+                # writer appended since (or the box is gone), the primary key (or the foreign key)
+                # fails the whole statement, nothing of it stays, and the box is read below.
+                pid, end = known
+                ids = self._insert_cards(conn, items, pid)
+                marks = ", ".join(["(?, ?, ?)"] * len(ids))
+                values = [v for n, c in enumerate(ids) for v in (bid, end + n, c)]
+                try:
+                    conn.execute(f"INSERT INTO box_cards VALUES {marks}", values)
+                    return ids, pid, end + len(ids)
+                except sqlite3.IntegrityError:
+                    pass
+            else:
+                ids = []
+            row = conn.execute(_BOX_END, (bid, bid)).fetchone()
             if row is None:
                 raise NotFoundError(f"box {bid!r} not found")
-            self._require_cards(conn, [i for i in items if isinstance(i, str)])
-            ids = [i if isinstance(i, str) else self._insert_card(conn, i, row[0]) for i in items]
-            (end,) = conn.execute(
-                "SELECT COALESCE(MAX(position) + 1, 0) FROM box_cards WHERE box_id = ?", (bid,)
-            ).fetchone()
+            pid, end = row
+            ids = ids or self._insert_cards(conn, items, pid)
             conn.executemany(
                 "INSERT INTO box_cards VALUES (?, ?, ?)", [(bid, end + i, c) for i, c in enumerate(ids)]
             )
-            return ids
+            return ids, pid, end + len(ids)
 
-        return self._write(write)
+        try:
+            return self._write(write, committed=lambda done: self._remember_end(bid, done[1], done[2]))[0]
+        except BaseException:
+            self._box_ends.pop(bid, None)
+            raise
+
+    def _remember_end(self, box_id: str, project_id: str, end: int) -> None:
+        self._box_ends[box_id] = (project_id, end)
+        self._box_ends.move_to_end(box_id)
+        while len(self._box_ends) > _REMEMBERED_BOXES:
+            self._box_ends.popitem(last=False)
 
     async def named_box(
         self, name: str, *, initial: Sequence[NewCard] = (), project_id: str | None = None
     ) -> str:
         pid = self._pid(project_id)
-        cards = list(initial)
+        cards = [_serialise(c) for c in initial]
 
         def write(conn: sqlite3.Connection) -> str:
             row = conn.execute(
@@ -302,7 +340,7 @@ class SqliteCardBoxStore:
             ).fetchone()
             if row is not None:
                 return str(row[0])
-            ids = [self._insert_card(conn, c, pid) for c in cards]
+            ids = self._insert_cards(conn, cards, pid)
             box_id = self._insert_box(conn, ids, pid)
             conn.execute("INSERT INTO named_boxes VALUES (?, ?, ?)", (pid, name, box_id))
             return box_id

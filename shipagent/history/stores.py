@@ -2,7 +2,7 @@
 
 All three are append-only JSONL (``shipagent.jsonl``), one file per chat key, so a turn costs a
 few appends whatever the length of the chat. Only the agent-context log is ever rewritten (its
-window), and then through a temp file and a rename.
+window, see :mod:`shipagent.history.agent_context`), and then through a temp file and a rename.
 
 The model-message log holds two kinds of records:
 
@@ -16,9 +16,7 @@ The model-message log holds two kinds of records:
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +25,19 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
+from ._appends import cached_paths, now_iso
+from .agent_context import AgentContextLog, agent_context_entry, agent_context_summary
 
-_REMEMBERED_COUNTS = 4096  # entry counts of the most recently used chats' agent-context logs
-
-__all__ = ["AgentContextLog", "MessageLog", "Transcript", "agent_context_entry", "now_iso"]
+__all__ = [
+    "AgentContextLog",
+    "MessageLog",
+    "Transcript",
+    "agent_context_entry",
+    "agent_context_summary",
+    "now_iso",
+]
 
 log = logging.getLogger("shipagent.history")
-
-
-def now_iso() -> str:
-    """The current UTC time as ISO 8601 with milliseconds and a ``Z``."""
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 _RAW = "\x00messages\x00"  # a placeholder no JSON string value can contain unescaped
@@ -78,9 +78,10 @@ class Transcript:
 
     def __init__(self, paths: ShipPaths) -> None:
         self._paths = paths
+        self._path = cached_paths(paths.transcript)
 
     def path(self, chat_key: str) -> Path:
-        return self._paths.transcript(chat_key)
+        return self._path(chat_key)
 
     def append(self, chat_key: str, request_id: str, role: str, text: str, *, via: str | None = None) -> None:
         entry: dict[str, Any] = {
@@ -141,9 +142,10 @@ class MessageLog:
 
     def __init__(self, paths: ShipPaths) -> None:
         self._paths = paths
+        self._path = cached_paths(paths.message_log)
 
     def path(self, chat_key: str) -> Path:
-        return self._paths.message_log(chat_key)
+        return self._path(chat_key)
 
     def append_turn(
         self, chat_key: str, request_id: str, messages: list[ModelMessage], *, seq: int | None = None
@@ -350,137 +352,3 @@ def _summary_span(history: Any, summary_id: str) -> tuple[int, int] | None:
         if isinstance(lo, int) and isinstance(hi, int):
             return lo, hi
     return None
-
-
-def agent_context_entry(
-    chat_key: str, request_id: str, user_text: str, output: str, tool_calls: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """One agent-context log entry (seed 002 §2.3): previews capped, tool errors at 200 characters.
-
-    The one definition of the entry's shape: every store implementation writes exactly this.
-    """
-    return {
-        "v": 1,
-        "ts": now_iso(),
-        "chatKey": chat_key,
-        "requestId": request_id,
-        "userPreview": user_text[:2000],
-        "outputPreview": output[:2000],
-        "toolCalls": [
-            {
-                "tool": c["tool"],
-                "success": c["success"],
-                "error": (c.get("error") or None) and str(c["error"])[:200],
-            }
-            for c in tool_calls
-        ],
-    }
-
-
-class AgentContextLog:
-    """``.ship/memory/agent-context/<key>.jsonl``: one execution summary per run (seed 002 §2.3).
-
-    Past ``window`` entries the older ones are merged into one summary entry and the newest
-    ``window - 1`` are kept, by rewriting to a temp file and renaming it into place.
-    """
-
-    def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
-        self._paths = paths
-        self.window = window
-        self._counts: OrderedDict[str, int] = OrderedDict()  # recent chats only (a miss re-counts)
-        self._swept = False
-
-    def path(self, chat_key: str) -> Path:
-        return self._paths.agent_context(chat_key)
-
-    def append(
-        self,
-        chat_key: str,
-        request_id: str,
-        user_text: str,
-        output: str,
-        tool_calls: list[dict[str, Any]],
-        *,
-        recovered: bool = False,
-    ) -> None:
-        entry = agent_context_entry(chat_key, request_id, user_text, output, tool_calls)
-        if recovered:
-            entry["recovered"] = True
-        path = self.path(chat_key)
-        jsonl.append_line(path, entry)
-        count = self._counts.get(chat_key)
-        if count is None:
-            self._sweep_once()
-            count = len(jsonl.read_all(path))
-        else:
-            count += 1
-        if count > self.window:
-            count = self._compact(chat_key)
-        self._counts[chat_key] = count
-        self._counts.move_to_end(chat_key)
-        while len(self._counts) > _REMEMBERED_COUNTS:
-            self._counts.popitem(last=False)
-
-    def _sweep_once(self) -> None:
-        """Remove temp files that an interrupted window rewrite left behind (once per process)."""
-        if not self._swept:
-            self._swept = True
-            jsonl.remove_stale_tmp(self._paths.ship_dir / "memory" / "agent-context")
-
-    def forget(self, chat_key: str) -> None:
-        """Drop the cached entry count (another process appended: the next append recounts)."""
-        self._counts.pop(chat_key, None)
-
-    def _compact(self, chat_key: str) -> int:
-        path = self.path(chat_key)
-        # Any line may be damaged (a hand edit, a disk error): a line that is not an entry is
-        # dropped from the window rather than allowed to fail the commit that triggered the rewrite.
-        entries = [e for e in jsonl.read_all(path) if isinstance(e, dict)]
-        keep = self.window - 1
-        if len(entries) <= keep:
-            jsonl.rewrite(path, entries)
-            return len(entries)
-        older, recent = entries[:-keep], entries[-keep:]
-        runs = sum(_int(e.get("runs"), 1) for e in older)
-        tools: dict[str, int] = {}
-        for e in older:
-            calls = e.get("toolCalls")
-            for call in calls if isinstance(calls, list) else []:
-                name = call.get("tool") if isinstance(call, dict) else None
-                if isinstance(name, str):
-                    tools[name] = tools.get(name, 0) + 1
-        tool_text = ", ".join(f"{name}×{n}" for name, n in sorted(tools.items())) or "none"
-        first, last = str(older[0].get("ts")), str(older[-1].get("ts") or now_iso())
-        summary = {
-            "v": 1,
-            "ts": last,
-            "chatKey": chat_key,
-            "requestId": str(older[-1].get("requestId") or ""),
-            "summary": True,
-            "runs": runs,
-            "userPreview": f"Summary of {runs} earlier runs (from {first} to {last})",
-            "outputPreview": f"Tools used in those runs: {tool_text}"[:2000],
-            "toolCalls": [],
-        }
-        jsonl.rewrite(path, [summary, *recent])
-        return len(recent) + 1
-
-    def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
-        """The newest ``count`` entries after ``skip``, oldest first; non-entries are skipped."""
-        out: list[dict[str, Any]] = []
-        for entry in jsonl.iter_objects_backward(self.path(chat_key)):
-            if not isinstance(entry, dict):
-                continue
-            if skip:
-                skip -= 1
-                continue
-            out.append(entry)
-            if len(out) >= count:
-                break
-        out.reverse()
-        return out
-
-
-def _int(value: Any, default: int) -> int:
-    """``value`` as a positive int, else ``default`` (a damaged entry's ``runs``)."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default

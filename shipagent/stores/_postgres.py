@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._context import ContextBase, sha256
-from ._pg_base import PgPool, append_rows
+from ._pg_base import PgPool, append_rows, dumps
 from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
 from ._protocols import LogRecord, TurnWrite
 from ._records import (
@@ -22,8 +22,8 @@ from ._records import (
     RawLog,
     TranscriptMixin,
     agent_context_entry,
+    agent_context_summary,
     compaction_record,
-    summarize_window,
     transcript_records,
     turn_cards,
     turn_record,
@@ -46,9 +46,37 @@ async def _replace(conn: Any, table: str, chat_key: str, records: Sequence[dict[
 
 
 async def _agent_context_append(conn: Any, chat_key: str, entry: dict[str, Any], window: int) -> None:
-    if await append_rows(conn, "agent_context", chat_key, [entry]) > window:
-        entries = [r.data for r in await _records(conn, "agent_context", chat_key, 1, None)]
-        await _replace(conn, "agent_context", chat_key, summarize_window(chat_key, entries, window))
+    """Append a run's entry; past the window, merge the oldest into one summary, all server-side.
+
+    Only the rows merged into the summary come to Python; the kept ones are renumbered in place
+    (to ``2..window``, the summary taking ``1``, as ``replace_all`` numbers them) instead of
+    being read, decoded, deleted and inserted again on every turn of a long chat.
+    """
+    count = await append_rows(conn, "agent_context", chat_key, [entry])
+    if count <= window:
+        return
+    cur = await conn.execute(
+        "SELECT seq, record FROM shipagent.agent_context WHERE chat_key = %s ORDER BY seq LIMIT %s",
+        (chat_key, count - (window - 1)),
+    )
+    older = await cur.fetchall()
+    summary = agent_context_summary(chat_key, [record for _, record in older])
+    await conn.execute(
+        "DELETE FROM shipagent.agent_context WHERE chat_key = %s AND seq <= %s", (chat_key, older[-1][0])
+    )
+    # Two steps: a primary key is checked row by row, so shifting seqs down in one UPDATE could
+    # collide with a row not moved yet; negative seqs are never used otherwise.
+    await conn.execute(
+        "UPDATE shipagent.agent_context a SET seq = -1 - r.n FROM (SELECT seq, row_number() OVER "
+        "(ORDER BY seq) AS n FROM shipagent.agent_context WHERE chat_key = %s) r "
+        "WHERE a.chat_key = %s AND a.seq = r.seq",
+        (chat_key, chat_key),
+    )
+    await conn.execute("UPDATE shipagent.agent_context SET seq = -seq WHERE chat_key = %s", (chat_key,))
+    await conn.execute(
+        "INSERT INTO shipagent.agent_context VALUES (%s, 1, NULL, %s, %s::json)",
+        (chat_key, rid if (rid := summary["requestId"]) and "\x00" not in rid else None, dumps(summary)),
+    )
 
 
 class _PgLog(RawLog):

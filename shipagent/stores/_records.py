@@ -15,7 +15,13 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
-from ..history.stores import agent_context_entry, dump_messages, load_messages, now_iso
+from ..history.stores import (
+    agent_context_entry,
+    agent_context_summary,
+    dump_messages,
+    load_messages,
+    now_iso,
+)
 from ._protocols import Committed, LogRecord, TurnWrite
 
 __all__ = [
@@ -24,6 +30,7 @@ __all__ = [
     "RawLog",
     "TranscriptMixin",
     "agent_context_entry",
+    "agent_context_summary",
     "commit_in_order",
     "compaction_record",
     "summarize_window",
@@ -68,27 +75,15 @@ def transcript_records(
 
 
 def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
-    """The agent-context log after its window overflowed: one summary entry + the newest ``window - 1``."""
-    keep = window - 1
-    older, recent = entries[:-keep], entries[-keep:]
-    runs = sum(int(e.get("runs", 1)) for e in older)
-    tools: dict[str, int] = {}
-    for e in older:
-        for call in e.get("toolCalls", []):
-            tools[call["tool"]] = tools.get(call["tool"], 0) + 1
-    tool_text = ", ".join(f"{name}×{n}" for name, n in sorted(tools.items())) or "none"
-    summary = {
-        "v": 1,
-        "ts": older[-1].get("ts", now_iso()),
-        "chatKey": chat_key,
-        "requestId": older[-1].get("requestId", ""),
-        "summary": True,
-        "runs": runs,
-        "userPreview": f"Summary of {runs} earlier runs (from {older[0].get('ts')} to {older[-1].get('ts')})",
-        "outputPreview": f"Tools used in those runs: {tool_text}"[:2000],
-        "toolCalls": [],
-    }
-    return [summary, *recent]
+    """The agent-context log after its window overflowed: one summary entry + the newest ``window - 1``.
+
+    The summary is :func:`~shipagent.history.stores.agent_context_summary`, the one the file
+    store writes, so a chat reads the same from either.
+    """
+    cut = len(entries) - (window - 1)
+    if cut <= 0:
+        return entries
+    return [agent_context_summary(chat_key, entries[:cut]), *entries[cut:]]
 
 
 def turn_cards(chat_key: str, request_id: str, user_text: str, output: str) -> list[NewCard]:
