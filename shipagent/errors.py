@@ -9,7 +9,9 @@ of anybody else's::
      ├── ToolContextError   current_tool_context() was called outside a run
      ├── BadRequestError    a handover / packing request is malformed (wrong type, missing field)
      ├── NotFoundError      a card, box, profile or context ref does not exist
-     └── ProjectLockedError another process has the project open (holds ``.ship/lock``)
+     ├── ProjectLockedError another process has the project open (holds ``.ship/lock``)
+     └── LedgerReferenceError (``shipagent.ledger``, also a ``ValueError``) a ledger line
+                            refers to an earlier record that is missing or damaged
 
 Failures *inside* a run (model errors, tool crashes, limits) are not raised: they come back as
 ``AgentResult(success=False, ...)`` so a caller's loop over chats never dies on one bad turn.

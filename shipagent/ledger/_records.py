@@ -30,6 +30,7 @@ from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelRequest, SystemPromptPart, TextPart
 
+from ..errors import ShipAgentError
 from ..history.placement import RequestReport
 from ..history.sections import Item
 
@@ -128,7 +129,7 @@ def items_json(items: Sequence[_ItemLike], extras: dict[int, dict[str, Any]] | N
     return cols
 
 
-class LedgerReferenceError(ValueError):
+class LedgerReferenceError(ShipAgentError, ValueError):
     """A record line (version 3) names an earlier record that is missing, unreadable or different.
 
     The record cannot be rebuilt without it, so it is left out (never returned half right); the
