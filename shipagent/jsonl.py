@@ -24,6 +24,7 @@ __all__ = [
     "iter_lines_backward",
     "iter_lines_backward_at",
     "iter_objects_backward",
+    "open_append",
     "read_all",
     "read_last",
     "remove_stale_tmp",
@@ -65,7 +66,7 @@ def append_raw(path: Path, data: bytes) -> None:
     """
     if not data:
         return
-    fd = _open_append(path)
+    fd = open_append(path)
     try:
         # A previous crash may have left a torn last line without "\n": start on a fresh line so
         # the torn fragment stays one bad line instead of corrupting this record too. If our own
@@ -87,7 +88,7 @@ def append_raw(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def _open_append(path: Path) -> int:
+def open_append(path: Path) -> int:
     """Open ``path`` for appending, creating it and its folders when missing.
 
     The folder is created only when the open says it is missing: a turn appends to four or five

@@ -31,16 +31,6 @@ Mark = tuple[int, int, int]
 """``(device, inode, size)`` of a chat's ledger file right after this process appended to it."""
 
 
-def _open_append(path: Path) -> int:
-    """``jsonl``'s append open: the folder is made only when the open says it is missing."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
-    try:
-        return os.open(path, flags, 0o644)
-    except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(path, flags, 0o644)
-
-
 class LedgerStore:
     """Reads and appends the request records of every chat of one project."""
 
@@ -108,7 +98,7 @@ class LedgerStore:
         if rotated:
             os.replace(path, self.previous_path(chat_key))  # one previous generation is kept
             count = 0
-        fd = _open_append(path)
+        fd = jsonl.open_append(path)
         try:
             stat = os.fstat(fd)
             here = (stat.st_dev, stat.st_ino)
