@@ -34,11 +34,6 @@ __all__ = [
 
 log = logging.getLogger("shipagent.jsonl")
 _BLOCK = 64 * 1024
-# (device, inode) -> the file's size right after this process's last whole append to it. The
-# files only grow (a rewrite renames a new inode in), so a file still at that size ends in our "\n".
-_ENDS: dict[tuple[int, int], int] = {}
-_REMEMBERED_ENDS = 4096
-
 
 # json.dumps with options builds a new encoder on every call; a turn writes a handful of lines.
 _ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
@@ -61,29 +56,24 @@ def append_lines(path: Path, objs: Iterable[Any]) -> None:
 def append_raw(path: Path, data: bytes) -> None:
     """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``.
 
-    Four system calls in the usual case (open, fstat, write, close): the torn-line check reads
-    the file's last byte only when this process did not itself end the file at its current size.
+    The file's last byte is always read back first (one ``pread``): remembering "this process
+    left the file at this size" to skip it is not safe, because another process can rewrite the
+    file in place, or rename a new one over it that reuses the inode number, to the same size
+    ending in a torn line, and the next record would then be glued onto it.
     """
     if not data:
         return
     fd = open_append(path)
     try:
         # A previous crash may have left a torn last line without "\n": start on a fresh line so
-        # the torn fragment stays one bad line instead of corrupting this record too. If our own
-        # whole append left the file at exactly this size, its last byte is our "\n".
-        st = os.fstat(fd)
-        key, size = (st.st_dev, st.st_ino), st.st_size
-        if size and _ENDS.get(key) != size and os.pread(fd, 1, size - 1) != b"\n":
+        # the torn fragment stays one bad line instead of corrupting this record too.
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":  # same descriptor: no second open
             data = b"\n" + data
-        _ENDS.pop(key, None)  # not known again until this write is whole
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
             view = view[written:]
-        if data[-1:] == b"\n":  # a caller's fragment (a test of torn lines) is no whole line
-            if len(_ENDS) >= _REMEMBERED_ENDS:
-                _ENDS.clear()
-            _ENDS[key] = size + len(data)  # another appender in between makes it wrong: we read
     finally:
         os.close(fd)
 

@@ -147,3 +147,18 @@ def test_a_write_that_failed_halfway_is_recounted_and_its_torn_line_dropped(
     assert len(lines) == 3  # summary + the newest two; the torn half line is gone
     assert json.loads(lines[0])["runs"] == 2  # r0 and r2 (r1 never was written)
     assert [json.loads(x)["requestId"] for x in lines[1:]] == ["r3", "r4"]
+
+
+def test_a_foreign_append_at_a_full_window_is_merged_by_the_next_rewrite(tmp_path: Path) -> None:
+    """Another process appended behind this one's count: the rewrite re-reads the lines."""
+    log = AgentContextLog(ShipPaths(tmp_path), window=3)
+    for n in range(3):
+        log.append("k", f"a{n}", f"u{n}", f"o{n}", [])
+    other = AgentContextLog(ShipPaths(tmp_path), window=3)  # stands in for a second process
+    other.append("k", "x0", "u", "o", [])  # it counts 3 and rewrites: summary + 2 kept + x0
+    jsonl.append_line(log.path("k"), json.loads(jsonl.dumps({"v": 1, "requestId": "x1"})))
+    log.append("k", "b0", "u", "o", [])  # this one still counts 3 entries
+    entries = [json.loads(line) for line in log.path("k").read_bytes().splitlines()]
+    assert len(entries) == 3
+    assert [e["requestId"] for e in entries[1:]] == ["x1", "b0"]
+    assert entries[0]["summary"] is True and entries[0]["runs"] == 4  # a0 a1 a2 x0, none lost

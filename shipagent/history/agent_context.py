@@ -168,6 +168,8 @@ class AgentContextLog:
         into the summary are its first few: found with a few ``index`` calls, parsed, and the
         rest of the file is copied in one piece, unread.
         """
+        if data.count(b"\n") != count:  # another writer appended or cut it: go line by line
+            return self._rewrite_lines(chat_key, [*_entry_lines(data), line.rstrip(b"\n")])
         older: list[bytes] = []
         start = 0
         try:
