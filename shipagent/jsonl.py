@@ -30,6 +30,7 @@ __all__ = [
     "remove_stale_tmp",
     "rewrite",
     "rewrite_raw",
+    "write_on_fresh_line",
 ]
 
 log = logging.getLogger("shipagent.jsonl")
@@ -54,28 +55,32 @@ def append_lines(path: Path, objs: Iterable[Any]) -> None:
 
 
 def append_raw(path: Path, data: bytes) -> None:
-    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``.
-
-    The file's last byte is always read back first (one ``pread``): remembering "this process
-    left the file at this size" to skip it is not safe, because another process can rewrite the
-    file in place, or rename a new one over it that reuses the inode number, to the same size
-    ending in a torn line, and the next record would then be glued onto it.
-    """
+    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``."""
     if not data:
         return
     fd = open_append(path)
     try:
-        # A previous crash may have left a torn last line without "\n": start on a fresh line so
-        # the torn fragment stays one bad line instead of corrupting this record too.
-        size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":  # same descriptor: no second open
-            data = b"\n" + data
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
+        write_on_fresh_line(fd, os.fstat(fd).st_size, data)
     finally:
         os.close(fd)
+
+
+def write_on_fresh_line(fd: int, size: int, data: bytes) -> int:
+    """Write ``data`` at the end of the ``O_APPEND`` file ``fd`` of ``size`` bytes, on a line of its own.
+
+    A previous crash may have left a torn last line without ``\n``: the file's last byte is read
+    back (one ``pread`` on the same descriptor) and, when it is not a newline, one is written first,
+    so the torn fragment stays one bad line instead of corrupting this record too. The read is
+    never skipped on the strength of "this process left the file at this size": another process
+    can rewrite the file in place, or rename a new one over it that reuses the inode number, to
+    the same size ending in a torn line. Returns the bytes written.
+    """
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        data = b"\n" + data
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+    return len(data)
 
 
 def open_append(path: Path) -> int:

@@ -105,19 +105,11 @@ class LedgerStore:
             continuing = mark is not None and not rotated and here == mark[:2] and stat.st_size >= mark[2]
             lines, blobs = encode(continuing)
             self._keep_blobs(chat_key, blobs)
-            data = b"".join(map(jsonl.dumps, lines))
-            # a crash may have left a torn last line: start on a fresh line (see jsonl.append_raw);
-            # a file just as this process left it ends with one (no read needed)
-            as_left = continuing and mark is not None and stat.st_size == mark[2]
-            if stat.st_size and not as_left and os.pread(fd, 1, stat.st_size - 1) != b"\n":
-                data = b"\n" + data
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
+            written = jsonl.write_on_fresh_line(fd, stat.st_size, b"".join(map(jsonl.dumps, lines)))
         finally:
             os.close(fd)
         self._counts[chat_key] = count + len(lines)
-        return here[0], here[1], stat.st_size + len(data)
+        return here[0], here[1], stat.st_size + written
 
     def _keep_blobs(self, chat_key: str, blobs: Mapping[str, str]) -> None:
         for key, text in blobs.items():  # usually none: only a request that carried injections
