@@ -162,23 +162,20 @@ class AgentContextLog:
     def _rewrite_full(self, chat_key: str, data: bytes, count: int, line: bytes) -> int:
         """The window rewrite of a full, clean file of ``count`` entries: the per-turn case.
 
-        The file was clean when this process counted it or last rewrote it, and only this class
-        has written it since (another writer makes the caller :meth:`forget` the count; so does
-        a write of ours that failed and may have left a torn line), so the lines merged
-        into the summary are its first few: found with a few ``index`` calls, parsed, and the
-        rest of the file is copied in one piece, unread.
+        The file was clean when this process counted it or last rewrote it (a write of ours that
+        failed and may have left a torn line makes the caller :meth:`forget` the count). If it
+        still holds ``count`` lines, the lines merged into the summary are its first few: found
+        with a few ``index`` calls, parsed, and the rest of the file is copied in one piece,
+        unread. Otherwise another writer appended to it or cut it: it goes line by line.
         """
-        if data.count(b"\n") != count:  # another writer appended or cut it: go line by line
+        if data.count(b"\n") != count:
             return self._rewrite_lines(chat_key, [*_entry_lines(data), line.rstrip(b"\n")])
         older: list[bytes] = []
         start = 0
-        try:
-            for _ in range(count + 1 - (self.window - 1)):
-                end = data.index(b"\n", start)
-                older.append(data[start:end])
-                start = end + 1
-        except ValueError:  # shorter than counted (changed behind our back): go line by line
-            return self._rewrite_lines(chat_key, [*_entry_lines(data), line.rstrip(b"\n")])
+        for _ in range(count + 1 - (self.window - 1)):  # a window of 2 or more: at most ``count``
+            end = data.index(b"\n", start)
+            older.append(data[start:end])
+            start = end + 1
         return self._write(chat_key, older, [memoryview(data)[start:], line], count + 1 - len(older))
 
     def _rewrite_lines(self, chat_key: str, lines: list[bytes]) -> int:
