@@ -156,9 +156,9 @@ def test_a_foreign_append_at_a_full_window_is_merged_by_the_next_rewrite(tmp_pat
         log.append("k", f"a{n}", f"u{n}", f"o{n}", [])
     other = AgentContextLog(ShipPaths(tmp_path), window=3)  # stands in for a second process
     other.append("k", "x0", "u", "o", [])  # it counts 3 and rewrites: summary + 2 kept + x0
-    jsonl.append_line(log.path("k"), json.loads(jsonl.dumps({"v": 1, "requestId": "x1"})))
+    jsonl.append_line(log.path("k"), {"v": 1, "requestId": "x1"})
     log.append("k", "b0", "u", "o", [])  # this one still counts 3 entries
-    entries = [json.loads(line) for line in log.path("k").read_bytes().splitlines()]
+    entries = [json.loads(line) for line in _lines(log.path("k"))]
     assert len(entries) == 3
     assert [e["requestId"] for e in entries[1:]] == ["x1", "b0"]
     assert entries[0]["summary"] is True and entries[0]["runs"] == 4  # a0 a1 a2 x0, none lost
