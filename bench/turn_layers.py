@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
@@ -41,7 +40,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 
 sys.path.insert(0, str(Path(__file__).parent))
-from turn_overhead import SIZES, instant, make_history
+from turn_overhead import SIZES, instant, interleaved_medians, make_history
 
 from shipagent import ShipAgent
 from shipagent._agent_base import _RunWindow
@@ -101,17 +100,7 @@ async def measure(n: int, turns: int, clock: Callable[[], float]) -> dict[str, f
 
     contenders: dict[str, Turn] = {name: _layer(agent, instructions, name, n) for name in LAYERS}
     contenders["shipagent"] = ship
-    names = list(contenders)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for name in names:  # warm-up: hydration, first-call caches
-        for i in range(3):
-            await contenders[name](-1 - i)
-    for i in range(turns):
-        for name in names[i % len(names) :] + names[: i % len(names)]:
-            start = clock()
-            await contenders[name](i)
-            samples[name].append(clock() - start)
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return await interleaved_medians(contenders, turns, clock)
 
 
 async def main() -> None:

@@ -155,14 +155,24 @@ async def measure(n: int, turns: int, clock: Callable[[], float] = time.perf_cou
     oa = await openai_agents(n, tmp)
     if oa is not None:
         contenders["openai-agents"] = oa
+    return await interleaved_medians(contenders, turns, clock)
+
+
+async def interleaved_medians(
+    contenders: dict[str, Turn], turns: int, clock: Callable[[], float]
+) -> dict[str, float]:
+    """Each contender's median turn time, the contenders' order rotating every turn.
+
+    Three warm-up turns each first (hydration, first-call caches); the rotation makes machine
+    drift hit every contender alike.
+    """
     names = list(contenders)
     samples: dict[str, list[float]] = {name: [] for name in names}
-    for name in names:  # warm-up: hydration, first-call caches
+    for name in names:
         for i in range(3):
             await contenders[name](-1 - i)
     for i in range(turns):
-        order = names[i % len(names) :] + names[: i % len(names)]
-        for name in order:
+        for name in names[i % len(names) :] + names[: i % len(names)]:
             start = clock()
             await contenders[name](i)
             samples[name].append(clock() - start)
