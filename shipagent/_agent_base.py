@@ -138,7 +138,7 @@ class AgentBase:
         # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
         # registers more.
         self.context_runtime = AgentContextRuntime(
-            config, project_root, providers=providers, skills=self.skills_cache
+            config, project_root, providers=providers, skills=self.skills_cache, clock=lambda: self.clock()
         )
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)

@@ -85,3 +85,22 @@ async def test_non_utf8_mid_session_fails_that_call_and_every_later_one_fast(tmp
     assert result.output == "done"
     assert descendants() - before == set()
     assert os.getpid()  # the test process itself is untouched
+
+
+async def test_an_http_server_that_is_down_is_reported_in_our_words_with_the_library_detail(
+    tmp_path: Path,
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port nobody listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/mcp"
+    config = make_project(tmp_path, {"docs": {"type": "http", "url": url, "initTimeoutSeconds": 10}})
+    async with McpManager(config, tmp_path) as manager:
+        status = manager.status("docs")
+    assert status.state == "failed"
+    assert (
+        status.reason == f"cannot connect to {url}: check that the server is running and mcp.servers.docs.url"
+    )
+    assert status.detail  # whatever the HTTP library says, kept beside ours and not pinned

@@ -1,8 +1,12 @@
-"""A prompt prefix that stays byte-stable (issue 13 §5): instructions and tools across turns."""
+"""A prompt prefix that stays byte-stable: instructions and tools across turns, processes and hours."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -57,15 +61,18 @@ async def test_three_turns_across_a_minute_boundary_send_identical_instructions_
         instructions = seen[0][0]
         assert "Today's date: 2026-11-23 (Monday, UTC)" in instructions
         assert "09:59" not in instructions and "10:0" not in instructions
+        assert "- As of: 2026-11-23T00:00:00Z" in instructions  # the agent's clock, by the day
         assert "- deploy — Ship it." in instructions and "## Capability catalog" in instructions
         records = agent.ledger(KEY)
         assert len({r.prefix_hash for r in records}) == 1
 
-        # Something real changes (the pool): the prefix changes once, then is stable again.
-        agent.context_runtime.pool.grant_tool("runner", "write_file")
+        # Something the model sees changes (a second runner): the prefix changes once, then is
+        # stable again.
+        agent.context_runtime.pool.add_resource(Resource("runner-2", "agent", tools=("deploy_tool",)))
         for _ in range(2):
             assert (await agent.run(KEY, "after the change")).success
     assert seen[3] != seen[2] and seen[3] == seen[4]
+    assert "- Total resources: 2" in seen[3][0]
     hashes = [r.prefix_hash for r in agent.ledger(KEY)]
     assert hashes[:3] == [hashes[0]] * 3 and hashes[3] == hashes[4] != hashes[0]
 
@@ -85,3 +92,55 @@ def test_anthropic_gets_cache_breakpoints_on_instructions_and_tools_by_default()
     assert "anthropic_cache_instructions" not in dict(
         build_model_settings(LlmConfig(model="openai:gpt-5-mini"))
     )
+
+
+def _release_project(root: Path) -> None:
+    (root / "ship.json").write_text(
+        json.dumps({"name": "rel", "agent": {"archetype": "employee"}, "capabilities": {"deploy": ["t"]}}),
+        encoding="utf-8",
+    )
+
+
+async def test_two_processes_render_the_same_pool_to_the_same_instructions(tmp_path: Path) -> None:
+    """Two workers started hours apart, same pool, same day: the same prompt prefix on both."""
+    _release_project(tmp_path)
+    seen: list[str] = []
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        seen.append(info.instructions or "")
+        return ModelResponse(parts=[TextPart("ok")])
+
+    for hour in (3, 17):  # each agent stands for one process of a cluster
+        agent = ShipAgent.from_project(tmp_path, model=FunctionModel(model), project_lock=False)
+        agent.clock = Clock(datetime(2026, 11, 23, hour, 12, 7, 654321, tzinfo=UTC))
+        async with agent:
+            assert (await agent.run(f"cli:w{hour}", "hello")).success
+    assert len(seen) == 2 and seen[0] == seen[1]
+    assert "- As of: 2026-11-23T00:00:00Z" in seen[0]
+
+
+@pytest.mark.skipif(shutil.which("faketime") is None, reason="faketime (apt: faketime) is not installed")
+def test_the_prefix_test_passes_with_the_wall_clock_at_0959() -> None:
+    """The minute-boundary test under a wall clock at 09:59:58: nothing in the prefix reads it."""
+    here = Path(__file__).resolve()
+    name = "test_three_turns_across_a_minute_boundary_send_identical_instructions_and_tools"
+    done = subprocess.run(
+        [
+            "faketime",
+            "2026-11-23 09:59:58",
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            f"{here}::{name}",
+        ],
+        cwd=here.parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TZ": "UTC"},
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 passed" in done.stdout

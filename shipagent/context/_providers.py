@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Callable
+from datetime import UTC, date, datetime, time
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -102,30 +104,47 @@ class AgentContextProvider:
 
     The catalog is live state — a resource turns busy, a tool is granted — so :meth:`revision`
     follows the pool's revision: a run after a change re-prepares the session context and the
-    model sees the pool as it is now; between changes the text (and its "As of") stays the same.
+    model sees the pool as it is now; between changes the text stays the same.
+
+    Its "As of" is the day of the agent's clock (midnight UTC), not the moment of rendering: every
+    process — each worker of a cluster, each restart — renders the same pool on the same day to
+    the same bytes, so a chat that moves between processes keeps its prompt prefix (and the
+    provider's prompt cache). A new day is a change, like a new date in the default prompt.
     """
 
     name = "agent-context"
 
-    def __init__(self, pool: ResourcePool, *, orchestrator_note: str | None = None) -> None:
+    def __init__(
+        self,
+        pool: ResourcePool,
+        *,
+        orchestrator_note: str | None = None,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self.pool = pool
         self.orchestrator_note = orchestrator_note
-        self._rendered: tuple[int, str] | None = None
+        self.clock: Callable[[], datetime] = clock or partial(datetime.now, UTC)
+        self._rendered: tuple[tuple[int, date], str] | None = None
+
+    def _day(self) -> date:
+        return self.clock().astimezone(UTC).date()
 
     def revision(self) -> object:
-        """The pool's revision: the rendering changes exactly when the pool did."""
-        return self.pool.revision
+        """The pool's revision and the day: the rendering changes exactly when one of them did."""
+        return (self.pool.revision, self._day())
 
     def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str:
         """The rendered pool status and capability catalog.
 
-        Rendered again only when the pool changed, so its "As of" time is that of the last
-        change and the instructions stay byte-identical between changes (issue 13 §5: a fresh
-        timestamp every run broke the provider's prompt cache and re-issued the session token).
+        Rendered again only when the pool or the day changed, so the instructions stay
+        byte-identical between changes: a fresh timestamp every run would break the provider's
+        prompt cache and re-issue the session token.
         """
-        if self._rendered is None or self._rendered[0] != self.pool.revision:
+        key = (self.pool.revision, self._day())
+        if self._rendered is None or self._rendered[0] != key:
+            as_of = datetime.combine(key[1], time(), tzinfo=UTC)
             text = context_to_system_prompt(
-                build_agent_context(self.pool, orchestrator_note=self.orchestrator_note)
+                build_agent_context(self.pool, orchestrator_note=self.orchestrator_note, now=as_of)
             )
-            self._rendered = (self.pool.revision, text)
+            self._rendered = (key, text)
         return self._rendered[1]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -72,6 +73,7 @@ class AgentContextRuntime:
         skills: the agent's skills cache (``async get(root, config)``); its overview becomes the
             ``skills`` provider.
         event_bus: where the injector reports ``session:*`` events.
+        clock: the agent's clock; the capability catalog's "As of" day comes from it.
     """
 
     def __init__(
@@ -82,6 +84,7 @@ class AgentContextRuntime:
         providers: Sequence[ContextProvider] = (),
         skills: _SkillsSource | None = None,
         event_bus: EventSink | None = None,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.config = config
         self.project_root = project_root
@@ -97,7 +100,7 @@ class AgentContextRuntime:
         for provider in providers:
             self.injector.register(provider)
         if config.capabilities:
-            self.injector.register(AgentContextProvider(self.pool))
+            self.injector.register(AgentContextProvider(self.pool, clock=clock))
         self._toolsets: OrderedDict[str, tuple[SessionContext, FunctionToolset[Any]]] = OrderedDict()
         self._mcp: McpManager | None = None
         self.toolset: AbstractToolset[Any] = DynamicToolset(

@@ -54,6 +54,8 @@ def _print(status: McpServerStatus) -> None:
     )
     if status.reason:
         _out.print(f"  reason: {escape(status.reason)}")
+    if status.detail:
+        _out.print(f"  [dim]detail: {escape(status.detail)}[/]")
     renamed = [t for t in status.tools if t.exposed != f"{status.name}__{t.original}"]
     width = max((len(t.exposed) for t in renamed), default=0)
     for tool in status.tools:

@@ -271,8 +271,10 @@ class McpManager:
             transport = StreamableHttpTransport(cfg.url, headers=dict(cfg.headers))
         return MCPToolset(transport, id=name, init_timeout=cfg.init_timeout_seconds)
 
-    def _reason(self, name: str, cfg: McpServerConfig, exc: BaseException) -> str:
+    def _reason(self, name: str, cfg: McpServerConfig, exc: BaseException) -> tuple[str, str | None]:
+        """Why server ``name`` failed to start, and the library's own words for it when ours differ."""
         stdio = self._stdio.get(name)
+        detail: str | None = None
         if stdio is not None and stdio.problem is not None:
             reason = stdio.problem
         elif _caused_by(exc, TimeoutError):
@@ -282,11 +284,13 @@ class McpManager:
             )
         elif isinstance(cfg, McpStdioServer) and _connection_closed(exc):
             reason = "the server process exited before completing the MCP handshake"
+        elif isinstance(cfg, McpHttpServer) and (ours := _http_reason(name, self._target(cfg), exc)):
+            reason, detail = ours, _describe(exc)
         else:
             reason = _describe(exc)
         if isinstance(cfg, McpStdioServer) and (tail := self._stderr_tail(name)):
             reason = f"{reason}; stderr: {tail}"
-        return self._redact(reason)
+        return self._redact(reason), self._redact(detail) if detail is not None else None
 
     async def _connect(
         self,
@@ -313,14 +317,15 @@ class McpManager:
             if any(m is mcp for m in entered):
                 entered[:] = [m for m in entered if m is not mcp]
                 await self._exit_all([mcp])
-            self._fail(name, self._reason(name, cfg, exc))
+            self._fail(name, *self._reason(name, cfg, exc))
             return
         connected[name] = (mcp, tools)
 
-    def _fail(self, name: str, reason: str) -> None:
+    def _fail(self, name: str, reason: str, detail: str | None = None) -> None:
         reason = self._redact(reason)  # commands and messages may hold a ${VAR} value
-        logger.warning("MCP server %r failed to start: %s", name, reason)
-        self._status[name] = _replace_status(self._status[name], state="failed", reason=reason)
+        detail = self._redact(detail) if detail is not None else None
+        logger.warning("MCP server %r failed to start: %s%s", name, reason, f" ({detail})" if detail else "")
+        self._status[name] = _replace_status(self._status[name], state="failed", reason=reason, detail=detail)
 
     def _install(self, connected: dict[str, tuple[MCPToolset[Any], list[mcp_types.Tool]]]) -> None:
         """Filter by allowedTools, fix the names (raising on a collision), build the toolsets."""
@@ -422,6 +427,7 @@ def _replace_status(
     *,
     state: ServerState,
     reason: str | None = None,
+    detail: str | None = None,
     tools: tuple[McpToolInfo, ...] = (),
     hidden_tools: tuple[str, ...] = (),
 ) -> McpServerStatus:
@@ -434,6 +440,7 @@ def _replace_status(
         target=status.target,
         state=state,
         reason=reason,
+        detail=detail,
         tools=tools,
         hidden_tools=hidden_tools,
     )
@@ -458,6 +465,20 @@ def _chain(exc: BaseException) -> list[BaseException]:
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return any(isinstance(e, kind) for e in _chain(exc))
+
+
+def _http_reason(name: str, target: str, exc: BaseException) -> str | None:
+    """Our sentence for an HTTP server that could not be reached or refused us, else ``None``."""
+    import httpx  # loaded by then: the transport is httpx
+
+    for item in _chain(exc):
+        if isinstance(item, httpx.HTTPStatusError):
+            code = item.response.status_code
+            check = f"mcp.servers.{name}.headers" if code in (401, 403) else f"mcp.servers.{name}.url"
+            return f"the server at {target} answered HTTP {code}: check {check}"
+        if isinstance(item, httpx.TransportError | ConnectionError):
+            return f"cannot connect to {target}: check that the server is running and mcp.servers.{name}.url"
+    return None
 
 
 def _connection_closed(exc: BaseException) -> bool:

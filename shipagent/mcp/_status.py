@@ -31,7 +31,10 @@ class McpServerStatus:
         transport: ``stdio``, ``http`` (streamable HTTP) or ``sse``.
         target: the command line or the URL, with secrets masked and URL queries dropped.
         state: see :data:`ServerState`.
-        reason: why the server is ``failed`` (secrets masked); ``None`` otherwise.
+        reason: why the server is ``failed``, in shipagent's words (what failed, where, what to
+            check; secrets masked); ``None`` otherwise.
+        detail: the underlying library's own message for that failure, when ``reason`` is ours
+            (its wording belongs to the library and may change between releases).
         tools: the tools the model sees, after ``allowedTools``.
         hidden_tools: names the server offered that ``allowedTools`` hides.
     """
@@ -41,5 +44,6 @@ class McpServerStatus:
     target: str
     state: ServerState
     reason: str | None = None
+    detail: str | None = None
     tools: tuple[McpToolInfo, ...] = ()
     hidden_tools: tuple[str, ...] = ()
