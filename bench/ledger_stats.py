@@ -1,4 +1,4 @@
-"""A 200-turn scripted chat, then ``shipagent inspect --stats`` on it (issue 13's closing table).
+"""A 200-turn scripted chat, then ``shipagent inspect --stats`` on it.
 
 Run: ``python bench/ledger_stats.py [--turns 200]``. The chat runs on a throwaway project with the
 default ship.json bounds (60 messages in memory, compaction to 30, a 32k-token budget); every

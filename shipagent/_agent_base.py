@@ -107,17 +107,17 @@ class AgentBase:
         self._user_toolsets = list(toolsets)
         self._agent_md = agent_md
         self.chats = ChatHistories(self.paths, config.context.chat_history)
-        # Context files (seed 003): spilled tool output, compacted history and the catalog, per
+        # Context files: spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = ContextFiles(self.paths)
-        # A durable cluster (issue 14): its chats and context files live in a database every
+        # A durable cluster: its chats and context files live in a database every
         # worker shares; ``None`` when they are this project's ``.ship/`` files.
         shared = shared_factories.get("durable") if config.durable.enabled else None
         self.shared: SharedChats | None = shared(project_root, config) if shared is not None else None
         if self.shared is not None:
             self.context_files = self.shared.context_files
         self.chats.compaction_hooks.append(self._keep_compacted)
-        if config.context.chat_history.summarizer == "model":  # issue 13 §6; falls back to extract
+        if config.context.chat_history.summarizer == "model":  # falls back to extract
             self.chats.summarizer = model_summarizer(self._summary_model)
         self._context_toolset = context_toolset()
         self.transcript = Transcript(self.paths)
@@ -130,10 +130,10 @@ class AgentBase:
         self.skills_cache = SkillsCache()
         self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
         self._module_toolsets = load_tool_modules(config, project_root=project_root)
-        # ship.json MCP servers (issue 4): started by ``async with agent``, their tools offered
+        # ship.json MCP servers: started by ``async with agent``, their tools offered
         # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
         self.mcp = McpManager(config, project_root)
-        # Context providers (seed 000/004): the skills overview, then ``providers``, then the
+        # Context providers: the skills overview, then ``providers``, then the
         # capability catalog when ship.json declares ``capabilities``. Their additions follow
         # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
         # registers more.
@@ -142,7 +142,7 @@ class AgentBase:
         )
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
-        # The ledger room (issue 13 §2) listens to the context window; the core never imports it.
+        # The ledger room listens to the context window; the core never imports it.
         self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
@@ -163,12 +163,12 @@ class AgentBase:
         # ``.ship/lock``, held while started; durable mode (several processes) turns it off
         # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
         self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
-        # Cards, boxes and delegation (seed 001); the store opens on first use.
+        # Cards, boxes and delegation; the store opens on first use.
         cards = self.shared.cards if self.shared is not None else None  # a cluster's: its database
         self.handover = Handover.for_project(
             self.paths, config, sub_agent_factory(cast("ShipAgent", self)), store=cards
         )
-        # -- durable seam (issue 14): how a turn's effects run (inline here; recorded steps in
+        # -- durable seam: how a turn's effects run (inline here; recorded steps in
         # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
         self.turn_hooks = TurnHooks()
         self.turn_executor: TurnExecutor | None = None

@@ -1,7 +1,7 @@
 """A toolset wrapper that turns a tool's exception into a failure result the model can read.
 
 pydantic-ai lets any exception other than ``ModelRetry`` escape a tool and end the run. In a chat
-runtime one broken tool must not cost the user the turn (DESIGN §3 "Builtin tools"): the model
+runtime one broken tool must not cost the user the turn: the model
 gets ``{"success": false, "error": "..."}`` and decides what to do next.
 """
 

@@ -1,6 +1,6 @@
 """Names a package exports but imports on first use (PEP 562 module ``__getattr__``).
 
-``from shipagent import ShipAgent`` should cost little more than pydantic-ai itself (issue 15):
+``from shipagent import ShipAgent`` should cost little more than pydantic-ai itself:
 a package ``__init__`` that imports its command-line sub-app (typer, rich) or a room's whole
 machinery for one name the core needs makes every program pay for what only some use. A
 package lists those names here instead; they stay in its ``__all__`` and in ``dir()``, and

@@ -1,6 +1,6 @@
 """Step reporting and tool-call records, derived from the messages a run produced.
 
-The user sees summaries, not raw tool output (seed 002 §4.3): one ``step_finish`` line per tool
+The user sees summaries, not raw tool output: one ``step_finish`` line per tool
 call (≤ 500 characters), assistant text without exact repeats, and ``done``.
 """
 

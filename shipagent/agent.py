@@ -1,6 +1,6 @@
 """``ShipAgent``: one project directory as an agent, one history per chat key.
 
-A turn (DESIGN §2): validate the chat key and take that chat's lock → load the history (from
+A turn: validate the chat key and take that chat's lock → load the history (from
 ``.ship/`` after a restart) → assemble instructions → set the tool execution context → run
 pydantic-ai's tool loop with the :class:`~shipagent.history.placement.ContextWindow` capability →
 commit user + new messages, transcript and agent-context entries, compact when over the bound →

@@ -299,7 +299,7 @@ def _hook(module: str, name: str, **options: Any) -> CheckHook:
 
 
 check_hooks.append(_hook("shipagent.skills", "skills_check_hook"))
-# ship.json durable: validated and connected (issue 14)
+# ship.json durable: validated and connected
 check_hooks.append(_hook("shipagent.durable._check", "durable_check_hook"))
 check_hooks.append(_hook("shipagent.serve._cli", "serve_check_hook"))
 # exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)

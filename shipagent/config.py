@@ -112,7 +112,7 @@ class BudgetSectionsConfig(_Model):
 
 
 class BudgetConfig(_Model):
-    """``context.budget``: what one model request may carry (issue 13 §3).
+    """``context.budget``: what one model request may carry.
 
     ``maxTokens`` is the whole request: instructions, tool definitions and messages, plus
     ``reserveOutput`` kept free for the answer. Without it, ``chatHistory.maxHistoryTokens`` still
@@ -125,7 +125,7 @@ class BudgetConfig(_Model):
 
 
 class LedgerConfig(_Model):
-    """``context.ledger``: the per-request record of what the model was sent (issue 13 §2)."""
+    """``context.ledger``: the per-request record of what the model was sent."""
 
     enabled: bool = True
     keep_requests: int = Field(default=1000, ge=10)
@@ -235,7 +235,7 @@ class ObservabilityConfig(_Model):
 
 
 class DurableConfig(_Model):
-    """``durable``: run each turn as a DBOS workflow (issue 14); see ``shipagent.durable``.
+    """``durable``: run each turn as a DBOS workflow; see ``shipagent.durable``.
 
     ``database`` is ``"sqlite"`` (a system database at ``.ship/durable.sqlite``, one machine) or a
     ``postgresql://`` URL (usually ``"${DATABASE_URL}"``) shared by every worker of a cluster.

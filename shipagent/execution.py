@@ -2,7 +2,7 @@
 
 A run sets one :class:`ToolExecutionContext` in a :mod:`contextvars` variable; any tool — builtin,
 user-written, provider — calls :func:`current_tool_context` to read the chat key, the project and
-to inject messages the model sees on every later request of the same run (seed 002 §3).
+to inject messages the model sees on every later request of the same run.
 
 Injected messages never enter the chat's persisted history. They travel as data: the injecting
 tool call's ``ToolReturn`` carries them in its metadata (``shipagent.history.injections``), the
@@ -112,7 +112,7 @@ class ToolExecutionContext:
         session_token: the session token of the context injector, when one is issued.
         channel: the chat's outbound channel (``async send_text(chat_key, text)``), if any.
         on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
-        context_files: the project's context files store (seed 003); the agent sets it, and tools
+        context_files: the project's context files store; the agent sets it, and tools
             used outside an agent make one from ``paths`` on first use.
         session: the chat's prepared session context (context providers, seed 000), once the
             run's instructions were assembled; its tools are offered for this run.

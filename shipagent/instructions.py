@@ -1,8 +1,8 @@
-"""Assembling a run's instructions (the system prompt), in the seed's order.
+"""Assembling a run's instructions (the system prompt), in a fixed order.
 
 1. ``Agent.md`` from the project root — the agent's role, written by the user;
 2. the built-in default prompt (``shipagent/prompts/default.md``), with today's date evaluated
-   per run (the seed froze it at start-up);
+   per run (not frozen at start-up);
 3. additions from context sources: the skills overview, context providers, the capability catalog.
 
 Each source is a callable so subsystems plug in without this module knowing them.
@@ -64,7 +64,7 @@ def _default_template() -> str:
 def default_prompt(now: datetime | None = None) -> str:
     """The built-in default prompt with ``{date}`` replaced by today's UTC date.
 
-    Date only, on purpose (issue 13 §5): the instructions open every request, and provider prompt
+    Date only, on purpose: the instructions open every request, and provider prompt
     caches (OpenAI, Anthropic, llama.cpp) reuse only an unchanged prefix. A time to the minute made
     the prefix change every minute; a date changes it once a day. A per-turn time line next to the
     user's message was the alternative; it would vary the request anyway and add a message the

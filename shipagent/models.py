@@ -1,6 +1,6 @@
 """Turning ship.json ``llm`` into a pydantic-ai model and its settings.
 
-Unlike the seed system, every ``llm`` field is applied: ``baseUrl`` and ``apiKey`` go to the
+Every ``llm`` field is applied: ``baseUrl`` and ``apiKey`` go to the
 provider, ``temperature``, ``maxTokens`` and ``timeoutSeconds`` to the model settings, and
 ``maxRetries`` to the :class:`~shipagent._retry.RetryingModel` every model is wrapped in.
 
@@ -214,7 +214,7 @@ def build_model_settings(llm: LlmConfig) -> ModelSettings:
     """Model settings from ship.json ``llm``: the provider SDK never retries on its own (we do, visibly).
 
     With Anthropic, cache breakpoints on the instructions and the tool definitions are on by
-    default: shipagent keeps that prefix byte-identical across requests and turns (issue 13 §5),
+    default: shipagent keeps that prefix byte-identical across requests and turns,
     so every request after the first reads it from the cache.
     """
     settings: ModelSettings = {"max_retries": 0}

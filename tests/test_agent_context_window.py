@@ -1,7 +1,6 @@
 """The agent-context window rewrite works on raw lines: kept entries are copied, damage is dropped.
 
-Past ``windowEntries`` every append rewrites the file (seed 002 §2.3: at most ``window`` entries,
-the older ones merged into one summary). These tests pin what that rewrite may and may not do to
+Past ``windowEntries`` every append rewrites the file. These tests pin what that rewrite may and may not do to
 the bytes on disk.
 """
 

@@ -1,4 +1,4 @@
-"""``shipagent chat`` (issue 11 §3, issue 12 §1): streamed text, commands, usage, Ctrl-C."""
+"""``shipagent chat``: streamed text, commands, usage, Ctrl-C."""
 
 from __future__ import annotations
 

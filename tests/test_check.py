@@ -174,7 +174,7 @@ def test_chat_warns_and_goes_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert "pong" in result.output  # no ship.json model needed: the agent's own model is what counts
 
 
-# -- the exec_shell sandbox (issue 11 §1) through check_project -------------------------------------
+# -- the exec_shell sandbox through check_project -------------------------------------
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Resource pool, capability catalog and agent context rendering (seed 004)."""
+"""Resource pool, capability catalog and agent context rendering."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def caps(*names: str) -> tuple[Capability, ...]:
 
 
 def seed_pool() -> ResourcePool:
-    """The seed's example: 5 resources, 3 available, 2 busy."""
+    """The specification's example: 5 resources, 3 available, 2 busy."""
     return ResourcePool(
         [
             Resource("executor-research", "agent", caps("web_search", "report_generation")),
@@ -226,7 +226,7 @@ def test_agent_context_provider_renders_the_live_pool_each_time() -> None:
     meta = AgentInstanceMeta("orchestrator", "employee")
     before = provider.get_system_context("orchestrator", meta)
     assert "## Capability catalog" not in before
-    # Between pool changes the rendering is reused byte for byte (a stable prompt prefix, issue 13 §5)
+    # Between pool changes the rendering is reused byte for byte (a stable prompt prefix)
     assert provider.revision() == provider.revision()
     assert provider.get_system_context("orchestrator", meta) == before
     revision = provider.revision()

@@ -1,4 +1,4 @@
-"""SessionContextInjector: the seed 000 rules, each with providers written here."""
+"""SessionContextInjector: the dedupe, scope, token and template rules, each with providers written here."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Durable turns with real worker processes, real SQLite and real Postgres (issue 14).
+"""Durable turns with real worker processes, real SQLite and real Postgres.
 
 Every worker is a ``shipagent worker`` subprocess running the scripted model and tools of
 ``durable_support``; the test process submits turns as a client (``agent.run`` with the durable

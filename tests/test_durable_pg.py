@@ -1,4 +1,4 @@
-"""A cluster whose workers share NOTHING but ship.json and the Postgres database (issue 14).
+"""A cluster whose workers share NOTHING but ship.json and the Postgres database.
 
 Two ``shipagent worker`` processes run from two different project directories (each its own
 ``.ship/``), both configured with the same ``durable.database``. Turns of five chats are queued

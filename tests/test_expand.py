@@ -1,4 +1,4 @@
-"""Exact expansion of compaction summaries (issue 13 §4): seqs, summary ids, context_expand."""
+"""Exact expansion of compaction summaries: seqs, summary ids, context_expand."""
 
 from __future__ import annotations
 

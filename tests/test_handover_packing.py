@@ -1,4 +1,4 @@
-"""pack_context: each numbered rule of seed 001 §3, each error, and the fixed instruction recipe."""
+"""pack_context: each numbered packing rule, each error, and the fixed instruction recipe."""
 
 from __future__ import annotations
 

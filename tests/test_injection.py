@@ -1,4 +1,4 @@
-"""Tool execution context and message injection (seed 002 §3, issue 2 "Injection semantics")."""
+"""Tool execution context and message injection."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Injected messages travel as data (issue 14): in the injecting call's result, rebuilt per request."""
+"""Injected messages travel as data: in the injecting call's result, rebuilt per request."""
 
 from __future__ import annotations
 

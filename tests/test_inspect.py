@@ -1,4 +1,4 @@
-"""``shipagent inspect`` and OpenTelemetry spans over the ledger (issue 13 §2)."""
+"""``shipagent inspect`` and OpenTelemetry spans over the ledger."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The ledger (issue 13 §2): a record per model request that rebuilds exactly what was sent."""
+"""The ledger: a record per model request that rebuilds exactly what was sent."""
 
 from __future__ import annotations
 

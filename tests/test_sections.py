@@ -1,4 +1,4 @@
-"""Sectioned budgets (issue 13 §1, §3): evict before mangling, each section by its own policy."""
+"""Sectioned budgets: evict before mangling, each section by its own policy."""
 
 from __future__ import annotations
 

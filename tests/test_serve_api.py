@@ -1,4 +1,4 @@
-"""``shipagent.serve`` REST + SSE against a real uvicorn server on 127.0.0.1 (issue 12 §2, §4)."""
+"""``shipagent.serve`` REST + SSE against a real uvicorn server on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""API keys scoped to chat-key globs, the loopback rule, and keys kept out of logs (issue 12 §2)."""
+"""API keys scoped to chat-key globs, the loopback rule, and keys kept out of logs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The real ``openai`` SDK against ``/v1/chat/completions`` under uvicorn (issue 12 §2, §4)."""
+"""The real ``openai`` SDK against ``/v1/chat/completions`` under uvicorn."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``shipagent serve`` as a real process: the openai SDK against it, and SIGTERM (issue 12 §2, §4).
+"""``shipagent serve`` as a real process: the openai SDK against it, and SIGTERM.
 
 The model is a scripted ``FunctionModel`` loaded with ``--model-factory scripted_model:build`` from
 a module beside ship.json; the project also runs a real stdio MCP server (a copy of

@@ -1,4 +1,4 @@
-"""``ShipAgent.run_stream`` (issue 12 §1): events as they happen, one turn implementation with ``run``."""
+"""``ShipAgent.run_stream``: events as they happen, one turn implementation with ``run``."""
 
 from __future__ import annotations
 

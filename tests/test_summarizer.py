@@ -1,4 +1,4 @@
-"""Optional model-written summaries (issue 13 §6): pair-safe, expandable, persisted, with fallback."""
+"""Optional model-written summaries: pair-safe, expandable, persisted, with fallback."""
 
 from __future__ import annotations
 

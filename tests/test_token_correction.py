@@ -1,4 +1,4 @@
-"""Token-count correction (issue 13 §3): provider input_tokens recorded and used for the next budget."""
+"""Token-count correction: provider input_tokens recorded and used for the next budget."""
 
 from __future__ import annotations
 

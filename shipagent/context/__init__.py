@@ -2,8 +2,8 @@
 
 Subsystems and user code extend an agent by registering a :class:`ContextProvider` — a
 system-prompt fragment, tools, MCP servers — with the agent's :class:`SessionContextInjector`
-(seed 000). The resource pool and the agent context render which capabilities are available
-where into an orchestrating agent's prompt (seed 004).
+. The resource pool and the agent context render which capabilities are available
+where into an orchestrating agent's prompt.
 
 Quick tour::
 

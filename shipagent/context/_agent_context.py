@@ -1,4 +1,4 @@
-"""Agent context: the pool's state and a task, rendered into an agent's system prompt (seed 004).
+"""Agent context: the pool's state and a task, rendered into an agent's system prompt.
 
 An orchestrator decides whom to dispatch to from its prompt, so the prompt must carry the live
 capability catalog; an executor that receives a task gets the same structure with the task and the

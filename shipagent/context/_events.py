@@ -1,4 +1,4 @@
-"""A minimal event bus for the injector's lifecycle events (seed 000 §3.5).
+"""A minimal event bus for the injector's lifecycle events.
 
 The injector only needs something with ``emit(event_name, payload)``; :class:`EventBus` is the
 simple in-process one, for tests, logging and dashboards. A listener that raises is logged and

@@ -1,4 +1,4 @@
-"""SessionContextInjector: collects what the registered providers contribute to a session (seed 000).
+"""SessionContextInjector: collects what the registered providers contribute to a session.
 
 Subsystems extend an agent by registering a provider instead of editing the prompt assembly or
 the toolset wiring. ``prepare`` asks every provider, in registration order, for MCP servers, then
@@ -65,7 +65,7 @@ async def _servers_of(
 
 
 async def _collect(provider: ContextProvider, agent_name: str, meta: AgentInstanceMeta) -> ProviderOutputs:
-    """One provider's three contributions, in the seed's order (MCP servers → tools → context)."""
+    """One provider's three contributions, in a fixed order (MCP servers → tools → context)."""
     servers = await _servers_of(provider, agent_name, meta)
     tools = _as_list(await _call(provider, "get_tools", agent_name, meta), ProviderTool, "get_tools")
     text = await _call(provider, "get_system_context", agent_name, meta)
@@ -194,7 +194,7 @@ class SessionContextInjector:
     async def prepare(
         self, agent_name: str, meta: AgentInstanceMeta, session_id: str | None = None
     ) -> SessionContext:
-        """Collect, dedupe, filter, issue a token and append the tool instructions (seed 000 §3)."""
+        """Collect, dedupe, filter, issue a token and append the tool instructions."""
         providers = list(self._providers.values())
         self._emit("session:preparing", {"agentName": agent_name, "providerCount": len(providers)})
 

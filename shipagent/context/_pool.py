@@ -1,4 +1,4 @@
-"""The resource pool: who can do what right now (seed 004).
+"""The resource pool: who can do what right now.
 
 An orchestrating agent dispatches work by capability (``web_search``, ``file_ops``) rather than by
 executor name. The pool holds the executors (sub-agents, tools, services) with their capabilities
@@ -43,7 +43,7 @@ DEFAULT_CAPABILITY_TOOLS: Mapping[str, tuple[str, ...]] = {
     "shell_exec": ("shell_exec",),
     "report_generation": ("report_generator",),
 }
-"""The seed's capability → required tools table; ship.json ``capabilities`` extends or overrides it."""
+"""The built-in capability → required tools table; ship.json ``capabilities`` extends or overrides it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +129,7 @@ class ResourcePool:
     def from_config(cls, config: ShipConfig) -> ResourcePool:
         """A pool with one ``agent`` resource per ship.json profile, holding the profile's tools.
 
-        The capability table is the seed's, extended by ship.json ``capabilities``.
+        The capability table is the built-in one, extended by ship.json ``capabilities``.
         """
         pool = cls(capability_tools=config.capabilities)
         for name, profile in config.profiles.items():
@@ -183,7 +183,7 @@ class ResourcePool:
     def capability_catalog(self) -> list[CapabilityEntry]:
         """Per capability any resource has: available count, total count, available resource ids.
 
-        Ordered as the capability table (seed's, then ship.json's), then capabilities outside the
+        Ordered as the capability table (built-in, then ship.json's), then capabilities outside the
         table in the order resources bring them — stable, so the rendered prompt does not churn.
         """
         order = list(

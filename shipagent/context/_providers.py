@@ -100,7 +100,7 @@ class SkillsContextProvider:
 
 
 class AgentContextProvider:
-    """``agent-context``: the resource pool and capability catalog, freshly rendered every run (seed 004).
+    """``agent-context``: the resource pool and capability catalog, freshly rendered every run.
 
     The catalog is live state — a resource turns busy, a tool is granted — so :meth:`revision`
     follows the pool's revision: a run after a change re-prepares the session context and the

@@ -94,7 +94,7 @@ class AgentContextRuntime:
         self.injector.set_token_store(self.tokens)
         self.injector.set_event_bus(event_bus)
         self.pool = ResourcePool.from_config(config)
-        """Sub-agent profiles as resources; the catalog an orchestrator sees (seed 004)."""
+        """Sub-agent profiles as resources; the catalog an orchestrator sees."""
         if skills is not None:
             self.injector.register(SkillsContextProvider(overview=self._skills_overview(skills)))
         for provider in providers:

@@ -1,4 +1,4 @@
-"""Session tokens: a secret per agent session that provider tools can check (seed 000 §3.4).
+"""Session tokens: a secret per agent session that provider tools can check.
 
 A provider tool's backend (a daemon, a web service) needs to know that a call comes from a live
 session of a given agent. The token is that proof: 256 bits from :mod:`secrets`, known to the

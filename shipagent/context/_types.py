@@ -1,4 +1,4 @@
-"""The data that flows through the session context injector (seed 000 §1–2).
+"""The data that flows through the session context injector.
 
 Providers produce three kinds of resources — MCP servers, provider tools and system-prompt
 fragments — for one agent described by an :class:`AgentInstanceMeta`. The injector aggregates them

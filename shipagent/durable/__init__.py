@@ -1,4 +1,4 @@
-"""Durable turns and many workers (issue 14): each turn a DBOS workflow, queued per chat key.
+"""Durable turns and many workers: each turn a DBOS workflow, queued per chat key.
 
 With ship.json ``durable.enabled``, a started agent (``async with agent``) hands every turn to a
 :class:`DurableExecutor`: the turn becomes workflow ``shipagent.turn`` whose id is the request id,

@@ -55,7 +55,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
     """
     chats = agent.chats
     key = turn.chat_key
-    new = strip_injections(turn.new)  # injections live for one run (seed 002 §3)
+    new = strip_injections(turn.new)  # injections live for one run
     replayed = False
     history = [*turn.base, *new]
     # message seqs exactly as ChatHistories.commit numbers them, so summaries get expandable ids

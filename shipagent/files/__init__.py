@@ -1,4 +1,4 @@
-"""Context files (seed 003): big things the model may need later, kept as files it can page through.
+"""Context files: big things the model may need later, kept as files it can page through.
 
 Spilled tool output, compacted conversation and the capability catalog become files under
 ``.ship/context/<chat key>/``, each with a :class:`ContextRef`; the model reaches them with the

@@ -1,6 +1,6 @@
 """``CatalogToolset``: keep each chat's ``catalog`` context file equal to what the agent can use.
 
-The catalog lists the skills and tools available to the agent (seed 003 §1: a ``catalog`` ref),
+The catalog (a context file of kind ``catalog``) lists the skills and tools available to the agent,
 so a model can ``context_grep`` it instead of the instructions carrying every description. The
 wrapper sees the real tool list of every run step (MCP servers come and go, skills are added) and
 rewrites the file only when the rendered text changes.

@@ -1,4 +1,4 @@
-"""``context_expand``: the exact messages a compaction summary replaced, paged (issue 13 §4).
+"""``context_expand``: the exact messages a compaction summary replaced, paged.
 
 A summary is lossy by design; the messages it replaced are still in the chat's message log,
 each with a stable seq, and the summary records the seq range (``S<from>-<to>``). This tool gives

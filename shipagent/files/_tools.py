@@ -1,4 +1,4 @@
-"""The four ``context_*`` tools (seed 003 §2), as one pydantic-ai ``FunctionToolset``.
+"""The four ``context_*`` tools, as one pydantic-ai ``FunctionToolset``.
 
 Each tool reads the chat key and project from :func:`current_tool_context`, so a chat can only
 ever reach its own files. Limits are enforced here, not in the JSON schema: a value out of range
@@ -94,7 +94,7 @@ def token_cap(ctx: ToolExecutionContext) -> int:
         budget = context.budget.max_tokens - context.budget.reserve_output
     cap = budget // 4
     section = context.budget.sections.tool_results
-    if section is not None:  # a page must fit its section whole (issue 13 §3)
+    if section is not None:  # a page must fit its section whole
         cap = min(cap, int(section * budget if section <= 1 else section))
     return max(256, cap - 256)
 

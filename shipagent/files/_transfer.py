@@ -1,6 +1,6 @@
 """The export format of one chat's context files, and the checks an import must pass.
 
-An export is plain JSON (seed 003 §4)::
+An export is plain JSON::
 
     {"conversationId": "...", "exportedAt": <ms since epoch>, "version": 1,
      "items": [ContextRef, ...], "files": {"<path relative to the chat's folder>": "<text>"}}

@@ -1,4 +1,4 @@
-"""Handover between agents: cards and boxes, context packing, and rendering for sub-agents (seed 001).
+"""Handover between agents: cards and boxes, context packing, and rendering for sub-agents.
 
 An agent hands work to another agent profile by packing a **context box** — the instruction, cards
 of earlier boxes it chooses to pass on, a pointer to itself — and the receiving run sees exactly

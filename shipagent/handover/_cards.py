@@ -1,4 +1,4 @@
-"""Cards and boxes: the unit of context that agents hand to each other (seed 001).
+"""Cards and boxes: the unit of context that agents hand to each other.
 
 A **card** is one immutable piece of context — an instruction, a message of an earlier turn, a
 pointer to the parent agent — with a type string saying what it is for and a ``metadata.role``

@@ -1,9 +1,9 @@
-"""``HandoverPacker.pack_context``: assemble the context box a delegated agent run receives (seed 001 §3).
+"""``HandoverPacker.pack_context``: assemble the context box a delegated agent run receives.
 
 A sub-agent sees only its context box. Nothing of the delegating agent's history reaches it unless
 the handover rules put it there explicitly — by packing a tool argument as a card, by inheriting a
-box named in the arguments, or by adding the parent pointer. The rules run in the seed's order and
-raise the seed's errors; all new cards and the box are then written in one transaction, so a
+box named in the arguments, or by adding the parent pointer. The rules run in their documented order
+and raise their documented errors; all new cards and the box are then written in one transaction, so a
 request that fails any rule leaves nothing behind.
 """
 
@@ -30,7 +30,7 @@ __all__ = ["HandoverPacker", "PackedContext", "instruction_handover", "pack_cont
 
 
 class PackedContext(NamedTuple):
-    """What :meth:`HandoverPacker.pack_context` returns (unpacks as the seed's triple)."""
+    """What :meth:`HandoverPacker.pack_context` returns (unpacks as a ``(context_box_id, target_profile_box_id, attached_card_ids)`` triple)."""
 
     context_box_id: str
     target_profile_box_id: str
@@ -149,7 +149,7 @@ class HandoverPacker:
             raise BadRequestError("handover.context_packing_config.pack_arguments must be a list")
         for rule in rules:
             if not isinstance(rule, dict):
-                continue  # the seed processes dict rules only
+                continue  # only dict rules are processed
             arg_key = rule.get("arg_key")
             if not isinstance(arg_key, str) or arg_key not in arguments:
                 continue
@@ -224,7 +224,7 @@ class HandoverPacker:
 
 
 def instruction_handover(*, inherit: bool, result_fields: bool = False) -> dict[str, Any]:
-    """The fixed handover recipe of ``delegate_async`` / ``fork_join`` (seed 001 §5)."""
+    """The fixed handover recipe of ``delegate_async`` / ``fork_join``."""
     pack: list[dict[str, Any]] = [{"arg_key": "instruction", "as_card_type": CARD_TASK_INSTRUCTION}]
     if result_fields:
         pack.append({"arg_key": "result_fields", "as_card_type": CARD_TASK_RESULT_FIELDS})

@@ -1,7 +1,7 @@
 """The card/box store interface.
 
 Everything in :mod:`shipagent.handover` talks to a :class:`CardBoxStore`, never to SQLite directly,
-so a deployment that wants cards in a server database (PostgreSQL, as the seed's system does) swaps
+so a deployment that wants cards in a server database (PostgreSQL) swaps
 the implementation and keeps the packer, the tools and the rendering unchanged.
 """
 
@@ -15,7 +15,7 @@ from ._cards import Box, Card, CardContent, NewCard
 __all__ = ["BoxId", "CardBoxStore"]
 
 BoxId = str | int
-"""A box id as callers may pass it: the seed's server store used integers, ours uses uuid7 hex."""
+"""A box id as callers may pass it: integers from other card stores, or our uuid7 hex."""
 
 
 @runtime_checkable

@@ -1,5 +1,5 @@
 """The delegation tools the model calls: ``delegate_async``, ``delegation_result``, ``fork_join``,
-``ask_expert`` (seed 001 §4).
+``ask_expert``.
 
 Every path packs its context with the one recipe (:func:`pack_context_with_instruction`):
 instruction, the boxes the model names, the parent pointer. Failures come back as

@@ -1,4 +1,4 @@
-"""``.ship/memory/agent-context/<key>.jsonl``: the per-run execution summaries (seed 002 §2.3).
+"""``.ship/memory/agent-context/<key>.jsonl``: the per-run execution summaries.
 
 Split from :mod:`shipagent.history.stores` (which re-exports it) because, unlike the other
 append-only logs, this one is windowed: past ``windowEntries`` the file is rewritten on every
@@ -28,7 +28,7 @@ _REMEMBERED_COUNTS = 4096  # entry counts of the most recently used chats' agent
 def agent_context_entry(
     chat_key: str, request_id: str, user_text: str, output: str, tool_calls: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """One agent-context log entry (seed 002 §2.3): previews capped, tool errors at 200 characters.
+    """One agent-context log entry: previews capped, tool errors at 200 characters.
 
     The one definition of the entry's shape: every store implementation writes exactly this.
     """
@@ -82,7 +82,7 @@ def agent_context_summary(chat_key: str, older: Sequence[dict[str, Any]]) -> dic
 
 
 class AgentContextLog:
-    """``.ship/memory/agent-context/<key>.jsonl``: one execution summary per run (seed 002 §2.3).
+    """``.ship/memory/agent-context/<key>.jsonl``: one execution summary per run.
 
     The file holds at most ``window`` entries: an append that would make it ``window + 1``
     rewrites it instead (temp file + rename) as one summary entry of the older ones and the newest

@@ -47,7 +47,7 @@ class _Chat:
     logs_behind: bool = False
     """A log write after a committed turn failed: reconcile before the next turn."""
     sources: list[str] | None = None
-    """``history:<seq>`` / ``summary:<id>`` per message of :attr:`messages` (issue 13 §4)."""
+    """``history:<seq>`` / ``summary:<id>`` per message of :attr:`messages`."""
     next_seq: int = 0
     pins: int = 0
     """Turns holding or waiting for the lock: a pinned chat is never dropped from memory."""
@@ -323,7 +323,7 @@ class ChatHistories:
         next turn, never reported as a failed turn (a caller would retry it and say it twice).
         """
         chat = self._chat(chat_key)
-        new = strip_injections(new)  # injections live for one run (seed 002 §3)
+        new = strip_injections(new)  # injections live for one run
         history = [*base, *new]
         result: CompactionResult | None = None
         behind = False

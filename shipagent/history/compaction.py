@@ -1,8 +1,8 @@
 """Compaction of a chat's in-memory history: pure functions, no I/O.
 
 When a chat's history grows past ``inMemoryMaxMessages`` the older messages are folded into one
-summary message and the newest ``compactKeepLastMessages`` are kept (seed 002 §2.2). Two rules the
-seed system does not keep and we do:
+summary message and the newest ``compactKeepLastMessages`` are kept. Two rules the
+simpler compaction schemes break and we keep:
 
 * a tool call and its result are never separated — a cut that would orphan a tool return moves
   earlier, so the kept tail always starts where the model can make sense of it;

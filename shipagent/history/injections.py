@@ -10,7 +10,7 @@ capped per run — instead of reading the contextvar. Why: anything that rebuild
 messages (a durable turn replayed after a crash, a tool run as a separate step) still has them,
 and each injection stays attributed to the tool call that made it (the ledger shows that).
 
-The chat's stored history must not keep them (seed 002 §3: injections live for one run), so
+Injections live for one run — the chat's stored history must not keep them — so
 :func:`strip_injections` removes the metadata key when a turn is committed.
 """
 

@@ -3,7 +3,7 @@
 Before every model request it (1) plans the request by sections with the token budget
 (:mod:`shipagent.history.budget`) and (2) lays in the messages tools injected during this run:
 injected **system** messages right after any leading system messages (the compaction summary),
-injected **assistant** messages immediately before the current user message (seed 002 §3). The
+injected **assistant** messages immediately before the current user message. The
 user's text is never rewritten. Then it tells its :class:`RequestObserver` (if any) exactly what
 was sent and why — the ledger room listens there; the core never imports it.
 

@@ -204,7 +204,7 @@ class MessageLog:
             history.extend(messages)
         return history
 
-    # -- message seqs (issue 13 §4); kept apart from rebuild on purpose ---------------------------
+    # -- message seqs; kept apart from rebuild on purpose ---------------------------
 
     def sources(self, chat_key: str) -> tuple[list[str], int]:
         """``(source of each message of the rebuilt history, next seq)``.

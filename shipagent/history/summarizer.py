@@ -1,4 +1,4 @@
-"""Model-written compaction summaries (issue 13 §6, ``chatHistory.summarizer: "model"``).
+"""Model-written compaction summaries (``chatHistory.summarizer: "model"``).
 
 The extract summary is mechanical: the first 300 characters of every removed line. A model can
 write a much better one — decisions, open questions, facts the user gave — from the previous

@@ -1,4 +1,4 @@
-"""The ledger (issue 13 §2): what each model request carried, and why.
+"""The ledger: what each model request carried, and why.
 
 A room beside the core: the core's context window reports every request to an observer; this
 package keeps those reports per chat in ``.ship/chats/<key>/requests.jsonl``, rebuilds any

@@ -1,4 +1,4 @@
-"""MCP servers from ship.json as agent tools (seed 002 §4.1).
+"""MCP servers from ship.json as agent tools.
 
 :class:`McpManager` starts the servers declared under ``mcp.servers`` (stdio, streamable HTTP or
 SSE) through pydantic-ai's ``MCPToolset``, exposes their tools as ``<server>__<tool>`` names every

@@ -20,7 +20,7 @@ MAX_TOOL_NAME_LENGTH = 64
 """The longest tool name the OpenAI API accepts (the strictest of the providers)."""
 
 SEPARATOR = "__"
-"""Between the server name and the tool name (the seed used ``:``, which OpenAI rejects)."""
+"""Between the server name and the tool name (not ``:``, which OpenAI rejects)."""
 
 _INVALID = re.compile(r"[^A-Za-z0-9_-]")
 _HASH_LENGTH = 8

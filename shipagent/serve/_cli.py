@@ -63,7 +63,7 @@ def serve(
         # --model-factory, else -m, else $SHIPAGENT_MODEL_FACTORY, else ship.json
         chosen: Model | str | None = load_model_factory(model_factory, root, use_env=model is None) or model
         agent = ShipAgent.from_project(root, model=chosen)
-        if no_worker:  # durable mode (issue 14): this process enqueues; workers execute
+        if no_worker:  # durable mode: this process enqueues; workers execute
             agent.turn_executor_options = {"worker": False}
         agent.model  # noqa: B018 - fail here, with one line, when no model is configured
         app = create_app(agent)

@@ -1,4 +1,4 @@
-"""Stores behind a protocol (issue 14): the same chats on ``.ship/`` files or on Postgres.
+"""Stores behind a protocol: the same chats on ``.ship/`` files or on Postgres.
 
 A project's state is five stores — the model-message log (turns and compactions), the
 transcript, the agent-context log, the context files (index + contents) and the cards/boxes —

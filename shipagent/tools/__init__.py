@@ -81,7 +81,7 @@ BUILTIN_TOOL_NAMES: tuple[str, ...] = (
     "skills_load",
     "exec_shell",
 )
-"""The names of the tools :func:`builtin_toolset` provides (exactly these; the seed pins them)."""
+"""The names of the tools :func:`builtin_toolset` provides (exactly these; tests pin them)."""
 
 
 def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionToolset[Any]:
