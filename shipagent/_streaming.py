@@ -113,16 +113,17 @@ async def emit_response_text(response: ModelResponse, emit: Emit) -> None:
         await emit(TextDelta(text))
 
 
-async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> bool:
+async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> ModelResponse | None:
     """Run a model-request node as a streamed request, emitting its text as :class:`TextDelta`s.
 
-    Returns ``False`` when ``llm.timeoutSeconds`` (pydantic-ai's ``request_timeout``) ran out
-    after the answer had begun: the user has seen that text, so it is not thrown away with a
-    failed run. pydantic-ai has appended the interrupted response to the run's messages; the
-    caller ends the run there and keeps it (:func:`keep_cut_answer`). A timeout before any text
+    Returns ``None`` when the response is complete. When ``llm.timeoutSeconds`` (pydantic-ai's
+    ``request_timeout``) ran out after the answer had begun, returns the response as far as it
+    came: the user has seen that text, so it is not thrown away with a failed run; the caller
+    ends the run there and keeps it (:func:`keep_cut_answer`). A timeout before any text
     arrived is raised, as every other failure.
     """
     said = False
+    stream: Any = None
     try:
         async with node.stream(graph_ctx) as stream:
             async for event in stream:
@@ -135,26 +136,28 @@ async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> bool:
                     said = True
                     await emit(TextDelta(text))
     except ModelRequestTimeout:
-        if not said:
+        if not said or stream is None:
             raise
-        return False
-    return True
+        partial: ModelResponse = stream.response
+        return partial
+    return None
 
 
-def keep_cut_answer(messages: list[ModelMessage]) -> tuple[list[ModelMessage], str]:
-    """A run stopped by :func:`stream_model_request` returning ``False``: its messages and answer.
+def keep_cut_answer(messages: list[ModelMessage], partial: ModelResponse) -> tuple[list[ModelMessage], str]:
+    """The messages and answer of a run whose last response the time limit cut (``partial``).
 
-    The last message is the interrupted response. Only its text is kept: a tool call that was
-    still being written has no result and would make the next request invalid. Its ``state``
-    stays ``"interrupted"``, which is how :func:`finish_reason_of` (and a later reader of the
-    history) knows the answer was cut by time.
+    pydantic-ai appends the interrupted response to the run's messages (with the run's ids and
+    usage); when it did not, ``partial`` takes its place. Only the text is kept: a tool call that
+    was still being written has no result and would make the next request invalid. The response
+    is marked ``state="interrupted"``, which is how :func:`finish_reason_of` (and a later reader
+    of the history) knows the answer was cut by time.
     """
-    last = messages[-1]
-    if not isinstance(last, ModelResponse):  # pragma: no cover - pydantic-ai appends the response
-        raise AssertionError("a cut run must end with the interrupted response")
-    texts = [p for p in last.parts if isinstance(p, TextPart)]
-    kept = replace(last, parts=texts)
-    return [*messages[:-1], kept], "".join(p.content for p in texts)
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelResponse) and last.state != "complete":  # pydantic-ai's record of it
+        messages, partial = messages[:-1], last
+    texts = [p for p in partial.parts if isinstance(p, TextPart)]
+    kept = replace(partial, parts=texts, state="interrupted")
+    return [*messages, kept], "".join(p.content for p in texts)
 
 
 def finish_reason_of(messages: list[ModelMessage]) -> FinishReason:

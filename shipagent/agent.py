@@ -453,9 +453,11 @@ class ShipAgent(AgentBase):
                     await steps.on_request(node.request)
                     # a streamed request: text deltas as the model writes; an answer the time
                     # limit cut after it had begun ends the run with the text it has
-                    if streamed and not await stream_model_request(node, agent_run.ctx, steps.event):
-                        messages, said = keep_cut_answer(agent_run.all_messages())
-                        return agent_run.run_id, messages, said, agent_run.usage
+                    if streamed:
+                        cut = await stream_model_request(node, agent_run.ctx, steps.event)
+                        if cut is not None:
+                            messages, said = keep_cut_answer(agent_run.all_messages(), cut)
+                            return agent_run.run_id, messages, said, agent_run.usage
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
