@@ -266,3 +266,49 @@ def test_the_sse_stream_of_a_timed_out_answer_ends_in_a_done_marked_timeout(tmp_
     assert done["result"]["finishReason"] == "timeout" and done["result"]["output"] == streamed
     # OpenAI's vocabulary has no time limit: a cut answer is "length" there
     assert [c.choices[0].finish_reason for c in chunks if c.choices[0].finish_reason] == ["length"]
+
+
+# ------------------------------------------------------------------ the pure parts
+
+
+def test_finish_reason_of_reads_the_last_response() -> None:
+    from pydantic_ai.messages import ModelRequest, UserPromptPart
+
+    from shipagent._streaming import finish_reason_of
+
+    asked = ModelRequest(parts=[UserPromptPart("q")])
+
+    def said(**fields: Any) -> ModelResponse:
+        return ModelResponse(parts=[TextPart("a")], **fields)
+
+    assert finish_reason_of([asked]) == "stop"
+    assert finish_reason_of([asked, said()]) == "stop"  # the provider did not say
+    assert finish_reason_of([asked, said(finish_reason="tool_call"), said()]) == "stop"
+    for reason in ("stop", "length", "content_filter", "error"):
+        assert finish_reason_of([asked, said(finish_reason=reason)]) == reason
+    assert finish_reason_of([said(finish_reason="length"), asked, said()]) == "stop"  # only the last counts
+    assert finish_reason_of([asked, said(state="interrupted")]) == "timeout"
+
+
+def test_keep_cut_answer_keeps_only_the_text_of_the_interrupted_response() -> None:
+    from pydantic_ai.messages import ModelRequest, ToolCallPart, UserPromptPart
+
+    from shipagent._streaming import keep_cut_answer
+
+    asked = ModelRequest(parts=[UserPromptPart("q")])
+    partial = ModelResponse(
+        parts=[TextPart("half an "), ToolCallPart("exec_shell", '{"comm'), TextPart("answer")],
+        state="incomplete",
+    )
+    # pydantic-ai recorded it: that record is replaced
+    recorded = ModelResponse(parts=partial.parts, state="interrupted", run_id="r1")
+    messages, text = keep_cut_answer([asked, recorded], partial)
+    assert text == "half an answer"
+    assert messages[0] is asked and len(messages) == 2
+    kept = messages[1]
+    assert isinstance(kept, ModelResponse) and kept.run_id == "r1" and kept.state == "interrupted"
+    assert all(isinstance(p, TextPart) for p in kept.parts)
+    # nobody recorded it: the partial response is appended
+    messages, text = keep_cut_answer([asked], partial)
+    assert text == "half an answer" and len(messages) == 2
+    assert isinstance(messages[1], ModelResponse) and messages[1].state == "interrupted"
