@@ -109,8 +109,8 @@ class ContextFiles:
 
     Args:
         paths: the project's ``.ship/`` layout.
-        grep_engine: force ``"python"`` or ``"ripgrep"`` for :meth:`grep`; ``None`` uses ripgrep
-            when an ``rg`` binary is found and Python otherwise.
+        grep_engine: force ``"re2"`` or ``"ripgrep"`` for :meth:`grep`; ``None`` uses ripgrep
+            when an ``rg`` binary is found and RE2 in-process otherwise.
     """
 
     def __init__(self, paths: ShipPaths, *, grep_engine: GrepEngine | None = None) -> None:
