@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from .._paths import resolve_inside
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import BadRequestError, NotFoundError
 from ..jsonl import append_lines, remove_stale_tmp
@@ -175,8 +176,13 @@ class ContextFiles:
         return ref
 
     def path_of(self, chat_key: str, ref: ContextRef) -> Path:
-        """The file behind ``ref``, checked to be inside the chat's folder and present."""
-        path = safe_child(self.folder(chat_key), ref.path, what=f"context file {ref.id!r}")
+        """The file behind ``ref``, checked to be inside the chat's folder and present.
+
+        Inside the project too: a chat folder (or ``.ship/``) that is a symlink out is refused.
+        """
+        what = f"context file {ref.id!r}"
+        path = safe_child(self.folder(chat_key), ref.path, what=what)
+        resolve_inside(self.paths.project_root, path, what)
         if not ref.eager and not path.exists():
             raise NotFoundError(f"context file {ref.id!r} is a lazy ref that has not been built yet")
         if not path.is_file():
