@@ -216,45 +216,57 @@ _READ = 1 << 16
 
 
 def _grep_re2(path: Path, pattern: CompiledPattern, max_results: int, context_lines: int) -> GrepResult:
-    block_skip = compile_pattern(pattern.source, case_sensitive=pattern.case_sensitive, multiline=True)
+    """Whole 4 MB blocks at a time: RE2 finds the candidate lines, each is then checked alone.
+
+    Only lines where the block search hits are looked at one by one (searching every line
+    through the binding's per-call overhead would cost more than the search itself); the lines
+    around a returned match come from the block's split, or from the previous or next block.
+    """
+    finder = compile_pattern(pattern.source, case_sensitive=pattern.case_sensitive, multiline=True)
     can_skip = not any(token in pattern.source for token in _NO_BLOCK_SKIP)
     can_skip = can_skip and _FLAGS_OFF_M.search(pattern.source) is None
     matches: list[GrepMatch] = []
     pending: list[tuple[int, bytes, list[bytes], list[bytes]]] = []  # returned matches awaiting after-lines
     recent: deque[bytes] = deque(maxlen=context_lines or 1)
     total = 0
-    line_no = 0
+    line_no = 0  # lines before this block
     for chunk in _chunks(path):
-        lines = chunk.split(b"\n")
         collecting = len(matches) + len(pending) < max_results
-        if can_skip and not pending and block_skip.find(chunk) is None:
-            line_no += len(lines)
-            if context_lines:
-                recent.extend(lines[-context_lines:])
+        if not collecting and not pending and can_skip:  # only counting now: no split needed
+            total += sum(
+                1 for _, start, end in _candidates(chunk, finder) if pattern.search_bytes(chunk[start:end])
+            )
+            line_no += chunk.count(b"\n") + 1
             continue
-        if not collecting and not pending:  # only counting now
-            if can_skip:
-                total += _count_matching_lines(chunk, pattern, block_skip)
+        if can_skip and not pending and finder.find(chunk) is None:
+            line_no += chunk.count(b"\n") + 1
+            if context_lines:
+                recent.extend(chunk.rsplit(b"\n", context_lines)[-context_lines:])
+            continue
+        lines = chunk.split(b"\n")
+        for entry in pending:  # matches of the previous block get their after-lines from this one
+            entry[3].extend(lines[: context_lines - len(entry[3])])
+        matches.extend(_match(*entry) for entry in pending if len(entry[3]) >= context_lines)
+        pending = [entry for entry in pending if len(entry[3]) < context_lines]
+        indexes = (i for i, _, _ in _candidates(chunk, finder)) if can_skip else iter(range(len(lines)))
+        for i in indexes:
+            if not pattern.search_bytes(lines[i]):
+                continue
+            total += 1
+            if len(matches) + len(pending) >= max_results:
+                continue
+            before = lines[max(0, i - context_lines) : i]
+            if len(before) < context_lines:
+                before = [*recent, *before][-context_lines:]
+            after = lines[i + 1 : i + 1 + context_lines]
+            entry = (line_no + i + 1, lines[i], before, after)
+            if len(after) >= context_lines:
+                matches.append(_match(*entry))
             else:
-                total += sum(1 for raw in lines if pattern.search_bytes(raw))
-            line_no += len(lines)
-            continue
-        for raw in lines:
-            line_no += 1
-            if pending:
-                for entry in pending:
-                    entry[3].append(raw)
-                while pending and len(pending[0][3]) >= context_lines:
-                    matches.append(_match(*pending.pop(0)))
-            if pattern.search_bytes(raw):
-                total += 1
-                if len(matches) + len(pending) < max_results:
-                    if context_lines:
-                        pending.append((line_no, raw, list(recent), []))
-                    else:
-                        matches.append(_match(line_no, raw, [], []))
-            if context_lines:
-                recent.append(raw)
+                pending.append(entry)
+        if context_lines:
+            recent.extend(lines[-context_lines:])
+        line_no += len(lines)
     matches.extend(_match(*entry) for entry in pending)  # end of file cut their context
     matches.sort(key=lambda m: m.line)
     return GrepResult(total, matches, "re2")
@@ -269,26 +281,26 @@ def _match(line: int, raw: bytes, before: list[bytes], after: list[bytes]) -> Gr
     return GrepMatch(line, text(raw), [text(b) for b in before], [text(a) for a in after])
 
 
-def _count_matching_lines(chunk: bytes, pattern: CompiledPattern, finder: CompiledPattern) -> int:
-    """Matching lines of ``chunk``, visiting only lines where ``finder`` (``pattern`` + ``(?m)``) hits.
+def _candidates(chunk: bytes, finder: CompiledPattern) -> Iterator[tuple[int, int, int]]:
+    """``(line index, start, end)`` of each line of ``chunk`` where ``finder`` (``(?m)``) hits.
 
     Complete: a line that matches on its own also holds a ``finder`` match, and after each hit the
     search restarts at the next line, so a hit spanning lines never hides a later line's match.
+    Each line is yielded once, in order; the caller checks it alone (a bare ^ only matches at a
+    real start, a hit spanning lines may not match any single one).
     """
-    count = 0
-    pos = 0
-    size = len(chunk)
+    pos, index, counted_to, size = 0, 0, 0, len(chunk)
     while pos <= size:
         hit = finder.find(chunk, pos)
         if hit is None:
-            break
+            return
         start = chunk.rfind(b"\n", 0, hit) + 1
+        index += chunk.count(b"\n", counted_to, start)
+        counted_to = start
         end = chunk.find(b"\n", hit)
         end = size if end == -1 else end
-        if pattern.search_bytes(chunk[start:end]):  # sliced: a bare ^ only matches at a real start
-            count += 1
+        yield index, start, end
         pos = end + 1
-    return count
 
 
 def _chunks(path: Path) -> Iterator[bytes]:

@@ -247,8 +247,8 @@ async def chat_load_history(
     if keyword is not None:
         base["keyword"] = keyword
     stopped = (
-        f"the search stopped after the newest {window.searched} messages ({SEARCH_MAX_CHARS >> 20} MB "
-        "of text); older messages were not searched"
+        f"the search stopped after the newest {window.searched} messages (it reads at most "
+        f"{SEARCH_MAX_CHARS:,} characters of text); older messages were not searched"
     )
     if not window.entries:
         note = f"No messages match '{keyword}'." if keyword is not None else "No earlier messages found."
