@@ -93,11 +93,12 @@ class Claimant:
     """``<boot id>|<pid namespace>|<start time>``: with the pid, names this process for good."""
 
 
-def this_process() -> Claimant:
-    """The claimant for the running process (a fresh owner token each call)."""
+def this_process(pid: int | None = None) -> Claimant:
+    """The claimant for the running process (or process ``pid``); a fresh owner token each call."""
+    pid = os.getpid() if pid is None else pid
     where = _where()
-    started = _start_time(os.getpid())
-    return Claimant(proc=f"{where}|{started}" if where and started else "")
+    started = _start_time(pid)
+    return Claimant(pid=pid, proc=f"{where}|{started}" if where and started else "")
 
 
 def process_alive(pid: int, proc: str) -> bool | None:
