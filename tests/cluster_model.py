@@ -38,11 +38,15 @@ def _said(messages: list[ModelMessage]) -> list[str]:
     return said
 
 
+def _record(request: dict[str, object]) -> None:
+    with open(_signals() / "requests.jsonl", "a", encoding="utf-8") as handle:  # a line: no wait
+        handle.write(json.dumps(request) + "\n")
+
+
 async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
     said = _said(messages)
     text = said[-1].removeprefix("user: ") if said else ""
-    with open(_signals() / "requests.jsonl", "a", encoding="utf-8") as handle:
-        handle.write(json.dumps({"text": text, "pid": os.getpid(), "said": said}) + "\n")
+    _record({"text": text, "pid": os.getpid(), "said": said})
     kind, _, tag = text.partition(":")
     if kind == "wait" and tag:
         (_signals() / f"running-{tag}").write_text(str(os.getpid()), encoding="utf-8")

@@ -116,7 +116,11 @@ def test_a_killed_owners_id_is_taken_over_at_once(
     gone = dead_process()
     assert claim_executor_id(a, settings, gone) == f"{HOST}:0"  # then kill -9: the row stays fresh
     row = b.row(f"{HOST}:0")
-    assert row is not None and row.age < settings.recover_after_seconds and row.dead(settings.recover_after_seconds)
+    assert (
+        row is not None
+        and row.age < settings.recover_after_seconds
+        and row.dead(settings.recover_after_seconds)
+    )
     successor = this_process()
     assert claim_executor_id(b, settings, successor) == f"{HOST}:0"  # its replacement resumes it
     assert not a.beat(f"{HOST}:0", gone.owner)  # the old owner, were it back, has lost the id
@@ -161,7 +165,9 @@ def test_one_survivor_takes_a_dead_executor_over(
     survivors = [(b, this_process()), (c, this_process())]
     for n, (beats, me) in enumerate(survivors):  # two live workers under ids of their own
         assert beats.claim_id(f"survivor-{n}", me, settings.recover_after_seconds) is None
-    seen = [beats.dead(f"survivor-{n}", settings.recover_after_seconds) for n, (beats, _) in enumerate(survivors)]
+    seen = [
+        beats.dead(f"survivor-{n}", settings.recover_after_seconds) for n, (beats, _) in enumerate(survivors)
+    ]
     assert [[r.executor_id for r in rows] for rows in seen] == [[f"{HOST}:0"]] * 2
     barrier = threading.Barrier(2)
     won: list[bool] = []
@@ -196,7 +202,9 @@ def test_check_prints_the_id_a_worker_would_claim(
     (project / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
     out = CliRunner().invoke(app, ["check", "-C", str(project)])
     assert out.exit_code == 0, out.output
-    assert f"durable: a worker started here would be executor {HOST}:0 (first free <hostname>:<n>)" in out.output
+    assert (
+        f"durable: a worker started here would be executor {HOST}:0 (first free <hostname>:<n>)" in out.output
+    )
     settings = resolve_settings(parse_config(ship).durable, project)
     beats = Heartbeats(settings)
     try:

@@ -10,6 +10,7 @@ chat sees it once.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -35,10 +36,10 @@ HOST = socket.gethostname()
 MODEL = Path(__file__).with_name("cluster_model.py")
 
 
-def project_copy(root: Path, database: str) -> Path:
+def project_copy(root: Path, database: str, **durable: Any) -> Path:
     """One machine's copy of the project: ship.json and the model module beside it."""
     root.mkdir(parents=True)
-    ship = {"name": "cluster-test", "durable": {"enabled": True, "database": database}}
+    ship = {"name": "cluster-test", "durable": {"enabled": True, "database": database, **durable}}
     (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
     shutil.copy(MODEL, root / "cluster_model.py")
     return root
@@ -206,4 +207,35 @@ async def test_kill9_of_the_worker_running_a_turn_on_one_host(tmp_path: Path, pg
         assert replacement.executor_id == doomed.executor_id
     finally:
         for worker in workers:
+            worker.stop()
+
+
+def test_a_worker_found_dead_while_stopped_stops_when_it_wakes(tmp_path: Path, pg_database: str) -> None:
+    """SIGSTOP past ``recoverAfterSeconds``: another worker takes the id over; woken, it stops."""
+    signals = tmp_path / "signals"
+    signals.mkdir()
+    projects = [project_copy(tmp_path / f"machine-{n}", pg_database, recoverAfterSeconds=2) for n in (1, 2)]
+    workers = [ClusterWorker(projects[0], signals).wait_ready()]
+    try:
+        workers.append(ClusterWorker(projects[1], signals).wait_ready())
+        sleeper, _ = workers
+        sleeper.proc.send_signal(signal.SIGSTOP)  # alive, but silent: as if cut off
+
+        def taken_over() -> bool:
+            with psycopg.connect(pg_database) as conn:
+                row = conn.execute(
+                    "SELECT pid FROM shipagent_executors WHERE executor_id = %s", (sleeper.executor_id,)
+                ).fetchone()
+            return row is None or row[0] != sleeper.pid
+
+        until(taken_over, f"{sleeper.executor_id} taken over by the live worker")
+        sleeper.proc.send_signal(signal.SIGCONT)
+        sleeper.proc.wait(timeout=120)  # its next heartbeat finds the id gone: it stops itself
+        until(lambda: "worker stopping" in sleeper.lines, "the stopped worker's last line")
+        output = "\n".join(sleeper.lines)
+        assert f"executor id {sleeper.executor_id} was taken over by another process" in output
+    finally:
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                worker.proc.send_signal(signal.SIGCONT)
             worker.stop()

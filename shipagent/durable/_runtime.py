@@ -346,6 +346,11 @@ class DurableExecutor:
 
         done = await anyio.to_thread.run_sync(work)
         self.recovered.extend(done)
+        if done:  # back on the queue: claim them now (and wake the others) rather than at a poll
+            if self._dequeuer is not None:
+                self._dequeuer.request()
+            if self._wake is not None:
+                self._wake.notify_soon(QUEUED_CHANNEL)
         return done
 
     # -- turns -----------------------------------------------------------------------------------
