@@ -127,6 +127,20 @@ def test_a_killed_owners_id_is_taken_over_at_once(
     assert b.beat(f"{HOST}:0", successor.owner)
 
 
+def test_a_cleanly_stopped_workers_id_is_free_and_its_row_dead(
+    settings: DurableSettings, connections: list[Heartbeats]
+) -> None:
+    a, b, _ = connections
+    first = this_process()  # alive: only the release frees the id
+    assert claim_executor_id(a, settings, first) == f"{HOST}:0"
+    assert claim_executor_id(b, settings, this_process()) == f"{HOST}:1"
+    b.release(f"{HOST}:0", "someone else")  # only the owner releases
+    assert b.dead(f"{HOST}:1", settings.recover_after_seconds) == []
+    a.release(f"{HOST}:0", first.owner)
+    assert [r.executor_id for r in b.dead(f"{HOST}:1", settings.recover_after_seconds)] == [f"{HOST}:0"]
+    assert claim_executor_id(b, settings, this_process()) == f"{HOST}:0"
+
+
 def test_a_stale_claim_this_machine_cannot_check_is_taken_over(
     settings: DurableSettings, connections: list[Heartbeats]
 ) -> None:

@@ -1,4 +1,4 @@
-"""Durable mode's parts, without worker processes: settings, slots, heartbeats, the commit, check."""
+"""Durable mode's parts, without worker processes: settings, the commit, check."""
 
 from __future__ import annotations
 

@@ -23,6 +23,9 @@ from ._settings import resolve_settings
 
 __all__ = ["durable_check_hook", "durable_problems"]
 
+_RELEASED = 1e8
+"""A heartbeat this old is a worker's clean stop (its row is set to the epoch)."""
+
 
 @dataclass
 class _Probe:
@@ -92,8 +95,9 @@ def durable_check_hook(project: Path, config: ShipConfig, console: Console) -> N
     console.print(line, highlight=False)
     for row in probe.rows:
         state = "dead" if row.dead(durable.recover_after_seconds) else "alive"
+        beat = "stopped" if row.age > _RELEASED else f"last heartbeat {max(row.age, 0):.0f}s ago"
         console.print(
             f"durable executor {escape(row.executor_id)}: pid {row.pid} on {escape(row.host or '?')}, "
-            f"last heartbeat {max(row.age, 0):.0f}s ago ({state})",
+            f"{beat} ({state})",
             highlight=False,
         )

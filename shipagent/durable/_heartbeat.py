@@ -262,6 +262,17 @@ class Heartbeats:
         )
         return bool(cursor.rowcount == 1)
 
+    def release(self, executor_id: str, owner: str) -> None:
+        """A clean stop: the row goes stale at once, still ``owner``'s.
+
+        Kept rather than deleted: a turn still pending on this id (one that outlived the stop's
+        grace period) is resumed by a live worker at its next look, or by the next process to
+        claim the id (which is free now).
+        """
+        self._run(
+            f"UPDATE {_TABLE} SET heartbeat_at = 0 WHERE executor_id = ? AND owner = ?", (executor_id, owner)
+        )
+
     # -- dead executors --------------------------------------------------------------------------
 
     def dead(self, me: str, stale_after: float) -> list[ExecutorRow]:

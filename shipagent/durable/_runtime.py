@@ -282,6 +282,10 @@ class DurableExecutor:
             with suppress(Exception):
                 await stores.close()
         if self._heartbeats is not None:
+            if self.executor_id is not None and not self._lost:
+                beats, executor_id, owner = self._heartbeats, self.executor_id, self._me.owner
+                with suppress(Exception):  # unreachable database: the row goes stale by itself
+                    await anyio.to_thread.run_sync(beats.release, executor_id, owner)
             self._heartbeats.close()
 
     # -- heartbeat and recovery ------------------------------------------------------------------
