@@ -229,3 +229,31 @@ def test_check_prints_the_id_a_worker_would_claim(
         assert f"durable executor {HOST}:0: pid " in out.output and "(alive)" in out.output
     finally:
         beats.close()
+
+
+def test_an_executor_table_of_the_earlier_layout_gains_the_owner_columns(settings: DurableSettings) -> None:
+    old = (
+        "CREATE TABLE shipagent_executors "
+        "(executor_id TEXT PRIMARY KEY, heartbeat_at {real} NOT NULL, pid INTEGER, host TEXT)"
+    )
+    if settings.is_sqlite:
+        import sqlite3
+
+        conn: Any = sqlite3.connect(settings.database_url.removeprefix("sqlite:///"), isolation_level=None)
+        conn.execute(old.replace("{real}", "REAL"))
+        conn.execute("INSERT INTO shipagent_executors VALUES ('old:0', 1.0, 7, 'h')")
+    else:
+        import psycopg
+
+        conn = psycopg.connect(settings.database_url, autocommit=True)
+        conn.execute(old.replace("{real}", "DOUBLE PRECISION"))
+        conn.execute("INSERT INTO shipagent_executors VALUES ('old:0', 1.0, 7, 'h')")
+    conn.close()
+    beats = Heartbeats(settings)
+    try:
+        (row,) = beats.rows()
+        assert (row.executor_id, row.owner, row.pid) == ("old:0", "", 7)
+        assert row.dead(settings.recover_after_seconds)  # a heartbeat from 1970
+        assert beats.take_over(row, this_process(), settings.recover_after_seconds)
+    finally:
+        beats.close()

@@ -179,10 +179,17 @@ class Heartbeats:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_DDL_LOCK,))
                     conn.execute(ddl.replace("{real}", "DOUBLE PRECISION"))
-                    for column in _COLUMNS:
-                        conn.execute(
-                            f"ALTER TABLE {_TABLE} ADD COLUMN IF NOT EXISTS {column} TEXT NOT NULL DEFAULT ''"
+                    have = {
+                        row[0]
+                        for row in conn.execute(
+                            "SELECT column_name FROM information_schema.columns "
+                            "WHERE table_name = %s AND table_schema = current_schema()",
+                            (_TABLE,),
                         )
+                    }
+                    for column in _COLUMNS:  # ALTER locks the table: only when a column is missing
+                        if column not in have:
+                            conn.execute(f"ALTER TABLE {_TABLE} ADD COLUMN {column} TEXT NOT NULL DEFAULT ''")
             self._conn = conn
         return self._conn
 
