@@ -244,7 +244,7 @@ class DurableConfig(_Model):
     enabled: bool = False
     database: str = "sqlite"
     executor_id: str | None = None
-    """Stable across restarts of one worker; default ``<hostname>:<slot>`` (see ``shipagent.durable``)."""
+    """Stable across restarts of one worker; default: the first ``<hostname>:<n>`` no live worker holds (see ``shipagent.durable``)."""
     recover_after_seconds: float = Field(default=30, gt=0)
 
     @field_validator("database")
