@@ -23,8 +23,9 @@ def echo_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the CLI build agents with a scripted model instead of ship.json's."""
+def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the CLI build agents with a scripted model instead of ship.json's (in a project)."""
+    (tmp_path / "ship.json").write_text("{}")
 
     def factory(root: Path, *, model: Any = None, **kwargs: Any) -> ShipAgent:
         return ShipAgent.from_project(root, model=FunctionModel(echo_model), **kwargs)
