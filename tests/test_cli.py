@@ -101,7 +101,8 @@ def test_check_reports_configuration(tmp_path: Path) -> None:
             }
         )
     )
-    result = runner.invoke(cli.app, ["check", "-C", str(tmp_path)])
+    # --offline: the key is made up, and the report of what the agent uses is what is tested here
+    result = runner.invoke(cli.app, ["check", "--offline", "-C", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "ship.json OK — checked" in result.output
     assert "model: openai:gpt-5-mini apiKey=<set>" in result.output
