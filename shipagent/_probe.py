@@ -127,10 +127,22 @@ def _unknown_model(url: str, name: str, ids: list[str] | None, detail: str | Non
 
 
 async def _probe_openai(client: Any, name: str, llm: LlmConfig, timeout_seconds: float) -> ProbeReport:
+    """The model's own client (URL, key, headers) on a connection pool of its own, closed after.
+
+    pydantic-ai shares one HTTP client among the models of a process; connections the probe left
+    in it would belong to an event loop that has ended.
+    """
+    import openai
+
+    async with openai.DefaultAsyncHttpxClient(timeout=timeout_seconds) as http:
+        own = client.with_options(timeout=timeout_seconds, max_retries=0, http_client=http)
+        return await _ask_openai(own, name, llm, timeout_seconds)
+
+
+async def _ask_openai(client: Any, name: str, llm: LlmConfig, timeout_seconds: float) -> ProbeReport:
     """``GET /models``, and a 1-token completion when a non-OpenAI server does not list the model."""
     import openai
 
-    client = client.with_options(timeout=timeout_seconds, max_retries=0)
     url = shown_url(str(client.base_url))
     redact = _Redactor(client.api_key)
 
