@@ -145,6 +145,12 @@ async def _ask_openai(client: Any, name: str, llm: LlmConfig, timeout_seconds: f
 
     url = shown_url(str(client.base_url))
     redact = _Redactor(client.api_key)
+    # with llm.baseUrl the URL is the user's to fix; without it, the provider's own URL is right
+    where, check_where = (
+        ("llm.baseUrl", "is it running, and is llm.baseUrl right?")
+        if llm.base_url
+        else ("llm.model", "is this machine online? (set llm.baseUrl for another server)")
+    )
 
     def failure(exc: Exception, asked: str) -> Problem | None:
         """The problem ``exc`` proves, or ``None`` when it says nothing about server, key or model."""
@@ -152,17 +158,16 @@ async def _ask_openai(client: Any, name: str, llm: LlmConfig, timeout_seconds: f
         if isinstance(exc, openai.APITimeoutError):
             return Problem(
                 "error",
-                f"llm.baseUrl: the model server at {url} did not answer {asked} within {timeout_seconds:g} s: "
-                "is it running and reachable? (`shipagent check --timeout` waits longer)",
-                "llm.baseUrl",
+                f"{where}: the model server at {url} did not answer {asked} within {timeout_seconds:g} s: "
+                f"{check_where} (`shipagent check --timeout` waits longer)",
+                where,
                 detail,
             )
         if isinstance(exc, openai.APIConnectionError):
             return Problem(
                 "error",
-                f"llm.baseUrl: cannot reach the model server at {url}: is it running, and is "
-                "llm.baseUrl right?",
-                "llm.baseUrl",
+                f"{where}: cannot reach the model server at {url}: {check_where}",
+                where,
                 detail,
             )
         if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
@@ -177,9 +182,9 @@ async def _ask_openai(client: Any, name: str, llm: LlmConfig, timeout_seconds: f
         if isinstance(exc, openai.APIStatusError) and exc.status_code >= 500:
             return Problem(
                 "error",
-                f"the model server at {url} failed {asked} (HTTP {exc.status_code}): a turn would fail "
-                "the same way now; check the server's log",
-                "llm.baseUrl",
+                f"{where}: the model server at {url} failed {asked} (HTTP {exc.status_code}): a turn "
+                "would fail the same way now; check the server's log",
+                where,
                 detail,
             )
         return None
@@ -254,7 +259,15 @@ async def probe_model_server(
         AsyncOpenAI = None  # type: ignore[assignment,misc]
     client = getattr(inner, "client", None)
     if AsyncOpenAI is not None and isinstance(client, AsyncOpenAI):
-        return await _probe_openai(client, inner.model_name, llm, timeout_seconds)
+        try:
+            return await _probe_openai(client, inner.model_name, llm, timeout_seconds)
+        except Exception as exc:  # a bug or an SDK surprise must not hide the other checks
+            url = shown_url(str(client.base_url))
+            detail = _Redactor(client.api_key)(f"{type(exc).__name__}: {exc}")
+            return ProbeReport(
+                f"model server {url}: probe failed (below)",
+                [Problem("warning", f"could not probe the model server at {url}", "llm.model", detail)],
+            )
     return ProbeReport(
         f"model server: not probed (no probe for provider {provider or inner.system!r} yet; "
         "the first turn shows whether server, key and model work)"

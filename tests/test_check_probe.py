@@ -311,3 +311,21 @@ async def test_a_local_provider_is_skipped_with_a_note_unless_it_registers_a_pro
 def test_urls_are_shown_without_credentials_or_query() -> None:
     assert shown_url("https://user:pw@example.com:8443/v1/?key=abc#x") == "https://example.com:8443/v1"
     assert shown_url("http://[::1]:8000/v1/") == "http://[::1]:8000/v1"
+
+
+def test_without_base_url_the_advice_is_about_the_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No llm.baseUrl: the provider's own URL is right, so the advice is not to fix it (the SDK's
+    OPENAI_BASE_URL stands in for a hosted API this machine cannot reach)."""
+    url = f"http://127.0.0.1:{closed_port()}/v1"
+    monkeypatch.setenv("OPENAI_BASE_URL", url)
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (tmp_path / "ship.json").write_text(json.dumps({"llm": {"model": "openai:gpt-5-mini"}}))
+    code, lines = check(tmp_path)
+    assert code == 1
+    error, _ = problem(lines)
+    assert error == (
+        f"error: llm.model: cannot reach the model server at {url}: is this machine online? "
+        "(set llm.baseUrl for another server)"
+    )
