@@ -159,7 +159,7 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
         argv += ["--bind-try", str(path), str(path)]
     for path in layout.protected:
         argv += ["--ro-bind-try", str(path), str(path)]
-    for path in sorted({layout.ship_dir, *layout.masked_dirs}, key=lambda p: len(p.parts)):
+    for path in sorted({layout.ship_dir, *layout.masked_dirs}, key=lambda p: (len(p.parts), str(p))):
         argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
     for path in layout.masked_files:
         argv += ["--ro-bind", "/dev/null", str(path)]
