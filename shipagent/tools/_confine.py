@@ -5,7 +5,7 @@ The sandbox (``_sandbox``) decides what a command can *see*; this module decides
 
 - **Environment.** A command starts from an empty environment plus ``PATH``, ``HOME``, ``LANG``,
   ``TERM`` and what ``permissions.execShell.env`` names, so ``env`` never prints the server's API
-  keys. MCP stdio servers get the MCP SDK's safe defaults plus ``LANG`` and their own ``env``.
+  keys (MCP stdio servers get the same treatment in ``shipagent.mcp._stdio``).
 - **File descriptors.** Only stdin, stdout and stderr: uvloop's spawn passes every descriptor that
   is not close-on-exec (a server started as ``shipagent serve 8>>host.log`` has one), so
   :func:`seal_descriptors` marks every descriptor above 2 close-on-exec before a spawn.
@@ -35,7 +35,6 @@ __all__ = [
     "agent_files",
     "command_environment",
     "created_agent_files",
-    "mcp_environment",
     "missing_agent_files",
     "quarantine",
     "seal_descriptors",
@@ -62,20 +61,6 @@ def command_environment(policy: ExecShellPermission, home: str | None = None) ->
         elif name in os.environ:
             env[name] = os.environ[name]
     return env
-
-
-def mcp_environment(cfg: McpStdioServer) -> dict[str, str]:
-    """An MCP stdio server's environment: the SDK's safe defaults, ``LANG``, then its ``env``.
-
-    The SDK's defaults are ``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM`` and ``USER`` on
-    POSIX; a server that needs a key names it in its ship.json ``env`` (``"${OPENAI_API_KEY}"``).
-    """
-    from mcp.client.stdio import get_default_environment
-
-    env = get_default_environment()
-    if "LANG" in os.environ:
-        env["LANG"] = os.environ["LANG"]
-    return {**env, **cfg.env}
 
 
 def seal_descriptors() -> int:
