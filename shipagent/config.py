@@ -165,7 +165,8 @@ class ExecShellPermission(_Model):
     max_output_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
     """What one command's stdout (and, separately, stderr) may store: head and tail are kept."""
     max_processes: int = Field(default=1024, ge=16)
-    """Processes and threads a sandboxed command may run at once."""
+    """Processes and threads a sandboxed command may run at once (as root: at least the kernel's
+    minimum ``pid_max``, 300 or 8 per CPU)."""
     max_file_bytes: int | None = Field(default=1024**3, ge=1024)
     """The largest file a sandboxed command may write (``null``: no limit)."""
 

@@ -90,7 +90,8 @@ if [ "$f" != none ]; then ulimit -f "$f" || { echo "shipagent sandbox: cannot li
 exec "$@"
 """
 _LIMITS_AS_ROOT = r"""n=$1; f=$2; shift 2
-v=$((n + 1)); capped=
+v=$((n + 1)); [ "$v" -ge 301 ] || v=301  # the kernel refuses less (or less than 8 per CPU)
+capped=
 while [ "$v" -le 4194304 ]; do
   if echo "$v" 2>/dev/null >/proc/sys/kernel/pid_max; then capped=1; break; fi
   v=$((v * 2))
