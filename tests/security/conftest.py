@@ -39,6 +39,9 @@ ADMIN_KEY = "admin-key-secret-0123456789abcdef"
 WEB_KEY = "web-key-secret-fedcba9876543210"
 DOTENV_SECRET = "dotenv-secret-value-5521"
 BOB_SECRET = "bob-private-words-8812"
+HIDDEN_SECRET = "hidden-by-config-3141"
+EXTRA_ALLOWED = "passed-through-on-purpose"
+NAMED = "named-for-the-mcp-server"
 SERVER_SECRETS = (OPENAI_KEY, ADMIN_KEY, WEB_KEY, DOTENV_SECRET)
 
 HOSTILE_MODEL = """
@@ -54,6 +57,8 @@ def respond(messages, info):
         if isinstance(part, ToolReturnPart):
             return ModelResponse(parts=[TextPart(json.dumps(part.content, default=str)[:20000])])
     said = next((str(p.content) for p in reversed(last) if isinstance(p, UserPromptPart)), "")
+    if said.startswith("call: "):
+        return ModelResponse(parts=[ToolCallPart(said[len("call: "):], {})])
     if said.startswith("exec: "):
         call = {"command": said[len("exec: "):], "timeoutMs": 120000}
         return ModelResponse(parts=[ToolCallPart("exec_shell", call)])
@@ -62,6 +67,29 @@ def respond(messages, info):
 
 def build():
     return FunctionModel(respond, model_name="hostile")
+"""
+
+PROBE_SERVER = """
+import json
+import os
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("probe")
+
+
+@server.tool()
+def probe() -> str:
+    \"\"\"What this server was handed: its environment and whether descriptor 8 is open.\"\"\"
+    try:
+        os.fstat(8)
+        fd8 = True
+    except OSError:
+        fd8 = False
+    return json.dumps({"env": dict(os.environ), "fd8": fd8})
+
+
+server.run()
 """
 
 TOOLS_MODULE = """
@@ -99,6 +127,7 @@ class Hostile:
 
     def start(self) -> None:
         env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "ADMIN_KEY": ADMIN_KEY, "WEB_KEY": WEB_KEY}
+        env |= {"EXTRA_ALLOWED": EXTRA_ALLOWED, "NAMED": NAMED}
         command = [SHIPAGENT, "serve", "-C", str(self.root), "--port", str(self.port)]
         command += ["--model-factory", "hostile_model:build"]
         # Descriptor 8 open on a host file and inheritable, as with ``shipagent serve 8>>host.log``.
@@ -161,6 +190,17 @@ def write_project(root: Path) -> None:
                 "maxOutputBytes": 1024 * 1024,
                 "maxProcesses": 400,
                 "maxFileBytes": 4 * 1024 * 1024,
+                "env": ["EXTRA_ALLOWED", "FIXED_VALUE=set-by-ship-json"],
+                "hide": ["private", "notes/key.txt"],
+            }
+        },
+        "mcp": {
+            "servers": {
+                "probe": {
+                    "command": sys.executable,
+                    "args": ["probe_server.py"],
+                    "env": {"NAMED": "${NAMED}"},
+                }
             }
         },
         "tools": {"modules": ["project_tools"]},
@@ -177,6 +217,12 @@ def write_project(root: Path) -> None:
     (root / "project_tools.py").write_text(TOOLS_MODULE, encoding="utf-8")
     (root / ".env").write_text(f"DOTENV_SECRET={DOTENV_SECRET}\n", encoding="utf-8")
     (root / "README.md").write_text("# target\n", encoding="utf-8")
+    (root / "probe_server.py").write_text(PROBE_SERVER, encoding="utf-8")
+    (root / "private").mkdir()
+    (root / "private" / "data.txt").write_text(f"{HIDDEN_SECRET}\n", encoding="utf-8")
+    (root / "notes").mkdir()
+    (root / "notes" / "key.txt").write_text(f"{HIDDEN_SECRET}\n", encoding="utf-8")
+    (root / "notes" / "todo.txt").write_text("visible\n", encoding="utf-8")
 
 
 @pytest.fixture(scope="package")
@@ -200,5 +246,5 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
 
 def defining_files(root: Path) -> dict[str, bytes]:
     """The bytes of every file that defines the agent."""
-    names = ("ship.json", "Agent.md", "project_tools.py", "hostile_model.py", ".env")
+    names = ("ship.json", "Agent.md", "project_tools.py", "hostile_model.py", ".env", "probe_server.py")
     return {name: (root / name).read_bytes() for name in names}

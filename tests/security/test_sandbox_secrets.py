@@ -6,12 +6,22 @@ Against a real ``shipagent serve`` (``conftest.hostile``) with a key scoped to `
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import httpx
 
-from .conftest import BOB_SECRET, DOTENV_SECRET, SERVER_SECRETS, WEB_KEY, Hostile
+from .conftest import (
+    BOB_SECRET,
+    DOTENV_SECRET,
+    EXTRA_ALLOWED,
+    HIDDEN_SECRET,
+    NAMED,
+    SERVER_SECRETS,
+    WEB_KEY,
+    Hostile,
+)
 
 
 def everything(output: dict[str, object]) -> str:
@@ -57,6 +67,28 @@ def test_env_shows_none_of_the_servers_keys(hostile: Hostile) -> None:
     names = {line.split("=", 1)[0] for line in output["stdout"].splitlines() if "=" in line}
     assert "OPENAI_API_KEY" not in names and "WEB_KEY" not in names and "ADMIN_KEY" not in names
     assert {"PATH", "HOME"} <= names
+    assert f"EXTRA_ALLOWED={EXTRA_ALLOWED}" in output["stdout"]  # permissions.execShell.env: NAME
+    assert "FIXED_VALUE=set-by-ship-json" in output["stdout"]  # and NAME=VALUE
+
+
+def test_paths_in_execshell_hide_are_invisible(hostile: Hostile) -> None:
+    output = hostile.shell("ls -A private; cat private/data.txt notes/key.txt; cat notes/todo.txt")
+    assert HIDDEN_SECRET not in everything(output)
+    assert "visible" in output["stdout"]  # only what was named is hidden
+
+
+def test_an_mcp_server_gets_only_what_its_entry_names(hostile: Hostile) -> None:
+    result = hostile.turn("web:alice", "call: probe__probe")
+    calls = [c for c in result["toolCalls"] if c["tool"] == "probe__probe"]
+    assert len(calls) == 1 and calls[0]["success"], result
+    handed = json.loads(
+        calls[0]["output"] if isinstance(calls[0]["output"], str) else calls[0]["output"]["text"]
+    )
+    assert handed["env"]["NAMED"] == NAMED
+    for secret in SERVER_SECRETS:
+        assert secret not in json.dumps(handed["env"])
+    assert "EXTRA_ALLOWED" not in handed["env"]  # that one is for commands, not for this server
+    assert handed["fd8"] is False
 
 
 def test_no_process_outside_the_sandbox_is_visible(hostile: Hostile) -> None:
