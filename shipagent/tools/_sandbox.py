@@ -34,6 +34,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -296,8 +297,29 @@ def _hidden_paths(policy: ExecShellPermission, root: Path) -> tuple[list[Path], 
     return dirs, files
 
 
+def _pid_max_per_namespace() -> bool:
+    """Whether ``kernel.pid_max`` belongs to a PID namespace (Linux 6.14+).
+
+    Before that it is one value for the whole machine: writing it from the sandbox would limit the
+    host, so the sandbox never does.
+    """
+    digits = [int(part) for part in re.findall(r"\d+", os.uname().release)[:2]]
+    return len(digits) == 2 and (digits[0], digits[1]) >= (6, 14)
+
+
+def process_limit_problem() -> str | None:
+    """Why ``permissions.execShell.maxProcesses`` cannot bind here, or ``None`` when it can."""
+    if os.geteuid() != 0:
+        return None  # RLIMIT_NPROC binds every user but root
+    if shutil.which("setpriv") is None:
+        return "the server runs as root and setpriv (util-linux) is not on PATH"
+    if not _pid_max_per_namespace():
+        return f"the server runs as root and Linux {os.uname().release} has no per-namespace pid_max (6.14+)"
+    return None
+
+
 def _limits(policy: ExecShellPermission) -> SandboxLimits:
-    as_root = os.geteuid() == 0 and shutil.which("setpriv") is not None
+    as_root = os.geteuid() == 0 and process_limit_problem() is None
     return SandboxLimits(policy.max_processes, policy.max_file_bytes, pid_namespace=as_root)
 
 
@@ -421,6 +443,15 @@ def sandbox_report(config: ShipConfig, project_root: Path | None = None) -> list
         report.append(
             ("error" if policy.sandbox == "required" else "warning", _unavailable_message(policy, status))
         )
+    problem = process_limit_problem() if status.available else None
+    if problem is not None:
+        report.append(
+            (
+                "warning",
+                f"permissions.execShell.maxProcesses is not enforced: {problem}; run the server as "
+                "another user, or install util-linux",
+            )
+        )
     if project_root is not None:
         root = project_root.resolve()
         for raw in policy.writable_paths:
@@ -455,6 +486,14 @@ def sandbox_check_hook(
     elif status.available:
         network = "on" if policy.network else "off"
         console.print(escape(f"exec_shell sandbox: bubblewrap ({status.bwrap}), network {network}"))
+        files = "no limit" if policy.max_file_bytes is None else f"{policy.max_file_bytes:,} bytes"
+        console.print(
+            escape(
+                f"exec_shell limits: {policy.max_processes} processes, files up to {files}, output "
+                f"stored up to {policy.max_output_bytes:,} bytes per stream; hidden: .ship/, .env"
+                + "".join(f", {p}" for p in policy.hide)
+            )
+        )
     if report:
         for level, message in sandbox_report(config, project_root):
             console.print(escape(f"{level}: {message}"))

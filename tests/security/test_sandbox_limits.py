@@ -7,6 +7,7 @@ it writes. Against the real server of ``conftest.hostile`` (1 MiB, 400 processes
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -77,3 +78,20 @@ async def test_the_store_keeps_exactly_the_head_and_the_tail(tmp_path: Path, tot
         assert store.dropped == total - 1024
         assert kept.startswith(data[:512]) and kept.endswith(data[-512:])
         assert f"{total - 1024} bytes dropped here".encode() in kept
+
+
+def test_an_older_kernel_never_gets_the_hosts_pid_max_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before Linux 6.14 ``kernel.pid_max`` is the machine's: the sandbox must not touch it."""
+    from shipagent.config import ExecShellPermission
+    from shipagent.tools import _sandbox
+
+    real = os.uname()
+    old = os.uname_result((real.sysname, real.nodename, "6.8.0-45-generic", real.version, real.machine))
+    monkeypatch.setattr(_sandbox.os, "uname", lambda: old)
+    limits = _sandbox._limits(ExecShellPermission())
+    assert not limits.pid_namespace
+    argv = _sandbox.bwrap_argv("bwrap", _sandbox.SandboxLayout(Path("/p"), Path("/p/.ship"), limits=limits))
+    assert "pid_max" not in " ".join(argv) and "--cap-drop" in argv
+    if os.geteuid() == 0:
+        problem = _sandbox.process_limit_problem()
+        assert problem is not None and "6.8.0-45-generic" in problem
