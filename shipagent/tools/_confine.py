@@ -153,10 +153,21 @@ def created_agent_files(absent: Iterable[Path]) -> list[Path]:
 
 
 def missing_agent_files(config: ShipConfig, project_root: Path) -> list[Path]:
-    """Defining paths (ship.json, Agent.md, skills roots) that do not exist, to check after a command."""
+    """Defining paths that do not exist, to check after a command (blocking).
+
+    ship.json, Agent.md and the skills roots; and for every single-file module the server
+    imported from the project (``project_tools.py``), the package directory of the same name,
+    which Python would import instead at the next start.
+    """
     root = project_root.resolve()
-    names = [*_DEFINING, *config.skills.paths]
-    return [root / n for n in names if not os.path.lexists(root / n)]
+    paths = [root / n for n in (*_DEFINING, *config.skills.paths)]
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if file and file.endswith(".py") and not file.endswith("__init__.py"):
+            path = Path(file).resolve()
+            if path.is_relative_to(root):
+                paths.append(path.with_suffix(""))
+    return [p for p in dict.fromkeys(paths) if not os.path.lexists(p)]
 
 
 def quarantine(ship_dir: Path, paths: Iterable[Path]) -> list[str]:

@@ -46,6 +46,13 @@ def test_a_planted_skill_is_moved_aside(hostile: Hostile) -> None:
     assert len(refused) == 1
 
 
+def test_a_package_shadowing_a_tools_module_is_moved_aside(hostile: Hostile) -> None:
+    """``project_tools/__init__.py`` would be imported instead of ``project_tools.py`` at restart."""
+    output = hostile.shell("mkdir project_tools && echo 'toolset = None' > project_tools/__init__.py")
+    assert "created project_tools" in str(output["note"]), output
+    assert not (hostile.root / "project_tools").exists()
+
+
 def test_after_a_restart_the_agent_is_unchanged(hostile: Hostile) -> None:
     before = defining_files(hostile.root)
     for command in REWRITES.values():
