@@ -21,6 +21,7 @@ The sandbox (``_sandbox``) decides what a command can *see*; this module decides
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import time
@@ -94,12 +95,30 @@ def _inside(path: Path, roots: Iterable[Path]) -> bool:
     return any(path == r or path.is_relative_to(r) for r in roots)
 
 
+@functools.lru_cache(maxsize=16384)
+def _real(file: str) -> Path:
+    """A module file, resolved once: ``__file__`` of an imported module does not change."""
+    return Path(file).resolve()
+
+
+@functools.lru_cache(maxsize=64)
+def _project_modules(roots: tuple[Path, ...], loaded: int) -> tuple[ModuleType, ...]:
+    """Imported modules whose file lies under ``roots``; ``loaded`` (the module count) keys the cache."""
+    del loaded
+    found = []
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and _inside(_real(file), roots):
+            found.append(module)
+    return tuple(found)
+
+
 def _module_paths(module: ModuleType) -> list[Path]:
     """The file or package directory to protect for an imported module."""
     top = sys.modules.get(module.__name__.split(".")[0], module)
     file = getattr(top, "__file__", None)
-    if file:
-        path = Path(file).resolve()
+    if isinstance(file, str):
+        path = _real(file)
         if path.name == "__init__.py":
             return [path.parent]
         # A single-file module: its byte-code cache too, which Python loads without reading the
@@ -129,14 +148,12 @@ def agent_files(config: ShipConfig, project_root: Path, writable: Iterable[Path]
     for profile in config.profiles.values():
         if profile.agent_md:
             add(root / profile.agent_md)
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file and _inside(Path(file).resolve(), roots):
-            for path in _module_paths(module):
-                if path.name == "__pycache__":
-                    with contextlib.suppress(OSError):
-                        path.mkdir(exist_ok=True)  # so it can be mounted read-only before a plant
-                add(path)
+    for module in _project_modules(tuple(roots), len(sys.modules)):
+        for path in _module_paths(module):
+            if path.name == "__pycache__":
+                with contextlib.suppress(OSError):
+                    path.mkdir(exist_ok=True)  # so it can be mounted read-only before a plant
+            add(path)
     for cfg in config.mcp.servers.values():
         if isinstance(cfg, McpStdioServer):
             cwd = root / cfg.cwd if cfg.cwd else root
@@ -161,12 +178,10 @@ def missing_agent_files(config: ShipConfig, project_root: Path) -> list[Path]:
     """
     root = project_root.resolve()
     paths = [root / n for n in (*_DEFINING, *config.skills.paths)]
-    for module in list(sys.modules.values()):
-        file = getattr(module, "__file__", None)
-        if file and file.endswith(".py") and not file.endswith("__init__.py"):
-            path = Path(file).resolve()
-            if path.is_relative_to(root):
-                paths.append(path.with_suffix(""))
+    for module in _project_modules((root,), len(sys.modules)):
+        path = _real(str(module.__file__))
+        if path.suffix == ".py" and path.name != "__init__.py":
+            paths.append(path.with_suffix(""))
     return [p for p in dict.fromkeys(paths) if not os.path.lexists(p)]
 
 
