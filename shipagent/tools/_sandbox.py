@@ -6,7 +6,7 @@ the kernel can promise that. Inside the sandbox:
 - the whole file system is mounted read-only, except the project root (read-write), a private
   empty ``/tmp``, and ``permissions.execShell.writablePaths``;
 - ``.ship/`` (every chat's history, memory, context files) is an empty read-only directory, and
-  ``.env`` and ``.env.*`` of the project, ``permissions.execShell.hide``, ``/etc/shadow`` and
+  ``.env``, ``.env.*`` and ``.envrc`` of the project, ``permissions.execShell.hide``, ``/etc/shadow`` and
   ``/etc/gshadow`` read as empty: a command sees no other chat and no secret. exec_shell captures
   a command's output through pipes, outside the sandbox, and the model pages big outputs with
   ``context_read``, so no command needs ``.ship/``;
@@ -279,8 +279,8 @@ def _exact_dirs(hidden: Sequence[Path]) -> list[Path]:
 
 
 def _hidden_paths(policy: ExecShellPermission, root: Path) -> tuple[list[Path], list[Path]]:
-    """``.env``, ``.env.*`` and ``permissions.execShell.hide``, split into directories and files."""
-    candidates = [p for p in root.glob(".env*") if p.name == ".env" or p.name.startswith(".env.")]
+    """``.env``, ``.env.*``, ``.envrc`` and ``permissions.execShell.hide``: directories, files."""
+    candidates = [p for p in root.glob(".env*") if p.name in (".env", ".envrc") or p.name.startswith(".env.")]
     candidates += [root / Path(raw).expanduser() for raw in policy.hide]
     dirs: list[Path] = []
     files: list[Path] = []
