@@ -5,9 +5,10 @@ the kernel can promise that. Inside the sandbox:
 
 - the whole file system is mounted read-only, except the project root (read-write), a private
   empty ``/tmp``, and ``permissions.execShell.writablePaths``;
-- ``.ship/`` (every chat's history, memory, context files) is an empty read-only directory, and
-  ``.env``, ``.env.*`` and ``.envrc`` of the project, ``permissions.execShell.hide``, ``/etc/shadow`` and
-  ``/etc/gshadow`` read as empty: a command sees no other chat and no secret. exec_shell captures
+- ``.ship/`` (every chat's history, memory, context files) is an empty read-only directory;
+  ``.env``, ``.env.*`` and ``.envrc`` of the project, ``/etc/shadow`` and ``/etc/gshadow`` cannot
+  be opened (``/dev/null`` on a ``nodev`` mount over them), and ``permissions.execShell.hide``
+  hides more: a command sees no other chat and no secret. exec_shell captures
   a command's output through pipes, outside the sandbox, and the model pages big outputs with
   ``context_read``, so no command needs ``.ship/``;
 - what defines the agent (``_confine.agent_files``: ship.json, Agent.md, skills, the project's
@@ -124,7 +125,7 @@ class SandboxLayout:
         network: keep the host network (otherwise a private, empty network namespace).
         protected: paths mounted read-only over the project (what defines the agent).
         masked_dirs: directories replaced by an empty read-only tmpfs (besides ``ship_dir``).
-        masked_files: files that read as empty (``/dev/null`` mounted over them).
+        masked_files: files that cannot be opened (``/dev/null`` mounted over them, ``nodev``).
         limits: resource limits, applied by a short shell prelude inside the sandbox.
         shell: the shell that runs the prelude.
     """
