@@ -181,6 +181,28 @@ class ExecShellPermission(_Model):
     """Extra paths the sandboxed command may write: relative to the project, or absolute."""
     network: bool = False
     """Whether a sandboxed command keeps the network (off: a private, empty network namespace)."""
+    hide: list[str] = Field(default_factory=list)
+    """More paths the sandboxed command must not see (relative to the project, or absolute), beside
+    ``.ship/``, ``.env`` and the host's secrets, which are always hidden."""
+    env: list[str] = Field(default_factory=list)
+    """Variables a command gets besides PATH, HOME, LANG and TERM: ``NAME`` passes the server's
+    value through, ``NAME=VALUE`` sets one. Nothing else of the server's environment reaches it."""
+    max_output_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """What one command's stdout (and, separately, stderr) may store: head and tail are kept."""
+    max_processes: int = Field(default=1024, ge=16)
+    """Processes and threads a sandboxed command may run at once (as root: at least the kernel's
+    minimum ``pid_max``, 300 or 8 per CPU)."""
+    max_file_bytes: int | None = Field(default=1024**3, ge=1024)
+    """The largest file a sandboxed command may write (``null``: no limit)."""
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for item in value:
+            name = item.partition("=")[0]
+            if not (name.isidentifier() and name.isascii()):
+                raise ValueError(f"{item!r} is not NAME or NAME=VALUE (NAME: letters, digits, _)")
+        return value
 
 
 class PermissionsConfig(_Model):
