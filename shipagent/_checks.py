@@ -91,7 +91,7 @@ def _importable_from(root: Path) -> Iterator[None]:
     entry = str(root.resolve())
     added = entry not in sys.path
     if added:
-        sys.path.insert(0, entry)
+        sys.path.append(entry)  # last, as the agent does: nothing beside ship.json shadows the stdlib
     try:
         yield
     finally:
