@@ -60,8 +60,15 @@ def _threads() -> int:
     return max(1, min(8, (os.cpu_count() or 2) // 2))
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken install, or a module set to None in sys.modules
+        return False
+
+
 def _require(module: str, what: str) -> None:
-    if importlib.util.find_spec(module) is None:
+    if not _installed(module):
         raise ConfigError(f'llm.provider "local" needs {what}: {INSTALL_HINT}', path="llm.provider")
 
 
