@@ -72,7 +72,9 @@ def llm_block(
             **SERVER_LIMITS,
         }
     if provider in _COMPATIBLE:
-        raise ConfigError(f"--provider {provider} needs --base-url: the server's URL (e.g. http://localhost:8000/v1)")
+        raise ConfigError(
+            f"--provider {provider} needs --base-url: the server's URL (e.g. http://localhost:8000/v1)"
+        )
     if provider is None and model and ":" in model:
         provider, model = model.split(":", 1)
     provider = provider or "openai"
@@ -129,7 +131,10 @@ def ask_llm(ask: Callable[..., Any], say: Callable[[str], None], *, local_instal
     for number, (_, text) in enumerate(_CHOICES, start=1):
         say(f"  {number}  {text}")
     default = 1 if local_installed else 2
-    choice = int(ask("choice", default=default, type=_choice_type()))
+    choice = int(ask("choice", default=default, type=int))
+    while not 1 <= choice <= len(_CHOICES):
+        say(f"a number from 1 to {len(_CHOICES)}, please")
+        choice = int(ask("choice", default=default, type=int))
     kind = _CHOICES[choice - 1][0]
     if kind == "local":
         return llm_block(local=True)
@@ -139,9 +144,3 @@ def ask_llm(ask: Callable[..., Any], say: Callable[[str], None], *, local_instal
         return llm_block(base_url=url, model=model)
     model = str(ask("model", default=DEFAULT_MODELS[kind]))
     return llm_block(provider=kind, model=model)
-
-
-def _choice_type() -> Any:
-    import click
-
-    return click.IntRange(1, len(_CHOICES))

@@ -141,11 +141,15 @@ LlmFlag = Annotated[
 ]
 ProviderFlag = Annotated[
     str | None,
-    typer.Option("--provider", help="openai | anthropic | openai-compatible | any provider pydantic-ai knows."),
+    typer.Option(
+        "--provider", help="openai | anthropic | openai-compatible | any provider pydantic-ai knows."
+    ),
 ]
 ModelFlag = Annotated[
     str | None,
-    typer.Option("--model", "-m", help="The model: gpt-5-mini, openai:gpt-5-mini; with --base-url the server's name."),
+    typer.Option(
+        "--model", "-m", help="The model: gpt-5-mini, openai:gpt-5-mini; with --base-url the server's name."
+    ),
 ]
 BaseUrlFlag = Annotated[
     str | None,
@@ -240,11 +244,11 @@ def _init_next_steps(directory: Path, llm: dict[str, Any], environ: dict[str, st
         _init_llm.ignore_dotenv(directory)
         console.print(f"it needs an API key: add this line to {escape(str(directory / '.env'))}:")
         typer.echo(f"{var}=...")
-    elif llm.get("provider") == "local":
-        try:
-            build_model(config.llm)
-        except ShipAgentError as exc:
-            console.print(f"[yellow]{escape(str(exc))}[/]")
+    try:  # a missing package (the local extra, a provider's SDK) is said now, not at the first chat
+        build_model(config.llm)
+    except ShipAgentError as exc:
+        if getattr(exc, "path", None) != "llm.apiKey":
+            console.print(f"[yellow]note: {escape(str(exc))}[/]")
     where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
     console.print(f"next: {escape(where)}shipagent chat (or edit llm in ship.json)")
 
