@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import aclosing
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ from shipagent import ShipAgent
 from shipagent._local_model import LocalModel, local_model_of
 from shipagent.config import load_config
 from shipagent.errors import ConfigError
+from shipagent.events import Done, TextDelta
 from shipagent.models import build_model, describe_model
 
 SHIPAGENT = [sys.executable, "-c", "from shipagent.cli import main; main()"]
@@ -91,8 +93,16 @@ async def test_a_turn_through_the_embedded_model_and_nothing_left_after_stop(
         assert second_url is not None
         running = _native_threads()
         assert running - after_first, "llama.cpp's threads should be visible while it runs"
-        again = await agent.run("cli:t", "And what can you do?")
+        # streamed this time: the text arrives in pieces that make up the answer
+        deltas: list[str] = []
+        async with aclosing(agent.run_stream("cli:t", "And what can you do?")) as events:
+            async for event in events:
+                if isinstance(event, TextDelta):
+                    deltas.append(event.text)
+                elif isinstance(event, Done):
+                    again = event.result
         assert again.success and again.output.strip()
+        assert deltas and "".join(deltas).strip() == again.output.strip()
     assert _refuses(second_url)
     assert _native_threads() - after_first == set()  # nothing of the second run is left behind
 
