@@ -1,5 +1,8 @@
 """Turning ship.json ``llm`` into a pydantic-ai model and its settings.
 
+``provider: "local"`` is the embedded model (``shipagent._local_model``): an OpenAI-compatible
+chat model on llama.cpp's server, which the agent starts and stops (``modelPath`` picks the GGUF).
+
 Every ``llm`` field is applied: ``baseUrl`` and ``apiKey`` go to the
 provider, ``temperature``, ``maxTokens`` and ``timeoutSeconds`` to the model settings, and
 ``maxRetries`` to the :class:`~shipagent._retry.RetryingModel` every model is wrapped in.
@@ -241,7 +244,8 @@ def build_model_settings(llm: LlmConfig) -> ModelSettings:
 
 def describe_model(llm: LlmConfig) -> str:
     """A one-line description for ``shipagent check`` (never includes the API key)."""
-    parts = [llm.model or ("<embedded>" if (llm.provider or "").lower() == "local" else "<no model>")]
+    local = (llm.provider or "").lower() == "local"
+    parts = [llm.model or ("embedded model" if local else "<no model>")]
     if llm.provider:
         parts.append(f"provider={llm.provider}")
     if llm.model_path:
