@@ -136,7 +136,8 @@ def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
 
 
 LlmFlag = Annotated[
-    bool, typer.Option("--local", help="Use the embedded demo model: no key, no network (shipagent[local]).")
+    bool,
+    typer.Option("--local", help="Use the embedded demo model: no key, no network (needs the local extra)."),
 ]
 ProviderFlag = Annotated[
     str | None,
@@ -201,7 +202,7 @@ def init(
         else:
             from ._local_model import extra_installed
 
-            llm = _init_llm.ask_llm(typer.prompt, console.print, local_installed=extra_installed())
+            llm = _init_llm.ask_llm(typer.prompt, typer.echo, local_installed=extra_installed())
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
     scaffold = resources.files("shipagent").joinpath("scaffold")

