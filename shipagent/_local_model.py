@@ -44,6 +44,7 @@ __all__ = [
     "default_model_path",
     "extra_installed",
     "local_model_of",
+    "probe_local",
 ]
 
 INSTALL_HINT = "pip install 'shipagent[local]'  (from a clone: pip install -e '.[local]')"
@@ -234,6 +235,20 @@ def build_local_model(llm: LlmConfig) -> LocalModel:
     _require("xllamacpp", "the embedded llama.cpp engine")
     path = _model_path(llm)
     return LocalModel(LocalEngine(path), llm.model or path.stem)
+
+
+async def probe_local(llm: LlmConfig) -> None:
+    """Load ``llm``'s GGUF in a server of its own and stop it: what ``shipagent check`` can ask of
+    the embedded model (there is no server to probe while no agent runs).
+
+    Raises:
+        ConfigError: the extra is missing, or ``llm.modelPath`` is not a file llama.cpp can load.
+    """
+    model = build_local_model(llm)
+    try:
+        await model.start()
+    finally:
+        await model.stop()
 
 
 def local_model_of(model: Model) -> LocalModel | None:

@@ -24,7 +24,7 @@ from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.test import TestModel
 
 from shipagent import ShipAgent
-from shipagent._local_model import LocalModel, local_model_of
+from shipagent._local_model import LocalModel, local_model_of, probe_local
 from shipagent.config import load_config
 from shipagent.errors import ConfigError
 from shipagent.events import Done, TextDelta
@@ -174,6 +174,9 @@ async def test_a_file_that_is_not_a_gguf_fails_the_start_naming_the_key(tmp_path
         async with agent:
             pass
     assert err.value.path == "llm.modelPath" and "notes.gguf" in str(err.value)
+    with pytest.raises(ConfigError) as probed:  # what `shipagent check` can use, without an agent
+        await probe_local(agent.config.llm)
+    assert probed.value.path == "llm.modelPath"
     # the failed start released the project: the fixed project starts in the same process
     _project(project)
     async with ShipAgent.from_project(project) as fixed:
