@@ -131,7 +131,7 @@ class LocalEngine:
         params.hostnames = ["127.0.0.1"]
         params.port = 0  # the OS picks a free port; listening_address names it
         params.api_keys = [key]
-        params.verbosity = 0  # llama.cpp's log goes to stderr, where the CLI prints answers' progress
+        params.verbosity = 0  # llama.cpp logs each request to stderr, which is for shipagent's own lines
         params.endpoint_metrics = True  # see below
         try:
             server = xllamacpp.Server(params)
@@ -150,7 +150,7 @@ class LocalEngine:
         self._server.clear()  # the last reference: the server stops and joins its threads here
 
     async def start(self) -> None:
-        """Load the model and listen (about a second for the default model)."""
+        """Load the model and listen (2-3 s for the default model on an idle 2-core machine)."""
         if self.running:
             return
         _require("xllamacpp", "the embedded llama.cpp engine")

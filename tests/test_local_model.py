@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from contextlib import aclosing
 from pathlib import Path
 
+import anyio
+import httpx
 import pytest
 from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.test import TestModel
@@ -80,6 +82,12 @@ async def test_a_turn_through_the_embedded_model_and_nothing_left_after_stop(
     async with agent:
         first_url = local.engine.base_url
         assert first_url is not None and first_url.startswith("http://127.0.0.1:")
+        async with httpx.AsyncClient() as client:  # loopback, and only for the agent's own key
+            assert (await client.get(f"{first_url}/models")).status_code == 401
+            wrong = await client.get(f"{first_url}/models", headers={"Authorization": "Bearer guess"})
+            assert wrong.status_code == 401
+            own = {"Authorization": f"Bearer {local.engine.api_key}"}
+            assert (await client.get(f"{first_url}/models", headers=own)).status_code == 200
         result = await agent.run("cli:t", "Hello, who are you?")
         assert result.success, result.output
         assert result.output.strip()
@@ -187,3 +195,18 @@ def test_a_model_override_replaces_the_embedded_model(tmp_path: Path) -> None:
     config = load_config(_project(tmp_path / "p"))
     assert local_model_of(build_model(config.llm)) is not None
     assert local_model_of(build_model(config.llm, TestModel())) is None  # tests script their own
+
+
+@pytest.mark.anyio
+async def test_stopping_right_after_starting_never_hangs(tmp_path: Path) -> None:
+    """llama.cpp's server waits forever if stopped in the instant before its loop runs; start
+    returns only once the loop answers, so back-to-back cycles finish (here: bounded, not hung)."""
+    engine = _engine(ShipAgent.from_project(_project(tmp_path / "p"))).engine
+    urls = []
+    with anyio.fail_after(300):
+        for _ in range(3):
+            await engine.start()
+            assert engine.base_url is not None
+            urls.append(engine.base_url)
+            await engine.stop()
+    assert all(_refuses(url) for url in urls)
