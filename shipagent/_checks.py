@@ -42,11 +42,14 @@ class Problem:
         level: ``error`` (a turn would fail) or ``warning`` (a turn runs, with less).
         message: what is wrong and what to change, in one line.
         key: the ship.json key path at fault (``llm.model``, ``mcp.servers.git.command``), if any.
+        detail: a library's or server's own text behind the problem, shown on a line of its own
+            (the message is ours and says what to change; this is for the curious and for bug reports).
     """
 
     level: Literal["error", "warning"]
     message: str
     key: str | None = None
+    detail: str | None = None
 
 
 ProjectCheck = Callable[[Path, ShipConfig], Iterable[Problem]]
