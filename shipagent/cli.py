@@ -136,6 +136,43 @@ def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
         raise _fail(str(exc)) from None
 
 
+LlmFlag = Annotated[
+    bool,
+    typer.Option("--local", help="Use the embedded demo model: no key, no network (needs the local extra)."),
+]
+ProviderFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--provider", help="openai | anthropic | openai-compatible | any provider pydantic-ai knows."
+    ),
+]
+ModelFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="The model: gpt-5-mini, openai:gpt-5-mini; with --base-url the server's name."
+    ),
+]
+BaseUrlFlag = Annotated[
+    str | None,
+    typer.Option("--base-url", help="An OpenAI-compatible server's URL (Ollama: http://localhost:11434/v1)."),
+]
+
+
+def _stdin_is_terminal() -> bool:
+    import sys
+
+    return sys.stdin.isatty()
+
+
+def _scaffold_ship_json(text: str, name: str, llm: dict[str, Any]) -> str:
+    """The scaffold's ship.json with this project's name and ``llm`` block (its layout kept)."""
+    import re
+
+    block = json.dumps(llm, indent=2).replace("\n", "\n  ")
+    text = re.sub(r'"llm": \{.*?\n  \}', lambda _: f'"llm": {block}', text, count=1, flags=re.DOTALL)
+    return text.replace('"name": "demo"', json.dumps({"name": name})[1:-1])
+
+
 @app.command()
 def init(
     directory: Annotated[Path, typer.Argument(help="Where to create the project (relative to -C).")] = Path(
@@ -145,9 +182,30 @@ def init(
     base: Annotated[
         Path, typer.Option("--project", "-C", help="Run as if started in this directory.")
     ] = Path("."),
+    local: LlmFlag = False,
+    provider: ProviderFlag = None,
+    model: ModelFlag = None,
+    base_url: BaseUrlFlag = None,
 ) -> None:
-    """Create a project: ship.json, Agent.md, skills/, .ship/ and a .gitignore for .ship/."""
+    """Create a project: ship.json, Agent.md, skills/, .ship/ and a .gitignore for .ship/.
+
+    The model comes from --local, --provider/--model or --base-url/--model; without them, a
+    terminal asks, and otherwise it is OpenAI's gpt-5-mini.
+    """
+    import os
+
+    from . import _init_llm
+
     directory = base / directory
+    try:
+        if local or provider or model or base_url or not _stdin_is_terminal():
+            llm = _init_llm.llm_block(local=local, provider=provider, model=model, base_url=base_url)
+        else:
+            from ._local_model import extra_installed
+
+            llm = _init_llm.ask_llm(typer.prompt, typer.echo, local_installed=extra_installed())
+    except ShipAgentError as exc:
+        raise _fail(str(exc)) from None
     scaffold = resources.files("shipagent").joinpath("scaffold")
     targets = {
         "ship.json": "ship.json",
@@ -162,7 +220,7 @@ def init(
         path.parent.mkdir(parents=True, exist_ok=True)
         text = scaffold.joinpath(source).read_text(encoding="utf-8")
         if target == "ship.json":
-            text = text.replace('"name": "demo"', json.dumps({"name": directory.resolve().name})[1:-1])
+            text = _scaffold_ship_json(text, directory.resolve().name, llm)
         path.write_text(text, encoding="utf-8")
     ship = directory / ".ship"
     ship.mkdir(exist_ok=True)
@@ -172,7 +230,28 @@ def init(
     ignored = ensure_gitignore(directory)
     made = "ship.json, Agent.md, skills/, .ship/" + (", .gitignore" if ignored else "")
     console.print(f"created [bold]{escape(str(directory))}[/]: {made}")
-    console.print("next: set OPENAI_API_KEY (or edit llm in ship.json), then `shipagent chat`")
+    _init_next_steps(directory, llm, dict(os.environ))
+
+
+def _init_next_steps(directory: Path, llm: dict[str, Any], environ: dict[str, str]) -> None:
+    """What the new project's model needs before the first chat: a key, the extra, or nothing."""
+    from . import _init_llm
+    from .models import build_model, describe_model
+
+    config = load_config(directory.resolve())
+    console.print(f"model: {escape(describe_model(config.llm))}")
+    var = _init_llm.missing_key(llm, directory, environ)
+    if var is not None:
+        _init_llm.ignore_dotenv(directory)
+        console.print(f"it needs an API key: add this line to {escape(str(directory / '.env'))}:")
+        typer.echo(f"{var}=...")
+    try:  # a missing package (the local extra, a provider's SDK) is said now, not at the first chat
+        build_model(config.llm)
+    except ShipAgentError as exc:
+        if getattr(exc, "path", None) != "llm.apiKey":
+            console.print(f"[yellow]note: {escape(str(exc))}[/]")
+    where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
+    console.print(f"next: {escape(where)}shipagent chat (or edit llm in ship.json)")
 
 
 def _result_json(result: AgentResult) -> str:

@@ -84,7 +84,11 @@ class LlmConfig(_Model):
     model: str | None = None
     """A pydantic-ai model string (``openai:gpt-5-mini``) or a bare name used with ``provider``."""
     provider: str | None = None
-    """``openai`` | ``openai-compatible`` | ``anthropic`` | any provider pydantic-ai knows."""
+    """``openai`` | ``openai-compatible`` | ``anthropic`` | any provider pydantic-ai knows | ``local``
+    (the embedded model of ``shipagent[local]``, started and stopped with the agent)."""
+    model_path: str | None = None
+    """With ``provider: "local"``: the GGUF file to run (relative to the project); default: the
+    SmolLM2-135M-Instruct demo model that ``shipagent[local]`` installs."""
     base_url: str | None = None
     api_key: str | None = Field(default=None, repr=False)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -477,6 +481,8 @@ def load_config(project_root: Path) -> ShipConfig:
                 )
             own[name] = server
     config = parse_config(data, env=env)
+    if config.llm.model_path:  # relative to the project, wherever the command runs
+        config.llm.model_path = str(project_root / Path(config.llm.model_path).expanduser())
     import re
 
     for name in config.mcp.servers:
