@@ -84,7 +84,16 @@ def shipagent_serve(root: Path, serve: dict[str, Any] | None = None) -> Iterator
     (root / "echo_model.py").write_text(ECHO_MODEL, encoding="utf-8")
     port = free_port()
     log = root / "serve.log"
-    command = [SHIPAGENT, "serve", "-C", str(root), "--port", str(port), "--model-factory", "echo_model:build"]
+    command = [
+        SHIPAGENT,
+        "serve",
+        "-C",
+        str(root),
+        "--port",
+        str(port),
+        "--model-factory",
+        "echo_model:build",
+    ]
     with open(log, "wb") as err:
         process = subprocess.Popen(command, stdout=err, stderr=subprocess.STDOUT)
     served = Served(f"http://127.0.0.1:{port}", port, root, log)

@@ -72,6 +72,7 @@ class GuardedH11Protocol(H11Protocol):
         self.guard_timer: asyncio.TimerHandle | None = None
         self.guard_phase: str | None = None
         self.guard_head_bytes = 0
+        self.guard_tail = b""
         self.guard_counted: str | None = None
 
     # -- asyncio.Protocol ------------------------------------------------------------------------
@@ -95,7 +96,15 @@ class GuardedH11Protocol(H11Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self.conn.their_state is h11.IDLE:  # these bytes are (part of) a request's head
-            self.guard_head_bytes += len(data)
+            # h11's own cap applies only while a head is incomplete; one read can hold a whole
+            # oversized head (asyncio reads up to 256 KiB), so the head's size is checked here
+            seen = self.guard_tail + data  # the blank line may straddle two reads
+            end = seen.find(b"\r\n\r\n")
+            self.guard_head_bytes += len(data) if end < 0 else end + 4 - len(self.guard_tail)
+            self.guard_tail = seen[-3:]
+            if self.guard_head_bytes > self.book.limits.max_header_bytes:
+                self.guard_too_large()
+                return
         super().data_received(data)
         self.guard_follow()
 
@@ -111,10 +120,10 @@ class GuardedH11Protocol(H11Protocol):
         super().connection_lost(exc)
 
     def send_400_response(self, msg: str) -> None:
-        limit = self.book.limits.max_header_bytes
-        if self.guard_head_bytes > limit:
-            msg = f"request line and headers are over {limit} bytes (serve.limits.maxHeaderBytes)"
-        super().send_400_response(msg)
+        if self.guard_head_bytes > self.book.limits.max_header_bytes:
+            self.guard_too_large()
+        else:
+            super().send_400_response(msg)
 
     # -- the guard -------------------------------------------------------------------------------
 
@@ -128,12 +137,12 @@ class GuardedH11Protocol(H11Protocol):
             if self.guard_phase != "head":
                 self.guard_arm("head")
         elif state is h11.SEND_BODY:
-            self.guard_head_bytes = 0
+            self.guard_head_bytes, self.guard_tail = 0, b""
             if self.guard_phase != "body":
                 self.guard_arm("body")
         else:  # the request is in: the app has it, no deadline of ours applies
             self.guard_cancel()
-            self.guard_head_bytes = 0
+            self.guard_head_bytes, self.guard_tail = 0, b""
 
     def guard_arm(self, phase: str) -> None:
         self.guard_cancel()
@@ -173,6 +182,14 @@ class GuardedH11Protocol(H11Protocol):
         else:
             self.guard_phase = None
             self.guard_follow()
+
+    def guard_too_large(self) -> None:
+        self.guard_cancel()
+        limit = self.book.limits.max_header_bytes
+        message = f"the request's line and headers are over {limit} bytes (serve.limits.maxHeaderBytes)"
+        reason = "Request Header Fields Too Large"
+        self.transport.write(_raw_response(431, reason, "headers_too_large", message))
+        self.transport.close()
 
     def guard_refuse(self, why: str) -> None:
         log.warning("refused a connection: %s", why)

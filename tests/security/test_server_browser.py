@@ -128,7 +128,9 @@ def test_no_cors_text_plain_post_is_refused_and_commits_nothing(served: Served, 
     httpx.delete(f"{served.url}/v1/chats/{CHAT}/context")
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io:{port}", "10.0.0.1"])
+@pytest.mark.parametrize(
+    "host", ["evil.example", "evil.example:{port}", "127.0.0.1.nip.io:{port}", "10.0.0.1"]
+)
 def test_a_foreign_host_is_refused(served: Served, host: str) -> None:
     header = host.format(port=served.port)
     request = f"GET /v1/chats HTTP/1.1\r\nHost: {header}\r\nConnection: close\r\n\r\n".encode()
@@ -150,7 +152,9 @@ def test_the_page_gets_frame_and_content_security_headers(served: Served) -> Non
     assert page.status_code == 200
     assert page.headers["x-frame-options"] == "DENY"
     assert page.headers["x-content-type-options"] == "nosniff"
-    csp = {d.split()[0]: d.split()[1:] for d in page.headers["content-security-policy"].split(";") if d.strip()}
+    csp = {
+        d.split()[0]: d.split()[1:] for d in page.headers["content-security-policy"].split(";") if d.strip()
+    }
     assert csp["default-src"] == ["'none'"]
     assert csp["script-src"] == ["'self'"] and csp["style-src"] == ["'self'"]
     assert csp["frame-ancestors"] == ["'none'"] and csp["connect-src"] == ["'self'"]
@@ -252,5 +256,7 @@ def test_cors_origins_without_keys_is_a_config_error(tmp_path: Path) -> None:
         create_app(agent)
     assert caught.value.path == "serve.corsOrigins"
     with pytest.raises(ConfigError) as bad:
-        _echo_agent(tmp_path / "bad", {"apiKeys": [{"key": KEY}], "corsOrigins": ["https://app.example.com/path"]})
+        _echo_agent(
+            tmp_path / "bad", {"apiKeys": [{"key": KEY}], "corsOrigins": ["https://app.example.com/path"]}
+        )
     assert bad.value.path == "serve.corsOrigins" and "https://app.example.com/path" in str(bad.value)
