@@ -13,7 +13,6 @@ import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -48,9 +47,7 @@ async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterato
     if said == "break":
         raise RuntimeError("the model broke mid-stream")
     if said == "hold":  # until the test releases it (bounded: a stuck test still ends)
-        deadline = time.monotonic() + WAIT
-        while not RELEASE.is_set() and time.monotonic() < deadline:
-            await asyncio.sleep(0.02)
+        await asyncio.to_thread(RELEASE.wait, WAIT)
     yield said
 
 
@@ -114,7 +111,11 @@ def test_json_nested_1000_deep_is_a_400(server: tuple[str, ShipAgent], body: byt
 
 @pytest.mark.parametrize(
     ("literal", "says"),
-    [(b"9" * 5000, "5000 characters"), (b"-" + b"1" * 5000, "5001 characters"), (b"1." + b"5" * 5000, "5002")],
+    [
+        (b"9" * 5000, "5000 characters"),
+        (b"-" + b"1" * 5000, "5001 characters"),
+        (b"1." + b"5" * 5000, "5002"),
+    ],
 )
 def test_a_5000_digit_number_is_a_400(server: tuple[str, ShipAgent], literal: bytes, says: str) -> None:
     url, _ = server
@@ -138,7 +139,7 @@ def test_json_that_is_not_json_is_a_400(server: tuple[str, ShipAgent], body: byt
 def test_a_lone_surrogate_in_text_is_a_400_naming_the_field(
     server: tuple[str, ShipAgent], stream: bool
 ) -> None:
-    url, agent = server
+    url, _ = server
     body = b'{"text": "half an emoji \\ud83d", "stream": ' + (b"true" if stream else b"false") + b"}"
     response = _post(url, "/v1/chats/web%3Asur/messages", body)
     assert response.status_code == 400
@@ -155,8 +156,14 @@ def test_a_lone_surrogate_in_text_is_a_400_naming_the_field(
     ("messages", "field"),
     [
         (b'[{"role": "user", "content": "x\\udc00"}]', "messages[0].content"),
-        (b'[{"role": "system", "content": "ok"}, {"role": "user", "content": "x\\ud800y"}]', "messages[1].content"),
-        (b'[{"role": "user", "content": [{"type": "text", "text": "\\ud800"}]}]', "messages[0].content[0].text"),
+        (
+            b'[{"role": "system", "content": "ok"}, {"role": "user", "content": "x\\ud800y"}]',
+            "messages[1].content",
+        ),
+        (
+            b'[{"role": "user", "content": [{"type": "text", "text": "\\ud800"}]}]',
+            "messages[0].content[0].text",
+        ),
     ],
 )
 def test_a_lone_surrogate_in_chat_completions_names_the_field(
@@ -212,7 +219,10 @@ def test_a_reused_idempotency_key_is_a_409_and_runs_one_turn(server: tuple[str, 
     assert again.json()["error"]["type"] == "idempotency_key_reused"
     assert "transcript" in again.json()["error"]["message"]
     streamed = _post(
-        url, "/v1/chats/web%3Aidem/messages", b'{"text": "once", "stream": true}', **{"Idempotency-Key": "k-1"}
+        url,
+        "/v1/chats/web%3Aidem/messages",
+        b'{"text": "once", "stream": true}',
+        **{"Idempotency-Key": "k-1"},
     )
     assert streamed.status_code == 409
     body = b'{"user": "web:idem", "messages": [{"role": "user", "content": "once"}]}'
@@ -226,14 +236,17 @@ def test_a_key_in_use_is_a_409_and_a_turn_its_client_left_frees_it(server: tuple
     url, _ = server
     path = f"{url}/v1/chats/web%3Ahold/messages"
     headers = {**JSON, "Idempotency-Key": "k-hold"}
-    with httpx.Client(timeout=WAIT) as client:
-        with client.stream("POST", path, content=b'{"text": "hold", "stream": true}', headers=headers) as first:
-            assert first.status_code == 200
-            lines = first.iter_lines()  # kept: a dropped iterator closes the response
-            next(lines)  # the turn is running
-            busy = httpx.post(path, content=b'{"text": "hold"}', headers=headers, timeout=WAIT)
-            assert busy.status_code == 409, busy.text
-            assert busy.json()["error"]["type"] == "idempotency_key_in_use"
+    stream_body = b'{"text": "hold", "stream": true}'
+    with (
+        httpx.Client(timeout=WAIT) as client,
+        client.stream("POST", path, content=stream_body, headers=headers) as first,
+    ):
+        assert first.status_code == 200
+        lines = first.iter_lines()  # kept: a dropped iterator closes the response
+        next(lines)  # the turn is running
+        busy = httpx.post(path, content=b'{"text": "hold"}', headers=headers, timeout=WAIT)
+        assert busy.status_code == 409, busy.text
+        assert busy.json()["error"]["type"] == "idempotency_key_in_use"
         # the client left mid-stream: the turn is cancelled, nothing committed, the key is free
     deadline = time.monotonic() + WAIT
     while httpx.get(f"{url}/healthz").json()["activeTurns"]:
@@ -244,4 +257,3 @@ def test_a_key_in_use_is_a_409_and_a_turn_its_client_left_frees_it(server: tuple
     retry = httpx.post(path, content=b'{"text": "hold"}', headers=headers, timeout=WAIT)
     assert retry.status_code == 200 and retry.json()["requestId"] == "k-hold"
     assert _user_texts(url, "web:hold") == ["hold"]
-
