@@ -75,9 +75,20 @@ class Served:
             return False
 
 
+LIMIT_FILES = (
+    "import os, resource, sys; n = int(sys.argv[1]); "
+    "resource.setrlimit(resource.RLIMIT_NOFILE, (n, n)); os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
 @contextmanager
-def shipagent_serve(root: Path, serve: dict[str, Any] | None = None) -> Iterator[Served]:
-    """``shipagent serve`` on 127.0.0.1 for a project in ``root`` with ship.json ``serve`` settings."""
+def shipagent_serve(
+    root: Path, serve: dict[str, Any] | None = None, *, open_files: int | None = None
+) -> Iterator[Served]:
+    """``shipagent serve`` on 127.0.0.1 for a project in ``root`` with ship.json ``serve`` settings.
+
+    ``open_files`` starts it with that open-file limit (``ulimit -n``).
+    """
     root.mkdir(parents=True, exist_ok=True)
     ship = {"name": "attacked-agent", "serve": serve or {}}
     (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
@@ -94,6 +105,8 @@ def shipagent_serve(root: Path, serve: dict[str, Any] | None = None) -> Iterator
         "--model-factory",
         "echo_model:build",
     ]
+    if open_files is not None:
+        command = [sys.executable, "-c", LIMIT_FILES, str(open_files), *command]
     with open(log, "wb") as err:
         process = subprocess.Popen(command, stdout=err, stderr=subprocess.STDOUT)
     served = Served(f"http://127.0.0.1:{port}", port, root, log)

@@ -36,7 +36,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..config import ServeConfig, ServeLimits
 
-__all__ = ["RESERVED_FDS", "effective_max_connections", "guarded_protocol", "uvicorn_options"]
+__all__ = ["RESERVED_FDS", "effective_connection_limits", "guarded_protocol", "uvicorn_options"]
 
 log = logging.getLogger("shipagent.serve")
 RESERVED_FDS = 64
@@ -49,6 +49,7 @@ class _Book:
 
     limits: ServeLimits
     max_connections: int
+    max_per_client: int
     total: int = 0
     per_client: Counter[str] = field(default_factory=Counter)
 
@@ -84,7 +85,7 @@ class GuardedH11Protocol(H11Protocol):
         book.total += 1
         book.per_client[client] += 1
         self.guard_counted = client
-        per_client = book.limits.max_connections_per_client
+        per_client = book.max_per_client
         if book.total > book.max_connections:
             self.guard_refuse("too many open connections (serve.limits.maxConnections)")
         elif per_client and book.per_client[client] > per_client:
@@ -198,35 +199,47 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
 
-def guarded_protocol(limits: ServeLimits, max_connections: int | None = None) -> type[H11Protocol]:
+def guarded_protocol(
+    limits: ServeLimits, max_connections: int | None = None, per_client: int | None = None
+) -> type[H11Protocol]:
     """A fresh ``H11Protocol`` subclass with its own connection counts, for one server."""
-    book = _Book(limits, max_connections or limits.max_connections)
+    book = _Book(
+        limits,
+        max_connections or limits.max_connections,
+        limits.max_connections_per_client if per_client is None else per_client,
+    )
     return type("ShipagentH11Protocol", (GuardedH11Protocol,), {"book": book})
 
 
-def effective_max_connections(limits: ServeLimits) -> int:
-    """``maxConnections``, lowered to fit the process's open-file limit (with a warning)."""
+def effective_connection_limits(limits: ServeLimits) -> tuple[int, int]:
+    """``(maxConnections, maxConnectionsPerClient)`` lowered to fit the open-file limit.
+
+    A process allowed 128 files cannot hold 512 sockets: past its limit ``accept`` fails and
+    nobody gets in. The total is lowered to leave :data:`RESERVED_FDS` free, and then one client
+    may hold at most half of it, so a single address never takes every slot.
+    """
+    total, per_client = limits.max_connections, limits.max_connections_per_client
     soft, _hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft == resource.RLIM_INFINITY:
-        return limits.max_connections
-    fits = max(1, soft - RESERVED_FDS)
-    if limits.max_connections > fits:
-        log.warning(
-            "serve.limits.maxConnections %d lowered to %d: the open-file limit (ulimit -n) is %d",
-            limits.max_connections,
-            fits,
-            soft,
-        )
-        return fits
-    return limits.max_connections
+    if soft == resource.RLIM_INFINITY or total <= soft - RESERVED_FDS:
+        return total, per_client
+    total = max(1, soft - RESERVED_FDS)
+    if per_client == 0 or per_client > total // 2:
+        per_client = max(1, total // 2)
+    log.warning(
+        "serve.limits lowered to %d connections (%d per client): the open-file limit (ulimit -n) is %d",
+        total,
+        per_client,
+        soft,
+    )
+    return total, per_client
 
 
 def uvicorn_options(settings: ServeConfig) -> dict[str, Any]:
     """The ``uvicorn.Config`` keyword arguments that apply ``settings.limits``."""
     limits = settings.limits
-    connections = effective_max_connections(limits)
+    connections, per_client = effective_connection_limits(limits)
     return {
-        "http": guarded_protocol(limits, connections),
+        "http": guarded_protocol(limits, connections, per_client),
         "h11_max_incomplete_event_size": limits.max_header_bytes,
         "timeout_keep_alive": limits.keep_alive_seconds,
         # a backstop for requests still running on closed connections; connections are the

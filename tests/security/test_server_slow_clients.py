@@ -195,3 +195,30 @@ def test_a_request_sent_in_pieces_with_a_large_body_is_answered(served: Served) 
         response = read_until_closed(sock, CUT_OFF_WITHIN)
     assert status_of(response) == 200, response[:300]
     assert json_body(response)["output"] == "echo: " + "b" * 9000
+
+
+def test_idle_sockets_past_the_open_file_limit_lock_nobody_out(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With 128 open files, 130 idle sockets from one address leave room for everyone else."""
+    with shipagent_serve(tmp_path_factory.mktemp("fds"), open_files=128) as served:
+        hoard: list[socket.socket] = []
+        try:
+            for _ in range(130):
+                try:
+                    hoard.append(_connect(served, "127.0.0.2"))
+                except OSError:  # refused by the kernel's backlog: the server is not accepting
+                    break
+            # every one was accepted (none left waiting in the backlog), most were turned away
+            assert len(hoard) == 130
+            deadline = time.monotonic() + CUT_OFF_WITHIN
+            while sum(_closed(s) for s in hoard if s.fileno() >= 0) < 60:
+                assert time.monotonic() < deadline, "the server kept every idle socket"
+            # another client still gets in while the hoarder holds what it was allowed
+            response = httpx.get(f"{served.url}/healthz", timeout=10)
+            assert response.status_code == 200
+            assert httpx.get(f"{served.url}/v1/chats", timeout=10).status_code == 200
+        finally:
+            for sock in hoard:
+                sock.close()
+        assert "lowered to" in served.stderr() and "ulimit -n" in served.stderr()
