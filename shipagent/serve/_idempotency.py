@@ -4,9 +4,9 @@ The key becomes the turn's request id. In durable mode the queue keys turns by i
 joins the turn already queued. A plain server has no such record, and running the same key twice
 gave two turns with one request id. Replaying the first answer would need every result kept (and a
 stream cannot be replayed), so a plain server **refuses a reused key with 409** while it remembers
-it, and says where the first turn's answer is (the chat's transcript). A turn that did not run to
-its end (its client left mid-stream, it raised) commits nothing and releases its key, so the
-natural retry, the same request after a dropped connection, runs.
+it, and says where the first turn's answer is (the chat's transcript). A turn that committed
+nothing (it failed, its client left mid-stream, it raised) releases its key, so the natural
+retry, the same request after a dropped connection or a provider error, runs.
 
 The memory is this process's (the last :data:`REMEMBERED` keys); a restart forgets it. Use
 durable mode when retries must be exactly-once across restarts.
@@ -15,8 +15,12 @@ durable mode when retries must be exactly-once across restarts.
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from types import TracebackType
 
+from ..events import Done, RunEvent
+from ..results import AgentResult
 from ._wire import ApiError
 
 __all__ = ["REMEMBERED", "Claim", "IdempotencyKeys"]
@@ -25,7 +29,7 @@ REMEMBERED = 10_000
 
 
 class Claim:
-    """One turn's hold on its key: kept when the turn ran to its end, released otherwise."""
+    """One turn's hold on its key: kept when the turn committed, released otherwise."""
 
     def __init__(self, keys: IdempotencyKeys | None, key: str | None) -> None:
         self._keys = keys
@@ -43,6 +47,22 @@ class Claim:
         if not self._settled and self._keys is not None and self._key is not None:
             self._keys.forget(self._key)
         self._settled = True
+
+    def settle(self, result: AgentResult) -> AgentResult:
+        """Keep the key if ``result`` is a committed turn, release it if the turn failed."""
+        self.ran() if result.success else self.release()
+        return result
+
+    async def watch(self, events: AsyncGenerator[RunEvent, None]) -> AsyncGenerator[RunEvent, None]:
+        """``events`` of a streamed turn, settling the key by its :class:`Done` (released if none)."""
+        try:
+            async with aclosing(events) as stream:
+                async for event in stream:
+                    if isinstance(event, Done):
+                        self.settle(event.result)
+                    yield event
+        finally:
+            self.release()  # no Done: the turn raised or its consumer left; nothing was committed
 
     def __enter__(self) -> Claim:
         return self

@@ -195,20 +195,20 @@ class Api:
         idempotency_key = _idempotency_key(request)
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             self.state.check_open()  # before the 200 of an event stream goes out
-            claim = self.state.idempotency.claim(idempotency_key)
             events = self.agent.run_stream(
                 chat_key,
                 text,
                 approval_timeout=self.state.settings.approval_timeout_seconds,
                 request_id=idempotency_key,
             )
+            events = self.state.idempotency.claim(idempotency_key).watch(events)  # 409 if reused
             approvals = _TurnApprovals(self.state, key, chat_key)
-            body_iter = terminated(native_events(events, approvals.opened), "native", claim, idempotency_key)
+            body_iter = terminated(native_events(events, approvals.opened), "native", idempotency_key)
             return EventStream(self._counted(body_iter, approvals), headers=SSE_HEADERS)
         self.state.turn_started()
         try:
-            with self.state.idempotency.claim(idempotency_key):
-                result = await self.agent.run(chat_key, text, request_id=idempotency_key)
+            with self.state.idempotency.claim(idempotency_key) as claim:  # 409 if reused
+                result = claim.settle(await self.agent.run(chat_key, text, request_id=idempotency_key))
         finally:
             self.state.turn_ended()
         return JSONResponse(result_json(result))
@@ -223,20 +223,22 @@ class Api:
         idempotency_key = _idempotency_key(request)
         if turn.stream:
             self.state.check_open()
-            claim = self.state.idempotency.claim(idempotency_key)
             events = self.agent.run_stream(
                 turn.chat_key,
                 turn.text,
                 approval_timeout=self.state.settings.approval_timeout_seconds,
                 request_id=idempotency_key,
             )
+            events = self.state.idempotency.claim(idempotency_key).watch(events)  # 409 if reused
             approvals = _TurnApprovals(self.state, key, turn.chat_key)
-            chunks = terminated(openai_chunks(events, turn.model, approvals.opened), "openai", claim)
+            chunks = terminated(openai_chunks(events, turn.model, approvals.opened), "openai")
             return EventStream(self._counted(chunks, approvals), headers={**SSE_HEADERS, **headers})
         self.state.turn_started()
         try:
-            with self.state.idempotency.claim(idempotency_key):
-                result = await self.agent.run(turn.chat_key, turn.text, request_id=idempotency_key)
+            with self.state.idempotency.claim(idempotency_key) as claim:  # 409 if reused
+                result = claim.settle(
+                    await self.agent.run(turn.chat_key, turn.text, request_id=idempotency_key)
+                )
         finally:
             self.state.turn_ended()
         if not result.success:

@@ -14,7 +14,6 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Literal
 
-from ._idempotency import Claim
 from ._wire import sse
 
 __all__ = ["terminated"]
@@ -33,13 +32,9 @@ def _error(kind: str, message: str, request_id: str | None) -> dict[str, object]
 
 
 async def terminated(
-    body: AsyncIterator[bytes], dialect: Dialect, claim: Claim, request_id: str | None = None
+    body: AsyncIterator[bytes], dialect: Dialect, request_id: str | None = None
 ) -> AsyncIterator[bytes]:
-    """``body``, ending with ``done``/``error`` (native) or ``[DONE]`` (OpenAI) whatever happens.
-
-    ``claim`` (the turn's ``Idempotency-Key``) is kept when the body ran to its end and released
-    when it raised or its client left.
-    """
+    """``body``, ending with ``done``/``error`` (native) or ``[DONE]`` (OpenAI) whatever happens."""
     finished = False
     try:
         async for piece in body:
@@ -48,9 +43,7 @@ async def terminated(
             else:
                 finished = piece.startswith(_OPENAI_LAST)
             yield piece
-        claim.ran()
     except Exception as exc:  # the stream's last word, whatever broke
-        claim.release()
         log.exception("a streamed turn failed")
         message = f"the turn failed ({type(exc).__name__}); the server log has the details"
         if dialect == "native":
@@ -59,8 +52,6 @@ async def terminated(
             yield sse(None, _error("run_failed", message, request_id))
             yield sse(None, "[DONE]")
         return
-    finally:
-        claim.release()  # the client left (cancelled): nothing was committed
     if not finished:
         message = "the turn ended without a result"
         if dialect == "native":

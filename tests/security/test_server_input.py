@@ -257,3 +257,16 @@ def test_a_key_in_use_is_a_409_and_a_turn_its_client_left_frees_it(server: tuple
     retry = httpx.post(path, content=b'{"text": "hold"}', headers=headers, timeout=WAIT)
     assert retry.status_code == 200 and retry.json()["requestId"] == "k-hold"
     assert _user_texts(url, "web:hold") == ["hold"]
+
+
+def test_a_failed_turn_frees_its_idempotency_key(server: tuple[str, ShipAgent]) -> None:
+    """A turn whose model failed committed nothing: retrying it with the same key runs it."""
+    url, _ = server
+    key = {"Idempotency-Key": "k-retry"}
+    failed = _post(url, "/v1/chats/web%3Aretry/messages", b'{"text": "break", "stream": true}', **key)
+    assert json.loads(_sse(failed)[-1][1])["result"]["success"] is False
+    assert _user_texts(url, "web:retry") == []
+    retried = _post(url, "/v1/chats/web%3Aretry/messages", b'{"text": "break"}', **key)
+    assert retried.status_code == 200 and retried.json()["success"] is True
+    assert _post(url, "/v1/chats/web%3Aretry/messages", b'{"text": "break"}', **key).status_code == 409
+    assert _user_texts(url, "web:retry") == ["break"]
