@@ -13,8 +13,11 @@ happens before any ASGI code runs, so no middleware can see it:
   process's limit nobody else can connect).
 
 :func:`guarded_protocol` makes a subclass of uvicorn's public ``H11Protocol`` (passed as
-``http=``) that adds exactly these, using only the ``asyncio.Protocol`` methods uvicorn implements
-and h11's public connection state (``their_state``): a request's head must arrive within
+``http=``) that adds exactly these. It overrides only the ``asyncio.Protocol`` methods and
+``send_400_response``, and reads only the protocol's public attributes (``conn``, ``client``,
+``transport``, ``loop``) and h11's documented connection state (``their_state``,
+``our_state``); the tests in ``tests/security`` fail if a uvicorn upgrade changes any of it. The
+rules: a request's head must arrive within
 ``serve.limits.headerTimeoutSeconds`` of its first byte (or of the connection opening), its body
 within ``bodyTimeoutSeconds`` of its head, and a connection over ``maxConnections`` or
 ``maxConnectionsPerClient`` is answered 503 and closed at once. Each timeout ends with a ``408``
@@ -39,6 +42,7 @@ from ..config import ServeConfig, ServeLimits
 __all__ = ["RESERVED_FDS", "effective_connection_limits", "guarded_protocol", "uvicorn_options"]
 
 log = logging.getLogger("shipagent.serve")
+WARN_EVERY = 10.0
 RESERVED_FDS = 64
 """File descriptors kept for everything but client sockets (stores, MCP pipes, the database)."""
 
@@ -52,6 +56,9 @@ class _Book:
     max_per_client: int
     total: int = 0
     per_client: Counter[str] = field(default_factory=Counter)
+    refused: int = 0
+    """Connections refused since the last warning (one warning per :data:`WARN_EVERY` s, not a flood)."""
+    warned_at: float = -WARN_EVERY
 
 
 def _raw_response(status: int, reason: str, kind: str, message: str) -> bytes:
@@ -193,7 +200,11 @@ class GuardedH11Protocol(H11Protocol):
         self.transport.close()
 
     def guard_refuse(self, why: str) -> None:
-        log.warning("refused a connection: %s", why)
+        book = self.book
+        book.refused += 1
+        if self.loop.time() - book.warned_at >= WARN_EVERY:
+            log.warning("refused %d connection(s): %s", book.refused, why)
+            book.refused, book.warned_at = 0, self.loop.time()
         message = f"{why}; retry later"
         self.transport.write(_raw_response(503, "Service Unavailable", "too_many_connections", message))
         self.transport.close()
