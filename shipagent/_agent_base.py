@@ -325,9 +325,9 @@ class AgentBase:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
 
     async def _instructions(self, ctx: ToolExecutionContext) -> str:
-        agent_md = (
-            self._agent_md if self._agent_md is not None else _instructions.read_agent_md(self.project_root)
-        )
+        agent_md = self._agent_md
+        if agent_md is None:  # a stat (and a symlink check) per request: off the event loop
+            agent_md = await anyio.to_thread.run_sync(_instructions.read_agent_md, self.project_root)
         parts = [agent_md, _instructions.default_prompt(self.clock())]
         parts.extend(await _instructions.collect(self.instruction_sources, ctx))
         return "\n\n".join(p for p in parts if p)

@@ -32,6 +32,7 @@ from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off bef
 from ._agent_base import AgentBase
 from ._combined import SequentialCombinedToolset
 from ._explain import explain_failure
+from ._paths import OutsideProjectError
 from ._retry import report_retries
 from ._steps import StepCallback, StepReporter, call_outcomes, tool_call_records
 from ._streaming import (
@@ -39,6 +40,8 @@ from ._streaming import (
     approval_bridge,
     can_stream,
     emit_response_text,
+    finish_reason_of,
+    keep_cut_answer,
     stream_model_request,
     stream_tool_calls,
     stream_turn,
@@ -284,8 +287,15 @@ class ShipAgent(AgentBase):
         steps = StepReporter(on_step, self._is_mcp_tool, emit=emit)
         try:
             with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
-                instructions = await self._instructions(ctx)
-                outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+                try:
+                    instructions: str | OutsideProjectError = await self._instructions(ctx)
+                except OutsideProjectError as exc:  # Agent.md links out: the turn fails, naming it
+                    instructions = exc
+                outcome = (
+                    instructions
+                    if isinstance(instructions, OutsideProjectError)
+                    else await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+                )
         except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
             with anyio.CancelScope(shield=True):
                 await self._keep_sent(chat_key, request_id, text, ctx)
@@ -337,6 +347,7 @@ class ShipAgent(AgentBase):
             had_tool_failure=any(not r.success for r in records),
             tool_calls=records,
             usage=usage,
+            finish_reason=finish_reason_of(new),
         )
 
     async def _commit(self, turn: TurnCommit) -> CommitOutcome:
@@ -448,8 +459,13 @@ class ShipAgent(AgentBase):
                         await stream_tool_calls(node, agent_run.ctx, steps.event, self._is_mcp_tool)
                 elif Agent.is_model_request_node(node):
                     await steps.on_request(node.request)
-                    if streamed:  # a streamed request: text deltas as the model writes
-                        await stream_model_request(node, agent_run.ctx, steps.event)
+                    # a streamed request: text deltas as the model writes; an answer the time
+                    # limit cut after it had begun ends the run with the text it has
+                    if streamed:
+                        cut = await stream_model_request(node, agent_run.ctx, steps.event)
+                        if cut is not None:
+                            messages, said = keep_cut_answer(agent_run.all_messages(), cut)
+                            return agent_run.run_id, messages, said, agent_run.usage
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
@@ -519,4 +535,4 @@ class ShipAgent(AgentBase):
             message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
         log.warning("run %s failed: %s: %s", request_id, kind, exc)
         await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
-        return AgentResult(success=False, output=message, request_id=request_id)
+        return AgentResult(success=False, output=message, request_id=request_id, finish_reason="error")

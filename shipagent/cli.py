@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -33,6 +32,7 @@ from .config import ShipConfig, load_config
 from .errors import ShipAgentError
 
 if TYPE_CHECKING:  # pydantic-ai and the agent load when a command needs them, not for --help
+    from ._checks import Problem
     from .agent import ShipAgent
     from .results import AgentResult, StepEvent
 
@@ -176,14 +176,8 @@ def init(
 
 
 def _result_json(result: AgentResult) -> str:
-    data = asdict(result)
-    data["usage"] = {
-        "requests": result.usage.requests,
-        "inputTokens": result.usage.input_tokens,
-        "outputTokens": result.usage.output_tokens,
-        "toolCalls": result.usage.tool_calls,
-    }
-    return json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    """``run --json``: the result in camelCase, field for field what the HTTP API returns."""
+    return json.dumps(result.to_json(), ensure_ascii=False, indent=2)
 
 
 @app.command()
@@ -213,6 +207,12 @@ def run(
         typer.echo(_result_json(result))
     else:
         typer.echo(result.output)
+        from .results import cut_notice
+
+        llm = agent.config.llm
+        notice = cut_notice(result, max_tokens=llm.max_tokens, timeout_seconds=llm.timeout_seconds)
+        if notice is not None:  # stdout stays the answer alone; the marker goes where progress goes
+            err_console.print(f"[bold yellow]✂ {escape(notice)}[/]")
     if not result.success:
         raise typer.Exit(1)
 
@@ -243,12 +243,31 @@ def chat(
         raise _fail(str(exc)) from None
 
 
-@app.command()
-def check(project: ProjectOpt = Path(".")) -> None:
-    """Validate ship.json, list every problem that would make a turn fail, print what the agent uses.
+OfflineOpt = Annotated[
+    bool, typer.Option("--offline", help="Do not contact the model server (skip the probe).")
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the model server's answer.")
+]
 
-    Exit status: 0 when a turn can run (warnings allowed), 1 when a problem would make it fail,
-    2 when ship.json itself does not load.
+
+@app.command()
+def check(project: ProjectOpt = Path("."), offline: OfflineOpt = False, timeout: TimeoutOpt = 10.0) -> None:
+    """Check that a turn can run, and print what the agent uses.
+
+    What is checked:
+    - ship.json loads (a mistake is named by its key path);
+    - the model can be built: provider, API key, llm.baseUrl;
+    - the model server is up, accepts the key and has the model:
+      one cheap request (GET /models, or a 1-token completion),
+      with --timeout; --offline skips it;
+    - tool modules import; MCP server commands are on PATH;
+    - profiles' Agent.md files exist; compaction settings work;
+    - the exec_shell sandbox.
+
+    Exit status: 0 when a turn can run (warnings allowed),
+    1 when a problem would make it fail,
+    2 when there is no ship.json or it does not load.
     """
     root = project.resolve()
     try:
@@ -276,11 +295,30 @@ def check(project: ProjectOpt = Path(".")) -> None:
     from ._checks import check_project, has_errors
 
     problems = check_project(root, config=config)
+    problems.extend(_probe(config, offline=offline, timeout=timeout))
     print_problems(console, problems)
     if has_errors(problems):
         errors = sum(p.level == "error" for p in problems)
         console.print(f"[bold red]{errors} problem(s) would make a turn fail[/]")
         raise typer.Exit(1)
+
+
+def _probe(config: ShipConfig, *, offline: bool, timeout: float) -> list[Problem]:
+    """``check``'s request to the model server: its one-line note, and its problems."""
+    if offline:
+        console.print("model server: not probed (--offline)")
+        return []
+    from ._probe import probe_model_server
+    from .models import build_model
+
+    try:
+        model = build_model(config.llm)
+    except ShipAgentError:  # already reported by check_project, with what to change
+        console.print("model server: not probed (the model cannot be built)")
+        return []
+    report = anyio.run(lambda: probe_model_server(config.llm, model, timeout_seconds=timeout))
+    console.print(escape(report.note))
+    return report.problems
 
 
 CheckHook = Callable[[Path, ShipConfig, Console], None]

@@ -3,6 +3,11 @@
 JSON keys are camelCase (``inMemoryMaxMessages``); Python attributes are snake_case. Unknown keys are
 rejected with the key path and the closest valid key, because a misspelt option that silently does
 nothing is the worst kind of configuration bug.
+
+Scalar types are strict where a user would expect it (see :mod:`shipagent._strict`): a boolean is
+``true``/``false`` (or that string, from a ``${VAR}``), never a number; a number is a JSON number or
+a string of one (again for ``${VAR}``), never a boolean, and always finite; a string is never a
+number or a boolean.
 """
 
 from __future__ import annotations
@@ -12,10 +17,20 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
+from ._strict import strict_scalar
 from .errors import ConfigError
 
 __all__ = [
@@ -50,7 +65,17 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False, allow_inf_nan=False
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        """Booleans never become numbers, numbers never become booleans or strings (see
+        :mod:`shipagent._strict` for the rules and why)."""
+        field = cls.model_fields.get(info.field_name or "")
+        return value if field is None else strict_scalar(field.annotation, value)
 
 
 class LlmConfig(_Model):
@@ -244,7 +269,7 @@ class DurableConfig(_Model):
     enabled: bool = False
     database: str = "sqlite"
     executor_id: str | None = None
-    """Stable across restarts of one worker; default ``<hostname>:<slot>`` (see ``shipagent.durable``)."""
+    """Stable across restarts of one worker; default: the first ``<hostname>:<n>`` no live worker holds (see ``shipagent.durable``)."""
     recover_after_seconds: float = Field(default=30, gt=0)
 
     @field_validator("database")

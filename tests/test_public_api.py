@@ -108,6 +108,7 @@ def test_result_types() -> None:
         "had_tool_failure",
         "tool_calls",
         "usage",
+        "finish_reason",
     ]
     assert _fields(ToolCallRecord) == ["tool", "input", "output", "success", "error"]
     assert _fields(StepEvent) == ["type", "text", "data"]
@@ -161,7 +162,7 @@ def test_durable_room_surface() -> None:
     assert shipagent.durable.__all__ == [
         "DurableExecutor",
         "DurableSettings",
-        "claim_slot",
+        "claim_executor_id",
         "recover_executors",
         "resolve_settings",
     ]
