@@ -333,6 +333,47 @@ class ServeConfig(_Model):
     """How long a streamed turn waits for ``POST /v1/approvals/{id}`` before it counts as refused."""
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Larger request bodies are refused with 413."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """``Host`` names answered besides loopback (``agent.example.com``, ``10.0.0.5:8000``): a
+    browser page that rebinds its own name to this server's address is refused."""
+    cors_origins: list[str] = Field(default_factory=list)
+    """Origins (``https://app.example.com``) whose pages may call this server; needs ``apiKeys``."""
+    limits: ServeLimits = Field(default_factory=lambda: ServeLimits())
+    """How much a slow, idle or greedy client may hold (``shipagent serve`` only)."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if not host or "/" in host or any(c.isspace() for c in host):
+                raise ValueError(f"{host!r} is not a host name (write agent.example.com or host:port)")
+        return [h.lower() for h in hosts]
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            scheme, sep, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+                raise ValueError(f"{origin!r} is not an origin (write https://app.example.com, no path)")
+        return [o.lower() for o in origins]
+
+
+class ServeLimits(_Model):
+    """``serve.limits``: bounds on what one connection or client may hold, so none locks others out."""
+
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    """A request line plus headers larger than this is refused (400) and the connection closed."""
+    header_timeout_seconds: float = Field(default=10, gt=0)
+    """A request's line and headers must arrive within this time (idle new connections too)."""
+    body_timeout_seconds: float = Field(default=30, gt=0)
+    """A request's body must arrive within this time after its headers."""
+    keep_alive_seconds: int = Field(default=30, ge=1)
+    """An idle keep-alive connection is closed after this long without a new request."""
+    max_connections: int = Field(default=512, ge=1)
+    """Open connections in all; more are closed at once (lowered to fit the open-file limit)."""
+    max_connections_per_client: int = Field(default=64, ge=0)
+    """Open connections from one address; ``0``: no limit (behind a proxy every client is its address)."""
 
 
 class ShipConfig(_Model):
