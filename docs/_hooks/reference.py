@@ -7,6 +7,9 @@ what the program accepts. A page asks for a generated part with a marker line:
     <!-- generated: ship.json -->
     <!-- generated: cli -->
 
+A block marked ``<!-- fragment: why -->`` or ``<!-- manual: why -->`` (see
+``tests/test_readme_runnable.py``) gets the reason as its visible title.
+
 The meaning of each ship.json key comes from ``ship_json_meanings.yml`` beside this file; a key
 there that the schema does not have stops the build (with ``--strict`` and without), so a renamed
 or removed key cannot keep a stale description.
@@ -19,7 +22,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import click
 import typer
 import yaml
 
@@ -131,7 +133,7 @@ def ship_json_reference() -> str:
         if bounds:
             kind = f"{kind} ({bounds})"
         meaning = meanings.get(path, "")
-        top = path.split(".", 1)[0]
+        top = path.split(".", 1)[0] if "." in path else ""
         sections.setdefault(top, []).append(
             f"| `{path}` | {_cell(kind)} | {_cell(shown)} | {_cell(meaning)} |"
         )
@@ -139,7 +141,7 @@ def ship_json_reference() -> str:
     for top, lines in sections.items():
         field = schema["properties"].get(top, {})
         doc = _resolve(field, defs).get("description", "") if "$ref" in field else ""
-        out.append(f"## `{top}`\n")
+        out.append(f"## `{top}`\n" if top else "## Top level\n")
         if doc:
             out.append(re.sub(r"``([^`]+)``", r"`\1`", doc.split("\n\n")[0]).replace("\n", " ") + "\n")
         out.append("| key | type | default | meaning |\n|---|---|---|---|")
@@ -151,7 +153,7 @@ def ship_json_reference() -> str:
 # --- CLI ---------------------------------------------------------------------------------------
 
 
-def _command_doc(command: click.Command, ctx: click.Context, prefix: str, out: list[str]) -> None:
+def _command_doc(command: Any, ctx: Any, prefix: str, out: list[str]) -> None:
     name = f"{prefix} {command.name}".strip() if prefix else "shipagent"
     level = "##" if name.count(" ") <= 1 else "###"
     if name != "shipagent":
@@ -163,10 +165,10 @@ def _command_doc(command: click.Command, ctx: click.Context, prefix: str, out: l
     out.append(f'```text title="usage"\n{name} {usage}\n```\n')
     rows = []
     for param in command.params:
-        if isinstance(param, click.Argument):
-            label = f"`{param.human_readable_name}`"
+        if param.param_type_name == "argument":
+            label = f"`{(param.metavar or param.name or '').upper()}`"
             help_line = getattr(param, "help", "") or ""
-        elif isinstance(param, click.Option):
+        elif param.param_type_name == "option":
             if param.hidden:
                 continue
             flags = param.opts + param.secondary_opts
@@ -181,12 +183,12 @@ def _command_doc(command: click.Command, ctx: click.Context, prefix: str, out: l
         out.append("| argument / option | what it does |\n|---|---|")
         out.extend(rows)
         out.append("")
-    if isinstance(command, click.Group):
+    if hasattr(command, "list_commands"):  # a group (typer vendors its own click classes)
         for sub_name in command.list_commands(ctx):
             sub = command.get_command(ctx, sub_name)
             if sub is None or getattr(sub, "hidden", False):
                 continue
-            sub_ctx = click.Context(sub, info_name=sub_name, parent=ctx)
+            sub_ctx = typer.Context(sub, info_name=sub_name, parent=ctx)
             _command_doc(sub, sub_ctx, name, out)
 
 
@@ -194,13 +196,27 @@ def cli_reference() -> str:
     from shipagent.cli import app
 
     root = typer.main.get_command(app)
-    ctx = click.Context(root, info_name="shipagent")
+    ctx = typer.Context(root, info_name="shipagent")
     out: list[str] = []
     _command_doc(root, ctx, "", out)
     return "\n".join(out)
 
 
 GENERATORS = {"ship.json": ship_json_reference, "cli": cli_reference}
+
+# A block the tests do not run carries its reason in a marker the reader cannot see on GitHub;
+# on the site it becomes the block's title ("Fragment: …", "Not run here: …").
+NOT_RUN = re.compile(
+    r"^(?P<indent>[ \t]*)<!-- (?P<kind>fragment|manual): (?P<why>.+?) -->\n(?P=indent)```(?P<lang>[\w-]*)[^\n]*$",
+    re.M,
+)
+TITLES = {"fragment": "Fragment", "manual": "Not run by the tests"}
+
+
+def _titled(match: re.Match[str]) -> str:
+    why = match.group("why").replace('"', "'")
+    title = f"{TITLES[match.group('kind')]}: {why}"
+    return f'{match.group("indent")}```{match.group("lang")} title="{title}"'
 
 
 def on_page_markdown(markdown: str, **_: Any) -> str:
@@ -210,4 +226,4 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
             raise ReferenceError(f"unknown generated reference {what!r} (known: {sorted(GENERATORS)})")
         return GENERATORS[what]()
 
-    return MARKER.sub(generate, markdown)
+    return NOT_RUN.sub(_titled, MARKER.sub(generate, markdown))
