@@ -124,9 +124,7 @@ def blocks_of(path: Path, root: Path = ROOT) -> list[Block]:
             marker = MARKER.match(lines[i - 1].strip()) if i > 0 else None
             kind = marker.group("kind") if marker else ""
             opts = (marker.group("opts") or "") if marker else ""
-            options = (
-                dict(opt.split("=", 1) for opt in shlex.split(opts)) if kind == "runnable" else {}
-            )
+            options = dict(opt.split("=", 1) for opt in shlex.split(opts)) if kind == "runnable" else {}
             found.append(Block(name, title, fence.group("lang"), code, kind, options, opts, i + 2))
             i = end
         i += 1
@@ -259,9 +257,7 @@ def test_top_level_await_blocks_say_they_need_an_event_loop() -> None:
 
 
 def test_no_block_expects_a_library_s_exception_text() -> None:
-    pinned = [
-        f"{b.where}: {phrase!r}" for b in ALL_BLOCKS for phrase in LIBRARY_PHRASES if phrase in b.code
-    ]
+    pinned = [f"{b.where}: {phrase!r}" for b in ALL_BLOCKS for phrase in LIBRARY_PHRASES if phrase in b.code]
     assert pinned == []
 
 
