@@ -29,7 +29,7 @@ MEANINGS = Path(__file__).with_name("ship_json_meanings.yml")
 MARKER = re.compile(r"^<!-- generated: (?P<what>[\w.]+) -->$", re.M)
 
 
-class ReferenceError(Exception):
+class DocsReferenceError(Exception):
     """A generated reference does not match the code (a stale meaning, an unknown marker)."""
 
 
@@ -121,7 +121,7 @@ def ship_json_reference() -> str:
     known = {path for path, _ in rows}
     stale = sorted(set(meanings) - known)
     if stale:
-        raise ReferenceError(f"{MEANINGS.name} describes keys ship.json does not have: {stale}")
+        raise DocsReferenceError(f"{MEANINGS.name} describes keys ship.json does not have: {stale}")
     sections: dict[str, list[str]] = {}
     for path, field in rows:
         default = field.get("default", _resolve(field, defs).get("default"))
@@ -223,7 +223,7 @@ def on_page_markdown(markdown: str, **_: Any) -> str:
     def generate(match: re.Match[str]) -> str:
         what = match.group("what")
         if what not in GENERATORS:
-            raise ReferenceError(f"unknown generated reference {what!r} (known: {sorted(GENERATORS)})")
+            raise DocsReferenceError(f"unknown generated reference {what!r} (known: {sorted(GENERATORS)})")
         return GENERATORS[what]()
 
     return NOT_RUN.sub(_titled, MARKER.sub(generate, markdown))
