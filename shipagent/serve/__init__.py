@@ -2,7 +2,7 @@
 
 A room over the core: it drives :meth:`ShipAgent.run` and :meth:`ShipAgent.run_stream` and never
 reaches into a turn. ``create_app(agent)`` returns the ASGI app; ``shipagent serve`` runs it under
-uvicorn. See the README's "Serve an agent" section for the endpoints.
+uvicorn. See docs/guides/serve.md for the endpoints.
 """
 
 from ._app import ServeState, create_app
