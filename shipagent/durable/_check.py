@@ -30,7 +30,10 @@ def _probe(project: Path, config: ShipConfig) -> tuple[list[tuple[str, str]], di
         from ._heartbeat import Heartbeats
     except ImportError as exc:
         return [
-            ("error", f"durable: the durable extra is missing ({exc}): pip install 'shipagent[durable]'")
+            (
+                "error",
+                f"durable: the durable extra is missing ({exc}): pip install -e '.[durable]' in the shipagent checkout",
+            )
         ], {}
     beats = Heartbeats(settings)
     try:
