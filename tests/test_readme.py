@@ -49,7 +49,7 @@ def test_every_relative_link_of_the_readme_exists() -> None:
 def test_python_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert CliRunner().invoke(cli.app, ["init", str(tmp_path / "demo")]).exit_code == 0
+    assert CliRunner().invoke(cli.app, ["init", str(tmp_path / "my-agent")]).exit_code == 0
     monkeypatch.chdir(tmp_path)
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -65,7 +65,7 @@ def test_python_example_runs(
     example = blocks("python")[0]
     exec(compile(example, "README.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out == "A demo project with one skill.\n"
-    transcript = tmp_path / "demo" / ".ship" / "chats" / "api%3Achat%3Aalice" / "history.jsonl"
+    transcript = tmp_path / "my-agent" / ".ship" / "chats" / "api%3Achat%3Aalice" / "history.jsonl"
     assert transcript.read_text().count("\n") == 2
 
 
