@@ -91,7 +91,7 @@ def test_blocks_not_run_show_why_on_the_site() -> None:
     markdown = "Text\n\n<!-- manual: needs the server above running -->\n```sh\ncurl -s x\n```\n"
     hook = _hook()
     rendered = hook.on_page_markdown(markdown)
-    assert '```sh title="Not run by the tests: needs the server above running"' in rendered
+    assert '```sh title="Run it yourself: needs the server above running"' in rendered
     assert "<!--" not in rendered
     unknown = "<!-- generated: nothing -->\n"
     with pytest.raises(hook.DocsReferenceError):

@@ -205,12 +205,12 @@ def cli_reference() -> str:
 GENERATORS = {"ship.json": ship_json_reference, "cli": cli_reference}
 
 # A block the tests do not run carries its reason in a marker the reader cannot see on GitHub;
-# on the site it becomes the block's title ("Fragment: …", "Not run here: …").
+# on the site it becomes the block's title ("Fragment: …", "Run it yourself: …").
 NOT_RUN = re.compile(
     r"^(?P<indent>[ \t]*)<!-- (?P<kind>fragment|manual): (?P<why>.+?) -->\n(?P=indent)```(?P<lang>[\w-]*)[^\n]*$",
     re.M,
 )
-TITLES = {"fragment": "Fragment", "manual": "Not run by the tests"}
+TITLES = {"fragment": "Fragment", "manual": "Run it yourself"}
 
 
 def _titled(match: re.Match[str]) -> str:
