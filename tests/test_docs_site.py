@@ -117,3 +117,11 @@ def test_every_page_is_in_the_navigation() -> None:
         if "_hooks" not in p.parts
     }
     assert on_disk == listed
+
+
+def test_the_python_reference_covers_the_public_api() -> None:
+    import shipagent
+
+    page = (ROOT / "docs" / "reference" / "python.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^::: shipagent\.(\w+)$", page, flags=re.M))
+    assert documented == set(shipagent.__all__)
