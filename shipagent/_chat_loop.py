@@ -35,7 +35,7 @@ from rich.status import Status
 
 from .agent import ShipAgent
 from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
-from .results import AgentResult, StepEvent
+from .results import AgentResult, StepEvent, cut_notice
 
 __all__ = ["COMMANDS", "ChatLoop", "render_context"]
 
@@ -67,10 +67,14 @@ def render_context(messages: list[ModelMessage], limit: int = 20) -> list[tuple[
 class _TurnView:
     """What one turn shows: a status line until text arrives or while a tool runs, the text itself."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(
+        self, console: Console, *, max_tokens: int | None = None, timeout: float | None = None
+    ) -> None:
         self.console = console
         self.status: Status | None = None
         self.streamed = ""
+        self.max_tokens = max_tokens  # llm.maxTokens and llm.timeoutSeconds, named when an answer is cut
+        self.timeout = timeout
 
     def wait(self, what: str) -> None:
         if self.streamed and not self.streamed.endswith("\n"):
@@ -113,6 +117,9 @@ class _TurnView:
             self.console.print(escape(result.output), highlight=False)  # nothing streamed: say it now
         elif result.had_tool_failure and "Tool errors:" in result.output:
             self.console.print(f"[yellow]{escape(result.output[result.output.index('Tool errors:') :])}[/]")
+        notice = cut_notice(result, max_tokens=self.max_tokens, timeout_seconds=self.timeout)
+        if notice is not None:
+            self.console.print(f"[bold yellow]✂ {escape(notice)}[/]")
         usage = result.usage
         self.console.print(
             f"[dim]tokens in {usage.input_tokens} · out {usage.output_tokens} · "
@@ -206,7 +213,8 @@ class ChatLoop:
     async def _stream(
         self, text: str, questions: queue.Queue[ApprovalRequired], finished: threading.Event
     ) -> None:
-        view = _TurnView(self.console)
+        llm = self.agent.config.llm
+        view = _TurnView(self.console, max_tokens=llm.max_tokens, timeout=llm.timeout_seconds)
         view.wait("thinking…")
         try:
             events = self.agent.run_stream(self.chat_key, text, channel=self.channel, on_step=view.step)

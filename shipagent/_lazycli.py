@@ -19,6 +19,21 @@ from typer.core import TyperGroup
 __all__ = ["LazyGroup", "lazy_subcommand"]
 
 
+def _no_placeholders(command: Any, ctx: Any) -> None:
+    """Drop the ``<bool>`` typer's rich help prints after every flag, in ``command`` and below it.
+
+    typer renders a parameter's type next to its name, and a flag's type is ``bool``; but a
+    flag takes no value, so ``--json <bool>`` reads as if it wanted one. An empty metavar is
+    click's own way to show no placeholder. ``get_params`` also creates the help option, so
+    ``--help`` loses its placeholder too.
+    """
+    for param in command.get_params(ctx):
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for sub in getattr(command, "commands", {}).values():
+        _no_placeholders(sub, ctx)
+
+
 class LazyGroup(TyperGroup):
     """A typer group whose registered lazy sub-apps load on first real use.
 
@@ -36,7 +51,20 @@ class LazyGroup(TyperGroup):
         names = list(super().list_commands(ctx))
         return [*names, *(name for name in self.lazy if name not in names)]
 
+    def get_params(self, ctx: Any) -> list[Any]:
+        params = super().get_params(ctx)
+        for param in params:  # this group's own flags (--version, --help): see _no_placeholders
+            if getattr(param, "is_flag", False) and param.metavar is None:
+                param.metavar = ""
+        return params
+
     def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = self._get_command(ctx, cmd_name)
+        if command is not None and not self._listing:
+            _no_placeholders(command, ctx)
+        return command
+
+    def _get_command(self, ctx: Any, cmd_name: str) -> Any:
         command = super().get_command(ctx, cmd_name)
         spec = self.lazy.get(cmd_name)
         if command is not None or spec is None:
@@ -48,7 +76,8 @@ class LazyGroup(TyperGroup):
         if isinstance(target, typer.Typer):
             command = typer.main.get_group(target)
         else:  # a command function, as ``app.command(name)(function)`` would register it
-            single = typer.Typer()
+            # no --install-completion/--show-completion here: no other command has them either
+            single = typer.Typer(add_completion=False)
             single.command(cmd_name)(target)
             command = typer.main.get_command(single)
         command.name = cmd_name

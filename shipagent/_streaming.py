@@ -17,13 +17,15 @@ import asyncio
 import sys
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+from pydantic_ai.exceptions import ModelRequestTimeout
 from pydantic_ai.messages import (
     FunctionToolCallEvent,
     FunctionToolResultEvent,
+    ModelMessage,
     ModelResponse,
     PartDeltaEvent,
     PartStartEvent,
@@ -36,7 +38,7 @@ from pydantic_ai.models.wrapper import WrapperModel
 from ._steps import tool_failure, tool_summary
 from .events import ApprovalRequired, Done, RunEvent, TextDelta, ToolFinished, ToolStarted
 from .execution import ApprovalCallback, ApprovalRequest
-from .results import AgentResult
+from .results import AgentResult, FinishReason
 from .tools import request_approval
 
 __all__ = [
@@ -46,6 +48,8 @@ __all__ = [
     "approval_bridge",
     "can_stream",
     "emit_response_text",
+    "finish_reason_of",
+    "keep_cut_answer",
     "stream_model_request",
     "stream_tool_calls",
     "stream_turn",
@@ -109,17 +113,69 @@ async def emit_response_text(response: ModelResponse, emit: Emit) -> None:
         await emit(TextDelta(text))
 
 
-async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> None:
-    """Run a model-request node as a streamed request, emitting its text as :class:`TextDelta`s."""
-    async with node.stream(graph_ctx) as stream:
-        async for event in stream:
-            text = ""
-            if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
-                text = event.part.content
-            elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
-                text = event.delta.content_delta
-            if text:
-                await emit(TextDelta(text))
+async def stream_model_request(node: Any, graph_ctx: Any, emit: Emit) -> ModelResponse | None:
+    """Run a model-request node as a streamed request, emitting its text as :class:`TextDelta`s.
+
+    Returns ``None`` when the response is complete. When ``llm.timeoutSeconds`` (pydantic-ai's
+    ``request_timeout``) ran out after the answer had begun, returns the response as far as it
+    came: the user has seen that text, so it is not thrown away with a failed run; the caller
+    ends the run there and keeps it (:func:`keep_cut_answer`). A timeout before any text
+    arrived is raised, as every other failure.
+    """
+    said = False
+    stream: Any = None
+    try:
+        async with node.stream(graph_ctx) as stream:
+            async for event in stream:
+                text = ""
+                if isinstance(event, PartStartEvent) and isinstance(event.part, TextPart):
+                    text = event.part.content
+                elif isinstance(event, PartDeltaEvent) and isinstance(event.delta, TextPartDelta):
+                    text = event.delta.content_delta
+                if text:
+                    said = True
+                    await emit(TextDelta(text))
+    except ModelRequestTimeout:
+        if not said or stream is None:
+            raise
+        partial: ModelResponse = stream.response
+        return partial
+    return None
+
+
+def keep_cut_answer(messages: list[ModelMessage], partial: ModelResponse) -> tuple[list[ModelMessage], str]:
+    """The messages and answer of a run whose last response the time limit cut (``partial``).
+
+    pydantic-ai appends the interrupted response to the run's messages (with the run's ids and
+    usage); when it did not, ``partial`` takes its place. Only the text is kept: a tool call that
+    was still being written has no result and would make the next request invalid. The response
+    is marked ``state="interrupted"``, which is how :func:`finish_reason_of` (and a later reader
+    of the history) knows the answer was cut by time.
+    """
+    last = messages[-1] if messages else None
+    if isinstance(last, ModelResponse) and last.state != "complete":  # pydantic-ai's record of it
+        messages, partial = messages[:-1], last
+    texts = [p for p in partial.parts if isinstance(p, TextPart)]
+    kept = replace(partial, parts=texts, state="interrupted")
+    return [*messages, kept], "".join(p.content for p in texts)
+
+
+def finish_reason_of(messages: list[ModelMessage]) -> FinishReason:
+    """Why the answer of a run that produced ``messages`` ended: its last response decides.
+
+    pydantic-ai normalizes the provider's reason (``"stop"``, ``"length"``, ``"content_filter"``,
+    ``"tool_call"``, ``"error"`` or ``None`` when the provider gave none); a response cut by
+    the time limit while streaming is ``"interrupted"`` instead of complete.
+    """
+    last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+    if last is None:
+        return "stop"
+    if last.state == "interrupted":
+        return "timeout"
+    reason = last.finish_reason
+    if reason in ("length", "content_filter", "error"):
+        return reason
+    return "stop"  # "stop", "tool_call" (the answer came after the tools), or not said
 
 
 async def stream_tool_calls(node: Any, graph_ctx: Any, emit: Emit, is_mcp: Callable[[str], bool]) -> None:

@@ -39,6 +39,8 @@ from ._streaming import (
     approval_bridge,
     can_stream,
     emit_response_text,
+    finish_reason_of,
+    keep_cut_answer,
     stream_model_request,
     stream_tool_calls,
     stream_turn,
@@ -337,6 +339,7 @@ class ShipAgent(AgentBase):
             had_tool_failure=any(not r.success for r in records),
             tool_calls=records,
             usage=usage,
+            finish_reason=finish_reason_of(new),
         )
 
     async def _commit(self, turn: TurnCommit) -> CommitOutcome:
@@ -448,8 +451,13 @@ class ShipAgent(AgentBase):
                         await stream_tool_calls(node, agent_run.ctx, steps.event, self._is_mcp_tool)
                 elif Agent.is_model_request_node(node):
                     await steps.on_request(node.request)
-                    if streamed:  # a streamed request: text deltas as the model writes
-                        await stream_model_request(node, agent_run.ctx, steps.event)
+                    # a streamed request: text deltas as the model writes; an answer the time
+                    # limit cut after it had begun ends the run with the text it has
+                    if streamed:
+                        cut = await stream_model_request(node, agent_run.ctx, steps.event)
+                        if cut is not None:
+                            messages, said = keep_cut_answer(agent_run.all_messages(), cut)
+                            return agent_run.run_id, messages, said, agent_run.usage
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
@@ -519,4 +527,4 @@ class ShipAgent(AgentBase):
             message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
         log.warning("run %s failed: %s: %s", request_id, kind, exc)
         await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
-        return AgentResult(success=False, output=message, request_id=request_id)
+        return AgentResult(success=False, output=message, request_id=request_id, finish_reason="error")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import importlib
 import json
 from collections.abc import Callable
-from dataclasses import asdict
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -176,14 +175,8 @@ def init(
 
 
 def _result_json(result: AgentResult) -> str:
-    data = asdict(result)
-    data["usage"] = {
-        "requests": result.usage.requests,
-        "inputTokens": result.usage.input_tokens,
-        "outputTokens": result.usage.output_tokens,
-        "toolCalls": result.usage.tool_calls,
-    }
-    return json.dumps(data, ensure_ascii=False, indent=2, default=str)
+    """``run --json``: the result in camelCase, field for field what the HTTP API returns."""
+    return json.dumps(result.to_json(), ensure_ascii=False, indent=2)
 
 
 @app.command()
@@ -213,6 +206,12 @@ def run(
         typer.echo(_result_json(result))
     else:
         typer.echo(result.output)
+        from .results import cut_notice
+
+        llm = agent.config.llm
+        notice = cut_notice(result, max_tokens=llm.max_tokens, timeout_seconds=llm.timeout_seconds)
+        if notice is not None:  # stdout stays the answer alone; the marker goes where progress goes
+            err_console.print(f"[bold yellow]✂ {escape(notice)}[/]")
     if not result.success:
         raise typer.Exit(1)
 

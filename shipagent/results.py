@@ -7,9 +7,12 @@ from typing import Any, Literal
 
 from pydantic_ai.usage import RunUsage
 
-__all__ = ["AgentResult", "StepEvent", "StepType", "ToolCallRecord"]
+__all__ = ["AgentResult", "FinishReason", "StepEvent", "StepType", "ToolCallRecord", "cut_notice"]
 
 StepType = Literal["assistant", "step_finish", "compaction", "retry", "done"]
+
+FinishReason = Literal["stop", "length", "timeout", "content_filter", "error"]
+"""Why a turn's answer ended (see :attr:`AgentResult.finish_reason`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,6 +33,18 @@ class AgentResult:
     ``success`` is ``False`` only when the run itself failed (model or provider error, a limit);
     a failing tool makes ``had_tool_failure`` true and appends a "Tool errors:" list to ``output``
     while the run still succeeds, because the model saw the failure and answered anyway.
+
+    ``finish_reason`` says whether the answer is whole. An answer that was cut is still an
+    answer: the run succeeds, the text is in ``output`` and in the chat's history (so the user
+    can ask the model to go on), and :attr:`cut` is true so every host can say so:
+
+    - ``"stop"``: the model finished its answer (also when the provider does not say why);
+    - ``"length"``: the model hit its output token limit (``llm.maxTokens``);
+    - ``"timeout"``: ``llm.timeoutSeconds`` ran out while the answer was being streamed; the
+      text that had arrived is the answer;
+    - ``"content_filter"``: the provider withheld the rest;
+    - ``"error"``: the run failed (``success`` is ``False``), or the provider ended the answer
+      with an error of its own after sending part of it.
     """
 
     success: bool
@@ -38,6 +53,35 @@ class AgentResult:
     had_tool_failure: bool = False
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
+    finish_reason: FinishReason = "stop"
+
+    @property
+    def cut(self) -> bool:
+        """Whether a successful run's answer stopped before the model finished it."""
+        return self.success and self.finish_reason != "stop"
+
+    def to_json(self) -> dict[str, Any]:
+        """This result as camelCase JSON: what ``shipagent run --json`` prints and the HTTP API sends.
+
+        One definition for both, so the command line and the server can never name a field differently.
+        """
+        return {
+            "success": self.success,
+            "output": self.output,
+            "requestId": self.request_id,
+            "finishReason": self.finish_reason,
+            "hadToolFailure": self.had_tool_failure,
+            "toolCalls": [
+                {"tool": r.tool, "input": r.input, "output": r.output, "success": r.success, "error": r.error}
+                for r in self.tool_calls
+            ],
+            "usage": {
+                "requests": self.usage.requests,
+                "inputTokens": self.usage.input_tokens,
+                "outputTokens": self.usage.output_tokens,
+                "toolCalls": self.usage.tool_calls,
+            },
+        }
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,3 +97,33 @@ class StepEvent:
     type: StepType
     text: str = ""
     data: dict[str, Any] = field(default_factory=dict)
+
+
+def cut_notice(
+    result: AgentResult, *, max_tokens: int | None = None, timeout_seconds: float | None = None
+) -> str | None:
+    """One line telling a person that ``result``'s answer was cut, and what to change; ``None`` if whole.
+
+    ``max_tokens`` and ``timeout_seconds`` are the agent's ``llm.maxTokens`` and
+    ``llm.timeoutSeconds``, named in the line so the user knows which knob cut the answer.
+    """
+    if not result.cut:
+        return None
+    reason = result.finish_reason
+    if reason == "length":
+        limit = f"llm.maxTokens = {max_tokens}" if max_tokens is not None else "the model's default"
+        return (
+            f"answer cut: the model reached its output token limit ({limit}). Ask it to continue, "
+            "or raise llm.maxTokens in ship.json."
+        )
+    if reason == "timeout":
+        limit = (
+            f"llm.timeoutSeconds = {timeout_seconds:g}" if timeout_seconds is not None else "the time limit"
+        )
+        return (
+            f"answer cut: the time limit ran out while it was being written ({limit}). What arrived "
+            "is kept in the chat; ask it to continue, or raise llm.timeoutSeconds in ship.json."
+        )
+    if reason == "content_filter":
+        return "answer cut: the provider's content filter withheld the rest."
+    return "answer cut: the provider ended it with an error after sending part of it."

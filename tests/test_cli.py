@@ -71,9 +71,9 @@ def test_run_json_output(tmp_path: Path, scripted: None) -> None:
     data = json.loads(result.output)
     assert data["success"] is True
     assert data["output"] == "echo: hi"
-    assert data["tool_calls"] == []
+    assert data["toolCalls"] == []
     assert data["usage"]["requests"] == 1
-    assert len(data["request_id"]) == 32
+    assert len(data["requestId"]) == 32
 
 
 def test_run_with_bad_chat_key_is_one_clear_line(tmp_path: Path, scripted: None) -> None:

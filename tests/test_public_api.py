@@ -108,6 +108,7 @@ def test_result_types() -> None:
         "had_tool_failure",
         "tool_calls",
         "usage",
+        "finish_reason",
     ]
     assert _fields(ToolCallRecord) == ["tool", "input", "output", "success", "error"]
     assert _fields(StepEvent) == ["type", "text", "data"]

@@ -43,7 +43,16 @@ def test_post_message_returns_the_result_in_camel_case(server: tuple[str, ShipAg
     assert response.status_code == 200
     body = response.json()
     assert body["success"] is True and body["output"] == "echo: hello"
-    assert set(body) == {"success", "output", "requestId", "hadToolFailure", "toolCalls", "usage"}
+    assert set(body) == {
+        "success",
+        "output",
+        "requestId",
+        "finishReason",
+        "hadToolFailure",
+        "toolCalls",
+        "usage",
+    }
+    assert body["finishReason"] == "stop"
     assert body["usage"]["requests"] == 1 and body["usage"]["inputTokens"] > 0
     assert user_texts(agent.history(KEY)) == ["hello"]
 

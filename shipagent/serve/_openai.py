@@ -22,6 +22,7 @@ __all__ = [
     "CompletionRequest",
     "chunk",
     "completion",
+    "finish_reason",
     "parse_completion_request",
 ]
 
@@ -83,6 +84,18 @@ def parse_completion_request(body: Any, headers: Mapping[str, str]) -> Completio
     )
 
 
+def finish_reason(result: AgentResult) -> str:
+    """The Chat Completions ``finish_reason`` of a finished turn.
+
+    OpenAI's vocabulary has no time limit: an answer cut by ``llm.timeoutSeconds`` is
+    ``"length"`` too, the value its clients already treat as "this answer is incomplete" (the
+    native API's ``finishReason`` tells the two apart).
+    """
+    if result.finish_reason == "content_filter":
+        return "content_filter"
+    return "length" if result.cut else "stop"
+
+
 def _usage(result: AgentResult) -> dict[str, int]:
     prompt, completion_tokens = result.usage.input_tokens, result.usage.output_tokens
     return {
@@ -103,7 +116,7 @@ def completion(result: AgentResult, model: str) -> dict[str, Any]:
             {
                 "index": 0,
                 "message": {"role": "assistant", "content": result.output, "refusal": None},
-                "finish_reason": "stop",
+                "finish_reason": finish_reason(result),
                 "logprobs": None,
             }
         ],
@@ -135,7 +148,7 @@ def chunk(
             {
                 "index": 0,
                 "delta": delta,
-                "finish_reason": "stop" if result is not None else None,
+                "finish_reason": finish_reason(result) if result is not None else None,
                 "logprobs": None,
             }
         ],

@@ -53,28 +53,7 @@ def error_response(error: ApiError, headers: dict[str, str] | None = None) -> JS
 
 def result_json(result: AgentResult) -> dict[str, Any]:
     """An :class:`AgentResult` as camelCase JSON (what ``POST .../messages`` returns)."""
-    return {
-        "success": result.success,
-        "output": result.output,
-        "requestId": result.request_id,
-        "hadToolFailure": result.had_tool_failure,
-        "toolCalls": [
-            {
-                "tool": r.tool,
-                "input": r.input,
-                "output": r.output,
-                "success": r.success,
-                "error": r.error,
-            }
-            for r in result.tool_calls
-        ],
-        "usage": {
-            "requests": result.usage.requests,
-            "inputTokens": result.usage.input_tokens,
-            "outputTokens": result.usage.output_tokens,
-            "toolCalls": result.usage.tool_calls,
-        },
-    }
+    return result.to_json()
 
 
 def event_json(event: RunEvent) -> dict[str, Any]:

@@ -41,6 +41,7 @@
     live: new Map(), // chat key -> [user bubble, turn element] of the turn being streamed
     stops: new Map(), // chat key -> AbortController of its running turn (Stop = disconnect = cancel)
     sends: 0, // turns started in this tab: a transcript read older than a finished turn is read again
+    used: new Map(), // chat key -> when this tab last sent to it: listed even if the server has nothing of it
   };
 
   // ---------------------------------------------------------------- API key
@@ -177,7 +178,11 @@
   }
 
   function renderChatList() {
-    const items = [...[...state.drafts].map((key) => ({ key, draft: true })), ...state.known];
+    // A chat whose turns all failed has nothing on the server, so GET /v1/chats does not list it;
+    // it stays in the list (as "not saved") while this tab is open, so the user can find it again.
+    const listed = new Set([...state.drafts, ...state.known.map((c) => c.key)]);
+    const unsaved = [...state.used].filter(([key]) => !listed.has(key)).map(([key, when]) => ({ key, when, unsaved: true }));
+    const items = [...[...state.drafts].map((key) => ({ key, draft: true })), ...unsaved, ...state.known];
     els.chatList.replaceChildren();
     if (!items.length) {
       const empty = document.createElement("p");
@@ -195,7 +200,13 @@
       name.textContent = item.key;
       const when = document.createElement("span");
       when.className = "chat-item-when";
-      when.textContent = item.draft ? "new" : state.live.has(item.key) ? "answering…" : relativeTime(item.when);
+      when.textContent = item.draft
+        ? "new"
+        : state.live.has(item.key)
+          ? "answering…"
+          : item.unsaved
+            ? "not saved"
+            : relativeTime(item.when);
       button.append(name, when);
       button.addEventListener("click", () => selectChat(item.key));
       els.chatList.append(button);
@@ -359,6 +370,27 @@
     if (typeof args.command === "string") return args.command;
     const first = Object.values(args).find((v) => typeof v === "string");
     return first || JSON.stringify(args);
+  }
+
+  // What the marker under a cut answer says, by the result's finishReason ("stop": no marker).
+  const CUT = {
+    length: "Answer cut: the model reached its output token limit (llm.maxTokens). Ask it to continue, or raise the limit.",
+    timeout: "Answer cut: the time limit ran out while it was being written (llm.timeoutSeconds). What arrived is kept; ask it to continue.",
+    content_filter: "Answer cut: the provider's content filter withheld the rest.",
+    error: "Answer cut: the provider ended it with an error after sending part of it.",
+  };
+
+  // "tokens in 51 · out 3 · 1 request", as the CLI prints after each answer.
+  function usageLine(usage) {
+    if (!usage || typeof usage !== "object") return null;
+    const n = (name) => Number(field(usage, name) ?? 0);
+    const requests = n("requests");
+    if (!requests) return null; // a turn that failed before reaching the model used nothing
+    const div = document.createElement("div");
+    div.className = "usage";
+    div.textContent =
+      "tokens in " + n("inputTokens") + " \u00b7 out " + n("outputTokens") + " \u00b7 " + requests + (requests === 1 ? " request" : " requests");
+    return div;
   }
 
   // One assistant turn on screen: text segments, tool steps and approvals in arrival order.
@@ -530,11 +562,22 @@
       this.endSegment();
       const output = String(field(result, "output") ?? "");
       if (field(result, "success") === false) {
-        this.place(note("The turn failed: " + (output || "unknown error"), "error"));
-      } else if (!this.sawText && output) {
-        this.text(output);
-        this.endSegment();
+        // the server's message already says what failed ("The run failed: …"): shown as it is
+        this.place(note(output || "The turn failed for an unknown reason.", "error"));
+      } else {
+        if (!this.sawText && output) {
+          this.text(output);
+          this.endSegment();
+        }
+        const cut = CUT[field(result, "finishReason")];
+        if (cut) {
+          const marker = note("\u2702 " + cut, "cut");
+          marker.dataset.finishReason = field(result, "finishReason");
+          this.place(marker);
+        }
       }
+      const usage = usageLine(field(result, "usage"));
+      if (usage) this.place(usage);
       this.finish();
     }
 
@@ -578,6 +621,7 @@
         body: JSON.stringify({ text }),
       });
       if (!resp.ok) throw new ApiError(resp.status, await errorMessage(resp));
+      state.used.set(key, new Date().toISOString());
       if (state.drafts.delete(key)) {
         state.known.unshift({ key, when: new Date().toISOString() });
         if (key === state.chatKey) els.chatKey.readOnly = true;
@@ -645,6 +689,14 @@
     els.composer.classList.toggle("busy", busy);
     setStatus(busy ? "answering…" : "");
   }
+
+  // The full hint fits a desktop composer; a phone-width one gets the short form (no overflow).
+  const narrow = window.matchMedia("(max-width: 600px)");
+  function fitPlaceholder() {
+    els.input.placeholder = narrow.matches ? "Message the agent…" : "Message the agent…  (Enter sends, Shift+Enter for a new line)";
+  }
+  fitPlaceholder();
+  narrow.addEventListener("change", fitPlaceholder);
 
   function autosize() {
     els.input.style.height = "auto";
