@@ -141,7 +141,7 @@ def ship_json_reference() -> str:
     for top, lines in sections.items():
         field = schema["properties"].get(top, {})
         doc = _resolve(field, defs).get("description", "") if "$ref" in field else ""
-        out.append(f"## `{top}`\n" if top else "## Top level\n")
+        out.append(f"### `{top}`\n" if top else "### Top level\n")
         if doc:
             out.append(re.sub(r"``([^`]+)``", r"`\1`", doc.split("\n\n")[0]).replace("\n", " ") + "\n")
         out.append("| key | type | default | meaning |\n|---|---|---|---|")
@@ -155,7 +155,7 @@ def ship_json_reference() -> str:
 
 def _command_doc(command: Any, ctx: Any, prefix: str, out: list[str]) -> None:
     name = f"{prefix} {command.name}".strip() if prefix else "shipagent"
-    level = "##" if name.count(" ") <= 1 else "###"
+    level = "###" if name.count(" ") <= 1 else "####"
     if name != "shipagent":
         out.append(f"{level} `{name}`\n")
     help_text = (command.help or "").strip()
