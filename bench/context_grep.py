@@ -122,7 +122,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         files = ContextFiles(ShipPaths(root))
-        python_files = ContextFiles(ShipPaths(root), grep_engine="python")
+        re2_files = ContextFiles(ShipPaths(root), grep_engine="re2")
         refs = {}
         for label, size in (("big", args.size_mb), ("small", 2)):
             log = root / f"{label}.log"
@@ -162,8 +162,8 @@ def main() -> int:
                 f"| {best['ours'] * 1000:.1f} / {best['bare'] * 1000:.1f} ms = **{best['ours'] / best['bare']:.2f}×** "
                 f"| {cpu['ours'] * 1000:.1f} / {cpu['bare'] * 1000:.1f} ms = **{cpu['ours'] / cpu['bare']:.2f}×** |"
             )
-        py = best_of(lambda: python_files.grep(KEY, big.id, "timeout", max_results=50), 1)
-        rows.append(("grep 'timeout' (-i), pure-Python engine", py, None))
+        py = best_of(lambda: re2_files.grep(KEY, big.id, "timeout", max_results=50), 1)
+        rows.append(("grep 'timeout' (-i), in-process RE2 engine", py, None))
         for label in ("small", "big"):
             ref = refs[label]
             middle = ref.size_bytes // 2

@@ -2,7 +2,8 @@
 
 ``agent.py`` is where a turn reads top to bottom; this base class holds everything around it:
 the wiring of a project's stores, tools, providers, handover and durable seams (``__init__``),
-the lifecycle (``async with agent``: project lock, MCP servers, providers, the durable executor),
+the lifecycle (``async with agent``: project lock, MCP servers, providers, the embedded model of
+``llm.provider: "local"``, the durable executor),
 the parts a turn assembles (model, toolsets, instructions, its context window) and the
 read-side API on a chat (``history``, ``expand``, ``ledger``, ``reconstruct``, ``clear``).
 """
@@ -53,6 +54,7 @@ from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsa
 from .turns import SharedChats, TurnExecutor, TurnHooks, executor_factories, shared_factories
 
 if TYPE_CHECKING:
+    from ._local_model import LocalModel
     from .agent import ShipAgent
 
 __all__ = ["AgentBase"]
@@ -174,6 +176,7 @@ class AgentBase:
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
         self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
+        self._local: LocalModel | None = None  # ship.json llm.provider "local": started with the agent
 
     @classmethod
     def from_project(
@@ -237,6 +240,7 @@ class AgentBase:
                 await self.project_lock.arelease()
                 raise
             try:
+                await self._start_local()
                 await self._start_executor()
             except BaseException:
                 await self._stop_all()
@@ -285,7 +289,25 @@ class AgentBase:
                 try:
                     await self.handover.aclose()
                 finally:
-                    await self.project_lock.arelease()
+                    try:
+                        await self._stop_local()
+                    finally:
+                        await self.project_lock.arelease()
+
+    async def _start_local(self) -> None:
+        """ship.json ``llm.provider: "local"``: the embedded model's server runs while the agent does."""
+        if (self.config.llm.provider or "").lower() != "local":
+            return
+        from ._local_model import local_model_of
+
+        self._local = local_model_of(self.model)  # None when a model= override replaced it
+        if self._local is not None:
+            await self._local.start()
+
+    async def _stop_local(self) -> None:
+        local, self._local = self._local, None
+        if local is not None:
+            await local.stop()
 
     # -- assembly --------------------------------------------------------------------------------
 
@@ -325,9 +347,9 @@ class AgentBase:
         return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
 
     async def _instructions(self, ctx: ToolExecutionContext) -> str:
-        agent_md = (
-            self._agent_md if self._agent_md is not None else _instructions.read_agent_md(self.project_root)
-        )
+        agent_md = self._agent_md
+        if agent_md is None:  # a stat (and a symlink check) per request: off the event loop
+            agent_md = await anyio.to_thread.run_sync(_instructions.read_agent_md, self.project_root)
         parts = [agent_md, _instructions.default_prompt(self.clock())]
         parts.extend(await _instructions.collect(self.instruction_sources, ctx))
         return "\n\n".join(p for p in parts if p)

@@ -3,10 +3,10 @@
 :func:`check_project` is pure reporting — it never starts a server or calls a model — and returns
 :class:`Problem` s: ``error`` for what would make a turn fail (no model, a missing API key, an
 unknown provider, an ``openai-compatible`` provider without ``baseUrl``, a tool module that does
-not import, a profile whose ``agentMd`` is missing, compaction bounds that cannot work) and
-``warning`` for what degrades a turn without failing it (an MCP server whose command is not on
-PATH). ``shipagent check`` prints them and exits 1 on an error; ``shipagent chat`` runs the same
-checks before it shows the prompt.
+not import, a profile whose ``agentMd`` is missing, an ``Agent.md`` linking out of the project,
+compaction bounds that cannot work) and ``warning`` for what degrades a turn without failing it
+(an MCP server whose command is not on PATH). ``shipagent check`` prints them and exits 1 on an
+error; ``shipagent chat`` runs the same checks before it shows the prompt.
 
 More checks plug in through :data:`PROJECT_CHECKS` (e.g. the exec_shell sandbox report).
 """
@@ -26,6 +26,7 @@ from pydantic_ai.models import Model
 
 from .config import McpStdioServer, ShipConfig, load_config
 from .errors import ConfigError, ShipAgentError
+from .instructions import agent_md_problem
 from .models import build_model
 from .tools import sandbox_report
 from .tools._loader import load_tool_module
@@ -41,11 +42,14 @@ class Problem:
         level: ``error`` (a turn would fail) or ``warning`` (a turn runs, with less).
         message: what is wrong and what to change, in one line.
         key: the ship.json key path at fault (``llm.model``, ``mcp.servers.git.command``), if any.
+        detail: a library's or server's own text behind the problem, shown on a line of its own
+            (the message is ours and says what to change; this is for the curious and for bug reports).
     """
 
     level: Literal["error", "warning"]
     message: str
     key: str | None = None
+    detail: str | None = None
 
 
 ProjectCheck = Callable[[Path, ShipConfig], Iterable[Problem]]
@@ -87,7 +91,7 @@ def _importable_from(root: Path) -> Iterator[None]:
     entry = str(root.resolve())
     added = entry not in sys.path
     if added:
-        sys.path.insert(0, entry)
+        sys.path.append(entry)  # last, as the agent does: nothing beside ship.json shadows the stdlib
     try:
         yield
     finally:
@@ -137,6 +141,12 @@ def check_profiles(root: Path, config: ShipConfig) -> list[Problem]:
     return problems
 
 
+def check_agent_md(root: Path, config: ShipConfig) -> list[Problem]:
+    """``Agent.md`` is a symlink out of the project: every turn would refuse it."""
+    problem = agent_md_problem(root)
+    return [] if problem is None else [Problem("error", problem)]
+
+
 def check_mcp_commands(root: Path, config: ShipConfig) -> list[Problem]:
     """Enabled stdio MCP servers whose command cannot be found (their tools will be missing)."""
     problems: list[Problem] = []
@@ -172,6 +182,7 @@ def check_sandbox(root: Path, config: ShipConfig) -> list[Problem]:
 
 PROJECT_CHECKS: list[ProjectCheck] = [
     check_history,
+    check_agent_md,
     check_tool_modules,
     check_profiles,
     check_mcp_commands,

@@ -59,10 +59,12 @@ def version_text() -> str:
 
 
 def print_problems(console: Console, problems: Sequence[Problem]) -> None:
-    """One line per problem: ``error:`` in red, ``warning:`` in yellow."""
+    """One line per problem: ``error:`` in red, ``warning:`` in yellow; its detail indented below."""
     for problem in problems:
         style = "bold red" if problem.level == "error" else "yellow"
         console.print(f"[{style}]{problem.level}:[/] {escape(problem.message)}")
+        if problem.detail:
+            console.print(f"  [dim]detail: {escape(problem.detail)}[/]")
 
 
 def preflight(

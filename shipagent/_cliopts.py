@@ -6,12 +6,49 @@ definition without importing one another.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 
-__all__ = ["ProjectOpt"]
+__all__ = ["ProjectOpt", "no_project_message", "require_project"]
 
-ProjectOpt = Annotated[Path, typer.Option("--project", "-C", help="Project directory (holds ship.json).")]
-"""``-C DIR``: the project directory; every subcommand defaults it to ``Path(".")``."""
+
+def no_project_message(project: Path) -> str | None:
+    """Why ``project`` is not a shipagent project (no ``ship.json`` in it), or ``None`` if it is.
+
+    Every command that works on a project says this one sentence, so a user in the wrong
+    directory learns it from the first line, not from a missing model three lines later.
+    """
+    if (project / "ship.json").is_file():
+        return None
+    shown = project.expanduser().resolve()
+    here = shown == Path(os.getcwd()).resolve()
+    init = "shipagent init" if here else f"shipagent init {project}"
+    missing = "" if shown.is_dir() else " (the directory does not exist)"
+    return f"no ship.json in {shown}{missing}: run `{init}` or pass -C DIR"
+
+
+def require_project(ctx: typer.Context, value: Path) -> Path:
+    """The ``-C`` callback: a directory without ship.json ends the command with status 2."""
+    if ctx.resilient_parsing:  # shell completion: never exit
+        return value
+    message = no_project_message(value)
+    if message is not None:
+        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
+        raise typer.Exit(2)
+    return value
+
+
+ProjectOpt = Annotated[
+    Path,
+    typer.Option("--project", "-C", help="Project directory (holds ship.json).", callback=require_project),
+]
+"""``-C DIR``: the project directory; every subcommand defaults it to ``Path(".")``.
+
+A directory without ``ship.json`` is refused before the command runs (exit 2), by
+:func:`require_project`.
+"""

@@ -43,7 +43,7 @@ def load_model_factory(spec: str | None, project_root: Path, *, use_env: bool = 
     root = str(project_root.resolve())
     added = root not in sys.path
     if added:
-        sys.path.insert(0, root)
+        sys.path.append(root)  # last, so a dropped csv.py cannot shadow the stdlib's
     try:
         obj: Any = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:

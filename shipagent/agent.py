@@ -32,6 +32,7 @@ from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off bef
 from ._agent_base import AgentBase
 from ._combined import SequentialCombinedToolset
 from ._explain import explain_failure
+from ._paths import OutsideProjectError
 from ._retry import report_retries
 from ._steps import StepCallback, StepReporter, call_outcomes, tool_call_records
 from ._streaming import (
@@ -286,8 +287,15 @@ class ShipAgent(AgentBase):
         steps = StepReporter(on_step, self._is_mcp_tool, emit=emit)
         try:
             with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
-                instructions = await self._instructions(ctx)
-                outcome = await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+                try:
+                    instructions: str | OutsideProjectError = await self._instructions(ctx)
+                except OutsideProjectError as exc:  # Agent.md links out: the turn fails, naming it
+                    instructions = exc
+                outcome = (
+                    instructions
+                    if isinstance(instructions, OutsideProjectError)
+                    else await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
+                )
         except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
             with anyio.CancelScope(shield=True):
                 await self._keep_sent(chat_key, request_id, text, ctx)

@@ -32,6 +32,7 @@ from .config import ShipConfig, load_config
 from .errors import ShipAgentError
 
 if TYPE_CHECKING:  # pydantic-ai and the agent load when a command needs them, not for --help
+    from ._checks import Problem
     from .agent import ShipAgent
     from .results import AgentResult, StepEvent
 
@@ -135,6 +136,43 @@ def _make_agent(project: Path, model: str | None, **kwargs: Any) -> ShipAgent:
         raise _fail(str(exc)) from None
 
 
+LlmFlag = Annotated[
+    bool,
+    typer.Option("--local", help="Use the embedded demo model: no key, no network (needs the local extra)."),
+]
+ProviderFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--provider", help="openai | anthropic | openai-compatible | any provider pydantic-ai knows."
+    ),
+]
+ModelFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--model", "-m", help="The model: gpt-5-mini, openai:gpt-5-mini; with --base-url the server's name."
+    ),
+]
+BaseUrlFlag = Annotated[
+    str | None,
+    typer.Option("--base-url", help="An OpenAI-compatible server's URL (Ollama: http://localhost:11434/v1)."),
+]
+
+
+def _stdin_is_terminal() -> bool:
+    import sys
+
+    return sys.stdin.isatty()
+
+
+def _scaffold_ship_json(text: str, name: str, llm: dict[str, Any]) -> str:
+    """The scaffold's ship.json with this project's name and ``llm`` block (its layout kept)."""
+    import re
+
+    block = json.dumps(llm, indent=2).replace("\n", "\n  ")
+    text = re.sub(r'"llm": \{.*?\n  \}', lambda _: f'"llm": {block}', text, count=1, flags=re.DOTALL)
+    return text.replace('"name": "demo"', json.dumps({"name": name})[1:-1])
+
+
 @app.command()
 def init(
     directory: Annotated[Path, typer.Argument(help="Where to create the project (relative to -C).")] = Path(
@@ -144,9 +182,30 @@ def init(
     base: Annotated[
         Path, typer.Option("--project", "-C", help="Run as if started in this directory.")
     ] = Path("."),
+    local: LlmFlag = False,
+    provider: ProviderFlag = None,
+    model: ModelFlag = None,
+    base_url: BaseUrlFlag = None,
 ) -> None:
-    """Create a project: ship.json, Agent.md, skills/, .ship/ and a .gitignore for .ship/."""
+    """Create a project: ship.json, Agent.md, skills/, .ship/ and a .gitignore for .ship/.
+
+    The model comes from --local, --provider/--model or --base-url/--model; without them, a
+    terminal asks, and otherwise it is OpenAI's gpt-5-mini.
+    """
+    import os
+
+    from . import _init_llm
+
     directory = base / directory
+    try:
+        if local or provider or model or base_url or not _stdin_is_terminal():
+            llm = _init_llm.llm_block(local=local, provider=provider, model=model, base_url=base_url)
+        else:
+            from ._local_model import extra_installed
+
+            llm = _init_llm.ask_llm(typer.prompt, typer.echo, local_installed=extra_installed())
+    except ShipAgentError as exc:
+        raise _fail(str(exc)) from None
     scaffold = resources.files("shipagent").joinpath("scaffold")
     targets = {
         "ship.json": "ship.json",
@@ -161,7 +220,7 @@ def init(
         path.parent.mkdir(parents=True, exist_ok=True)
         text = scaffold.joinpath(source).read_text(encoding="utf-8")
         if target == "ship.json":
-            text = text.replace('"name": "demo"', json.dumps({"name": directory.resolve().name})[1:-1])
+            text = _scaffold_ship_json(text, directory.resolve().name, llm)
         path.write_text(text, encoding="utf-8")
     ship = directory / ".ship"
     ship.mkdir(exist_ok=True)
@@ -171,7 +230,28 @@ def init(
     ignored = ensure_gitignore(directory)
     made = "ship.json, Agent.md, skills/, .ship/" + (", .gitignore" if ignored else "")
     console.print(f"created [bold]{escape(str(directory))}[/]: {made}")
-    console.print("next: set OPENAI_API_KEY (or edit llm in ship.json), then `shipagent chat`")
+    _init_next_steps(directory, llm, dict(os.environ))
+
+
+def _init_next_steps(directory: Path, llm: dict[str, Any], environ: dict[str, str]) -> None:
+    """What the new project's model needs before the first chat: a key, the extra, or nothing."""
+    from . import _init_llm
+    from .models import build_model, describe_model
+
+    config = load_config(directory.resolve())
+    console.print(f"model: {escape(describe_model(config.llm))}")
+    var = _init_llm.missing_key(llm, directory, environ)
+    if var is not None:
+        _init_llm.ignore_dotenv(directory)
+        console.print(f"it needs an API key: add this line to {escape(str(directory / '.env'))}:")
+        typer.echo(f"{var}=...")
+    try:  # a missing package (the local extra, a provider's SDK) is said now, not at the first chat
+        build_model(config.llm)
+    except ShipAgentError as exc:
+        if getattr(exc, "path", None) != "llm.apiKey":
+            console.print(f"[yellow]note: {escape(str(exc))}[/]")
+    where = "" if directory.resolve() == Path.cwd().resolve() else f"cd {directory} && "
+    console.print(f"next: {escape(where)}shipagent chat (or edit llm in ship.json)")
 
 
 def _result_json(result: AgentResult) -> str:
@@ -242,12 +322,31 @@ def chat(
         raise _fail(str(exc)) from None
 
 
-@app.command()
-def check(project: ProjectOpt = Path(".")) -> None:
-    """Validate ship.json, list every problem that would make a turn fail, print what the agent uses.
+OfflineOpt = Annotated[
+    bool, typer.Option("--offline", help="Do not contact the model server (skip the probe).")
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.1, help="Seconds to wait for the model server's answer.")
+]
 
-    Exit status: 0 when a turn can run (warnings allowed), 1 when a problem would make it fail,
-    2 when ship.json itself does not load.
+
+@app.command()
+def check(project: ProjectOpt = Path("."), offline: OfflineOpt = False, timeout: TimeoutOpt = 10.0) -> None:
+    """Check that a turn can run, and print what the agent uses.
+
+    What is checked:
+    - ship.json loads (a mistake is named by its key path);
+    - the model can be built: provider, API key, llm.baseUrl;
+    - the model server is up, accepts the key and has the model:
+      one cheap request (GET /models, or a 1-token completion),
+      with --timeout; --offline skips it;
+    - tool modules import; MCP server commands are on PATH;
+    - profiles' Agent.md files exist; compaction settings work;
+    - the exec_shell sandbox.
+
+    Exit status: 0 when a turn can run (warnings allowed),
+    1 when a problem would make it fail,
+    2 when there is no ship.json or it does not load.
     """
     root = project.resolve()
     try:
@@ -275,11 +374,30 @@ def check(project: ProjectOpt = Path(".")) -> None:
     from ._checks import check_project, has_errors
 
     problems = check_project(root, config=config)
+    problems.extend(_probe(config, offline=offline, timeout=timeout))
     print_problems(console, problems)
     if has_errors(problems):
         errors = sum(p.level == "error" for p in problems)
         console.print(f"[bold red]{errors} problem(s) would make a turn fail[/]")
         raise typer.Exit(1)
+
+
+def _probe(config: ShipConfig, *, offline: bool, timeout: float) -> list[Problem]:
+    """``check``'s request to the model server: its one-line note, and its problems."""
+    if offline:
+        console.print("model server: not probed (--offline)")
+        return []
+    from ._probe import probe_model_server
+    from .models import build_model
+
+    try:
+        model = build_model(config.llm)
+    except ShipAgentError:  # already reported by check_project, with what to change
+        console.print("model server: not probed (the model cannot be built)")
+        return []
+    report = anyio.run(lambda: probe_model_server(config.llm, model, timeout_seconds=timeout))
+    console.print(escape(report.note))
+    return report.problems
 
 
 CheckHook = Callable[[Path, ShipConfig, Console], None]

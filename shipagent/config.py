@@ -3,6 +3,11 @@
 JSON keys are camelCase (``inMemoryMaxMessages``); Python attributes are snake_case. Unknown keys are
 rejected with the key path and the closest valid key, because a misspelt option that silently does
 nothing is the worst kind of configuration bug.
+
+Scalar types are strict where a user would expect it (see :mod:`shipagent._strict`): a boolean is
+``true``/``false`` (or that string, from a ``${VAR}``), never a number; a number is a JSON number or
+a string of one (again for ``${VAR}``), never a boolean, and always finite; a string is never a
+number or a boolean.
 """
 
 from __future__ import annotations
@@ -12,10 +17,20 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
+from ._strict import strict_scalar
 from .errors import ConfigError
 
 __all__ = [
@@ -50,7 +65,17 @@ __all__ = [
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False)
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False, allow_inf_nan=False
+    )
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
+        """Booleans never become numbers, numbers never become booleans or strings (see
+        :mod:`shipagent._strict` for the rules and why)."""
+        field = cls.model_fields.get(info.field_name or "")
+        return value if field is None else strict_scalar(field.annotation, value)
 
 
 class LlmConfig(_Model):
@@ -59,7 +84,11 @@ class LlmConfig(_Model):
     model: str | None = None
     """A pydantic-ai model string (``openai:gpt-5-mini``) or a bare name used with ``provider``."""
     provider: str | None = None
-    """``openai`` | ``openai-compatible`` | ``anthropic`` | any provider pydantic-ai knows."""
+    """``openai`` | ``openai-compatible`` | ``anthropic`` | any provider pydantic-ai knows | ``local``
+    (the embedded model of ``shipagent[local]``, started and stopped with the agent)."""
+    model_path: str | None = None
+    """With ``provider: "local"``: the GGUF file to run (relative to the project); default: the
+    SmolLM2-135M-Instruct demo model that ``shipagent[local]`` installs."""
     base_url: str | None = None
     api_key: str | None = Field(default=None, repr=False)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -156,6 +185,28 @@ class ExecShellPermission(_Model):
     """Extra paths the sandboxed command may write: relative to the project, or absolute."""
     network: bool = False
     """Whether a sandboxed command keeps the network (off: a private, empty network namespace)."""
+    hide: list[str] = Field(default_factory=list)
+    """More paths the sandboxed command must not see (relative to the project, or absolute), beside
+    ``.ship/``, ``.env`` and the host's secrets, which are always hidden."""
+    env: list[str] = Field(default_factory=list)
+    """Variables a command gets besides PATH, HOME, LANG and TERM: ``NAME`` passes the server's
+    value through, ``NAME=VALUE`` sets one. Nothing else of the server's environment reaches it."""
+    max_output_bytes: int = Field(default=32 * 1024 * 1024, ge=1024)
+    """What one command's stdout (and, separately, stderr) may store: head and tail are kept."""
+    max_processes: int = Field(default=1024, ge=16)
+    """Processes and threads a sandboxed command may run at once (as root: at least the kernel's
+    minimum ``pid_max``, 300 or 8 per CPU)."""
+    max_file_bytes: int | None = Field(default=1024**3, ge=1024)
+    """The largest file a sandboxed command may write (``null``: no limit)."""
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: list[str]) -> list[str]:
+        for item in value:
+            name = item.partition("=")[0]
+            if not (name.isidentifier() and name.isascii()):
+                raise ValueError(f"{item!r} is not NAME or NAME=VALUE (NAME: letters, digits, _)")
+        return value
 
 
 class PermissionsConfig(_Model):
@@ -244,7 +295,7 @@ class DurableConfig(_Model):
     enabled: bool = False
     database: str = "sqlite"
     executor_id: str | None = None
-    """Stable across restarts of one worker; default ``<hostname>:<slot>`` (see ``shipagent.durable``)."""
+    """Stable across restarts of one worker; default: the first ``<hostname>:<n>`` no live worker holds (see ``shipagent.durable``)."""
     recover_after_seconds: float = Field(default=30, gt=0)
 
     @field_validator("database")
@@ -282,6 +333,47 @@ class ServeConfig(_Model):
     """How long a streamed turn waits for ``POST /v1/approvals/{id}`` before it counts as refused."""
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     """Larger request bodies are refused with 413."""
+    allowed_hosts: list[str] = Field(default_factory=list)
+    """``Host`` names answered besides loopback (``agent.example.com``, ``10.0.0.5:8000``): a
+    browser page that rebinds its own name to this server's address is refused."""
+    cors_origins: list[str] = Field(default_factory=list)
+    """Origins (``https://app.example.com``) whose pages may call this server; needs ``apiKeys``."""
+    limits: ServeLimits = Field(default_factory=lambda: ServeLimits())
+    """How much a slow, idle or greedy client may hold (``shipagent serve`` only)."""
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _hosts(cls, hosts: list[str]) -> list[str]:
+        for host in hosts:
+            if not host or "/" in host or any(c.isspace() for c in host):
+                raise ValueError(f"{host!r} is not a host name (write agent.example.com or host:port)")
+        return [h.lower() for h in hosts]
+
+    @field_validator("cors_origins")
+    @classmethod
+    def _origins(cls, origins: list[str]) -> list[str]:
+        for origin in origins:
+            scheme, sep, rest = origin.partition("://")
+            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
+                raise ValueError(f"{origin!r} is not an origin (write https://app.example.com, no path)")
+        return [o.lower() for o in origins]
+
+
+class ServeLimits(_Model):
+    """``serve.limits``: bounds on what one connection or client may hold, so none locks others out."""
+
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    """A request line plus headers larger than this is refused (400) and the connection closed."""
+    header_timeout_seconds: float = Field(default=10, gt=0)
+    """A request's line and headers must arrive within this time (idle new connections too)."""
+    body_timeout_seconds: float = Field(default=30, gt=0)
+    """A request's body must arrive within this time after its headers."""
+    keep_alive_seconds: int = Field(default=30, ge=1)
+    """An idle keep-alive connection is closed after this long without a new request."""
+    max_connections: int = Field(default=512, ge=1)
+    """Open connections in all; more are closed at once (lowered to fit the open-file limit)."""
+    max_connections_per_client: int = Field(default=64, ge=0)
+    """Open connections from one address; ``0``: no limit (behind a proxy every client is its address)."""
 
 
 class ShipConfig(_Model):
@@ -430,6 +522,8 @@ def load_config(project_root: Path) -> ShipConfig:
                 )
             own[name] = server
     config = parse_config(data, env=env)
+    if config.llm.model_path:  # relative to the project, wherever the command runs
+        config.llm.model_path = str(project_root / Path(config.llm.model_path).expanduser())
     import re
 
     for name in config.mcp.servers:

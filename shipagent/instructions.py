@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from ._paths import OutsideProjectError, resolve_inside
 from .execution import ToolExecutionContext
 
-__all__ = ["InstructionSource", "default_prompt", "read_agent_md"]
+__all__ = ["InstructionSource", "agent_md_problem", "default_prompt", "read_agent_md"]
 
 InstructionSource = Callable[[ToolExecutionContext], "str | Awaitable[str | None] | None"]
 
@@ -32,11 +33,20 @@ def read_agent_md(project_root: Path) -> str:
     """``Agent.md`` of the project, or an empty string when there is none.
 
     Read again only when the file's inode, mtime or size changed: every turn asks, and one
-    ``stat`` is cheaper than reading and stripping the file each time.
+    ``stat`` is cheaper than reading and stripping the file each time. Blocking: async callers use
+    a worker thread.
+
+    Raises:
+        OutsideProjectError: ``Agent.md`` is a symlink leading out of the project (its target
+            would become every chat's instructions).
     """
     path = project_root / "Agent.md"
+    if not path.is_symlink() and not path.exists():
+        _agent_md_cache.pop(path, None)
+        return ""
+    real = resolve_inside(project_root, path, "Agent.md")
     try:
-        st = path.stat()
+        st = real.stat()
     except (FileNotFoundError, NotADirectoryError):
         _agent_md_cache.pop(path, None)
         return ""
@@ -46,11 +56,20 @@ def read_agent_md(project_root: Path) -> str:
     cached = _agent_md_cache.get(path)
     if cached is not None and cached[0] == key:
         return cached[1]
-    text = path.read_text(encoding="utf-8").strip()
+    text = real.read_text(encoding="utf-8").strip()
     if len(_agent_md_cache) >= 64:  # a few projects per process; never grows without bound
         _agent_md_cache.clear()
     _agent_md_cache[path] = (key, text)
     return text
+
+
+def agent_md_problem(project_root: Path) -> str | None:
+    """Why ``Agent.md`` would be refused (a symlink out of the project), or ``None``: for ``check``."""
+    try:
+        resolve_inside(project_root, project_root / "Agent.md", "Agent.md")
+    except OutsideProjectError as exc:
+        return str(exc)
+    return None
 
 
 @functools.cache

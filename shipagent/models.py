@@ -1,5 +1,8 @@
 """Turning ship.json ``llm`` into a pydantic-ai model and its settings.
 
+``provider: "local"`` is the embedded model (``shipagent._local_model``): an OpenAI-compatible
+chat model on llama.cpp's server, which the agent starts and stops (``modelPath`` picks the GGUF).
+
 Every ``llm`` field is applied: ``baseUrl`` and ``apiKey`` go to the
 provider, ``temperature``, ``maxTokens`` and ``timeoutSeconds`` to the model settings, and
 ``maxRetries`` to the :class:`~shipagent._retry.RetryingModel` every model is wrapped in.
@@ -71,11 +74,11 @@ def known_providers() -> tuple[str, ...]:
         found = set(re.findall(r"case '([a-z0-9-]+)'", inspect.getsource(infer_provider_class)))
     except (OSError, TypeError):  # source not available (a zipped install): the common ones
         found = set(_FALLBACK_PROVIDERS)
-    return tuple(sorted(found | {"openai-compatible"}))
+    return tuple(sorted(found | {"openai-compatible", "local"}))
 
 
 def _is_known(provider: str) -> bool:
-    if provider in _OPENAI_LIKE or provider == "test":
+    if provider in _OPENAI_LIKE or provider in ("test", "local"):
         return True
     try:
         infer_provider_class(provider)
@@ -163,6 +166,10 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
         return RetryingModel(override, max_retries=llm.max_retries)
     llm = _resolve(llm, override)
     name = llm.model
+    if (llm.provider or "").lower() == "local" and ":" not in (name or ""):
+        from ._local_model import build_local_model  # the embedded model: started with the agent
+
+        return RetryingModel(build_local_model(llm), max_retries=llm.max_retries)
     if not name:
         raise ConfigError(
             'llm.model is not set: put a model in ship.json (e.g. "openai:gpt-5-mini") or pass '
@@ -237,9 +244,12 @@ def build_model_settings(llm: LlmConfig) -> ModelSettings:
 
 def describe_model(llm: LlmConfig) -> str:
     """A one-line description for ``shipagent check`` (never includes the API key)."""
-    parts = [llm.model or "<no model>"]
+    local = (llm.provider or "").lower() == "local"
+    parts = [llm.model or ("embedded model" if local else "<no model>")]
     if llm.provider:
         parts.append(f"provider={llm.provider}")
+    if llm.model_path:
+        parts.append(f"modelPath={llm.model_path}")
     if llm.base_url:
         parts.append(f"baseUrl={llm.base_url}")
     if llm.api_key:

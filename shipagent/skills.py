@@ -8,10 +8,16 @@ every run, so a project can carry many skills without paying for them in every r
 Discovery never raises on a bad skill: a missing or broken front matter, a duplicate id or a root
 outside the project becomes a :class:`SkillProblem` that ``shipagent check`` reports, and the rest
 of the skills keep working.
+
+A ``SKILL.md`` is read into the model's context, so it must resolve inside the project: a symlink
+out (``skills/x/SKILL.md -> /root/secret``) is refused at discovery and again when the skill is
+loaded. ``skills.allowExternalPaths`` admits whole skill directories and roots outside the project
+(then the file must stay inside its skill directory), never a single file linked out.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Iterable
@@ -19,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ._paths import OutsideProjectError, resolve_inside
 from .config import ShipConfig
 
 __all__ = [
@@ -54,6 +61,8 @@ class Skill:
         description: ``description`` from the front matter (what it does and when to use it).
         allowed_tools: ``allowed-tools`` from the front matter, as a tuple of tool specs.
         path: the ``SKILL.md`` file.
+        home: the directory ``SKILL.md`` must resolve inside (the project, or for an external skill
+            the config allows, its own directory); ``None`` reads it wherever it leads.
     """
 
     id: str
@@ -61,6 +70,7 @@ class Skill:
     description: str
     allowed_tools: tuple[str, ...]
     path: Path
+    home: Path | None = None
 
     @property
     def directory(self) -> Path:
@@ -68,8 +78,17 @@ class Skill:
         return self.path.parent
 
     def read(self) -> str:
-        """The full text of ``SKILL.md`` (read on demand so discovery stays cheap)."""
-        return self.path.read_text(encoding="utf-8-sig")
+        """The full text of ``SKILL.md`` (read on demand so discovery stays cheap).
+
+        Raises:
+            OutsideProjectError: ``SKILL.md`` was made a symlink out of :attr:`home` since discovery.
+        """
+        path = self.path if self.home is None else resolve_inside(self.home, self.path, self._what)
+        return path.read_text(encoding="utf-8-sig")
+
+    @property
+    def _what(self) -> str:
+        return f"skill '{self.id}' SKILL.md ({self.path})"
 
     def content_sha1(self) -> str:
         """SHA-1 of the current ``SKILL.md`` text: changes whenever the skill is edited."""
@@ -164,9 +183,21 @@ def parse_skill_file(skill_md: Path) -> Skill | SkillProblem:
 
 
 def _roots(project_root: Path, config: ShipConfig, scan: SkillScan) -> list[Path]:
-    """The skill roots to search, refusing configured ones outside the project unless allowed."""
-    roots = [project_root / rel for rel in DEFAULT_SKILL_ROOTS]
+    """The skill roots to search, refusing ones outside the project (links too) unless allowed."""
     base = project_root.resolve()
+    roots = []
+    for rel in DEFAULT_SKILL_ROOTS:
+        root = project_root / rel
+        if not config.skills.allow_external_paths and not root.resolve().is_relative_to(base):
+            scan.problems.append(
+                SkillProblem(
+                    root,
+                    f"{rel}/ links outside the project; skipped (set skills.allowExternalPaths to true "
+                    "to use it)",
+                )
+            )
+            continue
+        roots.append(root)
     for index, raw in enumerate(config.skills.paths):
         candidate = Path(raw).expanduser()
         candidate = candidate if candidate.is_absolute() else project_root / candidate
@@ -200,27 +231,38 @@ def scan_skills(project_root: Path, config: ShipConfig) -> SkillScan:
 
     Roots are ``skills/``, ``.claude/skills/`` and ship.json ``skills.paths`` in that order; each
     root's immediate, non-hidden subdirectories holding a ``SKILL.md`` are skills. When two roots
-    hold the same id the first wins and the other is reported. A skill directory that is a symlink
-    leaving the project is refused unless ``skills.allowExternalPaths``.
+    hold the same id the first wins and the other is reported. A root or a skill directory that is
+    a symlink leaving the project is refused unless ``skills.allowExternalPaths``; a ``SKILL.md``
+    that is a symlink leaving its home (the project, or the allowed external directory) always is.
     """
     scan = SkillScan()
     base = project_root.resolve()
     seen: dict[str, Skill] = {}
     for root in _roots(project_root, config, scan):
+        root_home = base if root.resolve().is_relative_to(base) else root.resolve()  # external: allowed
         for directory in _skill_dirs(root):
             skill_md = directory / "SKILL.md"
             if not skill_md.is_file():
                 continue
-            leaves = not directory.resolve().is_relative_to(base) and root.resolve().is_relative_to(base)
-            if leaves and not config.skills.allow_external_paths:
+            home = directory.resolve()
+            if home.is_relative_to(root_home):
+                home = root_home
+            elif not config.skills.allow_external_paths:
                 scan.problems.append(
                     SkillProblem(directory, "skill directory links outside the project; skipped")
                 )
+                continue
+            inside = "the project" if home == base else "its skill directory"
+            try:
+                resolve_inside(home, skill_md, "SKILL.md", inside=inside)
+            except OutsideProjectError as exc:
+                scan.problems.append(SkillProblem(skill_md, str(exc)))
                 continue
             parsed = parse_skill_file(skill_md)
             if isinstance(parsed, SkillProblem):
                 scan.problems.append(parsed)
                 continue
+            parsed = dataclasses.replace(parsed, home=home)
             if parsed.id in seen:
                 scan.problems.append(
                     SkillProblem(skill_md, f"duplicate skill id '{parsed.id}': {seen[parsed.id].path} wins")

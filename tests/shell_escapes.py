@@ -109,7 +109,7 @@ ATTEMPTS = [
     Attempt("kill-host-process", "kill -9 {victim}", "No such process"),
     Attempt("ship-overwrite", "echo pwned > .ship/sentinel", EROFS),
     Attempt("ship-create", "ls > .ship/new", EROFS),
-    Attempt("ship-delete", "rm -f .ship/sentinel", EROFS),
+    Attempt("ship-delete", "rm -f .ship/sentinel", None),  # .ship/ is empty inside: nothing to delete
 ]
 
 

@@ -25,6 +25,12 @@ runner = CliRunner()
 KEY = "cli:t"
 
 
+@pytest.fixture(autouse=True)
+def _project(tmp_path: Path) -> None:
+    """Every chat here runs in a project (a directory with ship.json)."""
+    (tmp_path / "ship.json").write_text("{}")
+
+
 @pytest.fixture
 def script(monkeypatch: pytest.MonkeyPatch) -> StreamScript:
     scripted = StreamScript(chunk=3)

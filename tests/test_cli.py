@@ -23,8 +23,9 @@ def echo_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 @pytest.fixture
-def scripted(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the CLI build agents with a scripted model instead of ship.json's."""
+def scripted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the CLI build agents with a scripted model instead of ship.json's (in a project)."""
+    (tmp_path / "ship.json").write_text("{}")
 
     def factory(root: Path, *, model: Any = None, **kwargs: Any) -> ShipAgent:
         return ShipAgent.from_project(root, model=FunctionModel(echo_model), **kwargs)
@@ -100,7 +101,8 @@ def test_check_reports_configuration(tmp_path: Path) -> None:
             }
         )
     )
-    result = runner.invoke(cli.app, ["check", "-C", str(tmp_path)])
+    # --offline: the key is made up, and the report of what the agent uses is what is tested here
+    result = runner.invoke(cli.app, ["check", "--offline", "-C", str(tmp_path)])
     assert result.exit_code == 0, result.output
     assert "ship.json OK — checked" in result.output
     assert "model: openai:gpt-5-mini apiKey=<set>" in result.output

@@ -289,7 +289,8 @@ async def test_recover_by_hand(tmp_path: Path) -> None:
             await anyio.to_thread.run_sync(wait_for, signals / "running-t4")
             (signals / "release-t4").touch()
             doomed.kill9()
-            other = await started(Worker(project, "worker-other"))
+            # by hand, before any other worker runs (a live worker on this machine would find
+            # the killed one's process gone and resume its turn itself within seconds)
             out = await anyio.to_thread.run_sync(
                 lambda: subprocess.run(
                     [SHIPAGENT, "recover", "-C", str(project), "--executor", "worker-gone"],
@@ -301,6 +302,7 @@ async def test_recover_by_hand(tmp_path: Path) -> None:
             )
             assert out.returncode == 0, out.stderr
             assert "resumed 1 pending turn(s)" in out.stdout
+            other = await started(Worker(project, "worker-other"))  # runs the re-enqueued turn
         other.stop()
     assert result["r"].output == "finished t4"
     await assert_committed_once(project, "chat:hand", "turn-hand")
@@ -417,14 +419,14 @@ def test_workers_starting_together_create_the_heartbeat_table_once(pg_database: 
     import threading
 
     from shipagent.durable import DurableSettings
-    from shipagent.durable._heartbeat import Heartbeats
+    from shipagent.durable._heartbeat import Claimant, Heartbeats
 
     errors: list[str] = []
 
     def start(n: int) -> None:
         beats = Heartbeats(DurableSettings(pg_database, 30, None))
         try:
-            beats.beat(f"exec-{n}", n, "h")
+            assert beats.claim_id(f"exec-{n}", Claimant(pid=n, host="h"), 30) is None
         except Exception as exc:
             errors.append(repr(exc))
         finally:

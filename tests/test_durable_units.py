@@ -1,9 +1,8 @@
-"""Durable mode's parts, without worker processes: settings, slots, heartbeats, the commit, check."""
+"""Durable mode's parts, without worker processes: settings, the commit, check."""
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +15,8 @@ from typer.testing import CliRunner
 from shipagent import ConfigError, ShipAgent, ShipAgentError
 from shipagent.cli import app
 from shipagent.config import parse_config
-from shipagent.durable import claim_slot, resolve_settings
+from shipagent.durable import resolve_settings
 from shipagent.durable._commit import commit_once, stores_holding
-from shipagent.durable._heartbeat import Heartbeats
 from shipagent.turns import CommitOutcome, TurnCommit, TurnHooks
 
 pytestmark = pytest.mark.anyio
@@ -52,41 +50,13 @@ def test_bad_durable_config_names_the_key() -> None:
         parse_config({"durable": {"executorID": "x"}})
 
 
-def test_executor_slots_are_stable_and_unique(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_configured_executor_id_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SHIPAGENT_EXECUTOR_ID", raising=False)
-    settings = resolve_settings(_config().durable, tmp_path)
-    first, second = claim_slot(tmp_path, settings), claim_slot(tmp_path, settings)
-    assert first.executor_id.endswith(":0") and second.executor_id.endswith(":1")
-    first.release()  # the worker holding slot 0 died: its replacement gets the same id back
-    again = claim_slot(tmp_path, settings)
-    assert again.executor_id == first.executor_id
-    again.release()
-    second.release()
-    named = resolve_settings(_config(executorId="box-7").durable, tmp_path)
-    assert claim_slot(tmp_path, named).executor_id == "box-7"
+    assert resolve_settings(_config().durable, tmp_path).executor_id is None  # <hostname>:<n>
+    assert resolve_settings(_config(executorId="box-7").durable, tmp_path).executor_id == "box-7"
     monkeypatch.setenv("SHIPAGENT_EXECUTOR_ID", "from-env")
     assert resolve_settings(_config(executorId="box-7").durable, tmp_path).executor_id == "from-env"
     assert resolve_settings(_config().durable, tmp_path, executor_id="flag").executor_id == "flag"
-
-
-def test_heartbeats_one_winner_per_dead_executor(tmp_path: Path) -> None:
-    settings = resolve_settings(_config().durable, tmp_path)
-    a, b = Heartbeats(settings), Heartbeats(settings)  # two workers, two connections
-    stale_after = 1.5  # generous: "fresh" checks must happen within it even on a loaded machine
-    try:
-        a.beat("dead", 1, "h")
-        a.beat("alive-a", 2, "h")
-        time.sleep(2.0)
-        b.beat("alive-b", 3, "h")
-        assert b.stale("alive-b", stale_after) == ["alive-a", "dead"]
-        assert [a.claim("dead", stale_after), b.claim("dead", stale_after)] == [True, False]
-        assert b.claim("alive-b", stale_after) is False  # fresh heartbeat: not claimable
-        assert b.stale("alive-b", stale_after) == ["alive-a"]  # the claim refreshed "dead" for a while
-        a.forget("dead")  # its turns are back on the queue
-        assert set(a.ages()) == {"alive-a", "alive-b"}
-    finally:
-        a.close()
-        b.close()
 
 
 def _echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:

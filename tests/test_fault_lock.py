@@ -41,6 +41,7 @@ def holder(tmp_path: Path) -> Iterator[subprocess.Popen[str]]:
     """Another process with the project open (``async with agent``)."""
     project = tmp_path / "proj"
     project.mkdir()
+    (project / "ship.json").write_text("{}", encoding="utf-8")  # a project: commands refuse others
     script = tmp_path / "holder_app.py"
     script.write_text(HOLDER, encoding="utf-8")
     proc = subprocess.Popen([sys.executable, str(script), str(project)], stdout=subprocess.PIPE, text=True)

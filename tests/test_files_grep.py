@@ -1,6 +1,6 @@
-"""context grep: ripgrep and the pure-Python engine give the same answer, and that answer is right.
+"""context grep: ripgrep and the in-process RE2 engine give the same answer, and that answer is right.
 
-Every case runs three ways — ripgrep, Python, and a naive reference written here from the
+Every case runs three ways — ripgrep, RE2, and a naive reference written here from the
 definition (1-based lines, N lines of context on each side, matching lines counted) — and all three
 must agree exactly.
 """
@@ -13,7 +13,14 @@ from pathlib import Path
 import pytest
 
 from shipagent.chatkeys import ShipPaths
-from shipagent.files import ContextFiles, GrepMatch, InvalidPatternError, find_ripgrep, grep_file
+from shipagent.files import (
+    ContextFiles,
+    GrepMatch,
+    InvalidPatternError,
+    UnsupportedPatternError,
+    find_ripgrep,
+    grep_file,
+)
 from shipagent.files import _grep as grep_module
 
 RG = find_ripgrep()
@@ -64,7 +71,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("engine", ["python", pytest.param("ripgrep", marks=needs_rg)])
+@pytest.mark.parametrize("engine", ["re2", pytest.param("ripgrep", marks=needs_rg)])
 @pytest.mark.parametrize(("pattern", "max_results", "context", "case"), CASES)
 @pytest.mark.parametrize("final_newline", [True, False])
 def test_both_engines_give_the_reference_answer(
@@ -92,7 +99,7 @@ def test_both_engines_give_the_reference_answer(
 def test_parity_on_a_big_file_across_python_block_boundaries(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Small blocks make the Python engine cross many block boundaries (skipped blocks, context
+    # Small blocks make the RE2 engine cross many block boundaries (skipped blocks, context
     # that spans two blocks, counting after maxResults) on a file that stays fast to build.
     monkeypatch.setattr(grep_module, "_CHUNK", 4096)
     lines = [f"{i:06d} 普通日志 entry ok" for i in range(40_000)]
@@ -114,7 +121,7 @@ def test_parity_on_a_big_file_across_python_block_boundaries(
             max_results=max_results,
             context_lines=context,
             case_sensitive=False,
-            engine="python",
+            engine="re2",
         )
         rg = grep_file(
             path,
@@ -125,13 +132,13 @@ def test_parity_on_a_big_file_across_python_block_boundaries(
             engine="ripgrep",
         )
         assert (py.total_matches, py.matches) == (rg.total_matches, rg.matches)
-    fatal = grep_file(path, "FATAL", max_results=50, context_lines=1, case_sensitive=True, engine="python")
+    fatal = grep_file(path, "FATAL", max_results=50, context_lines=1, case_sensitive=True, engine="re2")
     assert [m.line for m in fatal.matches] == [1, 4100, 4101, 20_001, 40_000]
     assert fatal.matches[1].after == ["004100 FATAL 崩溃 🎉 at step 4100"]
     assert fatal.matches[0].before == [] and fatal.matches[-1].after == []
 
 
-@pytest.mark.parametrize("engine", ["python", pytest.param("ripgrep", marks=needs_rg)])
+@pytest.mark.parametrize("engine", ["re2", pytest.param("ripgrep", marks=needs_rg)])
 def test_an_invalid_regex_is_a_clear_error(tmp_path: Path, engine: str) -> None:
     path = tmp_path / "f.txt"
     path.write_text("abc\n")
@@ -142,17 +149,24 @@ def test_an_invalid_regex_is_a_clear_error(tmp_path: Path, engine: str) -> None:
             max_results=5,
             context_lines=0,
             case_sensitive=False,
-            engine=None if engine == "ripgrep" else "python",
+            engine=None if engine == "ripgrep" else "re2",
         )
 
 
-@needs_rg
-def test_a_pattern_only_python_supports_falls_back_to_python(tmp_path: Path) -> None:
+@pytest.mark.parametrize("engine", ["re2", pytest.param("ripgrep", marks=needs_rg)])
+def test_a_lookbehind_is_refused_by_name_in_either_engine(tmp_path: Path, engine: str) -> None:
     path = tmp_path / "f.txt"
     path.write_text("foobar\nbazbar\n")
-    result = grep_file(path, "(?<=baz)bar", max_results=5, context_lines=0, case_sensitive=True)
-    assert result.engine == "python"
-    assert [(m.line, m.content) for m in result.matches] == [(2, "bazbar")]
+    with pytest.raises(UnsupportedPatternError, match=r"lookbehind") as caught:
+        grep_file(
+            path,
+            "(?<=baz)bar",
+            max_results=5,
+            context_lines=0,
+            case_sensitive=True,
+            engine=engine,  # type: ignore[arg-type]
+        )
+    assert caught.value.construct == "a lookbehind (?<=…)"
 
 
 def test_context_files_grep_without_ripgrep_on_the_path(
@@ -162,6 +176,6 @@ def test_context_files_grep_without_ripgrep_on_the_path(
     files = ContextFiles(ShipPaths(tmp_path))
     ref = files.add_artifact("api:chat:alice", CORPUS, name="log", source="test")
     result = files.grep("api:chat:alice", ref.id, "error", max_results=2)
-    assert result.engine == "python"
+    assert result.engine == "re2"
     assert result.total_matches == 4
     assert [m.line for m in result.matches] == [2, 4]

@@ -51,9 +51,7 @@ def test_reaching_max_results_takes_the_total_from_the_counting_pass(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     path = _log(tmp_path / "app.log")
-    reference = grep_file(
-        path, "error", max_results=3, context_lines=1, case_sensitive=False, engine="python"
-    )
+    reference = grep_file(path, "error", max_results=3, context_lines=1, case_sensitive=False, engine="re2")
     spawned = _spy(monkeypatch)
     result = grep_file(path, "error", max_results=3, context_lines=1, case_sensitive=False, engine="ripgrep")
     assert [("--count" in args) for args in spawned] == [True, False]
@@ -86,7 +84,7 @@ def test_ripgrep_output_is_read_byte_exact(tmp_path: Path, context_lines: int, m
         max_results=max_results,
         context_lines=context_lines,
         case_sensitive=False,
-        engine="python",
+        engine="re2",
     )
     assert ours.engine == "ripgrep" and ours.total_matches == reference.total_matches == 5
     assert ours.matches == reference.matches

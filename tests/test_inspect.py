@@ -61,8 +61,9 @@ async def test_inspect_shows_the_last_request_its_diff_json_and_stats(tmp_path: 
 
 
 def test_inspect_errors_name_what_was_wrong(tmp_path: Path) -> None:
+    (tmp_path / "ship.json").write_text("{}")  # a project with no requests yet
     bad_key = runner.invoke(cli.app, ["inspect", "../etc", "-C", str(tmp_path)])
-    assert bad_key.exit_code == 2 and "error:" in bad_key.output
+    assert bad_key.exit_code == 2 and "error:" in bad_key.output and "ship.json" not in bad_key.output
     empty = runner.invoke(cli.app, ["inspect", KEY, "-C", str(tmp_path)])
     assert empty.exit_code == 2 and "no ledger records yet" in empty.output
     missing = runner.invoke(cli.app, ["inspect", KEY, "-C", str(tmp_path / "nope")])

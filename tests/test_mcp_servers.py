@@ -329,7 +329,7 @@ async def test_allowed_tools_resolve_the_collision(tmp_path: Path) -> None:
 
 async def test_stdio_env_and_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SHIP_SECRET_FOR_TEST", "s3cr3t-value")
-    monkeypatch.setenv("SHIP_TEST_VALUE", "from-the-process")  # inherited; a server's env wins
+    monkeypatch.setenv("SHIP_TEST_VALUE", "from-the-process")  # not inherited: only what env names
     (tmp_path / "work").mkdir()
     config = make_project(
         tmp_path,
@@ -343,7 +343,7 @@ async def test_stdio_env_and_cwd(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         await run(manager, script)
     here, there = script.returns()
     assert here.content == f"cwd={resolved(tmp_path)} value=s3cr3t-value"
-    assert there.content == f"cwd={resolved(tmp_path / 'work')} value=from-the-process"
+    assert there.content == f"cwd={resolved(tmp_path / 'work')} value=<unset>"
 
 
 async def test_disabled_server_is_not_started(tmp_path: Path) -> None:

@@ -162,7 +162,7 @@ def test_durable_room_surface() -> None:
     assert shipagent.durable.__all__ == [
         "DurableExecutor",
         "DurableSettings",
-        "claim_slot",
+        "claim_executor_id",
         "recover_executors",
         "resolve_settings",
     ]

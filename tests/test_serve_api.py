@@ -156,7 +156,11 @@ def test_body_over_the_limit_is_413_and_nothing_runs(tmp_path: Path) -> None:
                 yield b"y" * 500
             yield b'"}'
 
-        chunked = httpx.post(f"{url}/v1/chats/{KEY}/messages", content=chunks())
+        chunked = httpx.post(
+            f"{url}/v1/chats/{KEY}/messages",
+            content=chunks(),
+            headers={"Content-Type": "application/json"},
+        )
         small = httpx.post(f"{url}/v1/chats/{KEY}/messages", json={"text": "x" * 1000})
     for response in (big, chunked):
         assert response.status_code == 413

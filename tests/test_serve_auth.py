@@ -123,7 +123,7 @@ def test_without_keys_only_loopback_clients_are_answered(tmp_path: Path) -> None
 
     async def ask(client_host: str) -> httpx.Response:
         transport = httpx.ASGITransport(app=app, client=(client_host, 40000))
-        async with httpx.AsyncClient(transport=transport, base_url="http://agent") as client:
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
             return await client.get("/v1/chats")
 
     remote = anyio.run(ask, "192.0.2.7")
@@ -196,5 +196,13 @@ def test_serve_keys_are_in_the_ship_json_schema() -> None:
 
     schema = ShipConfig.model_json_schema(by_alias=True)
     serve = schema["$defs"]["ServeConfig"]["properties"]
-    assert set(serve) == {"apiKeys", "shutdownGraceSeconds", "approvalTimeoutSeconds", "maxBodyBytes"}
+    assert set(serve) == {
+        "apiKeys",
+        "shutdownGraceSeconds",
+        "approvalTimeoutSeconds",
+        "maxBodyBytes",
+        "allowedHosts",
+        "corsOrigins",
+        "limits",
+    }
     assert schema["properties"]["serve"]["$ref"].endswith("/ServeConfig")

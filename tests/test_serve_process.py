@@ -220,6 +220,7 @@ def test_sigterm_past_the_grace_cancels_the_turn_without_committing_it(served: S
 
 
 def test_model_factory_errors_are_one_line(tmp_path: Path) -> None:
+    (tmp_path / "ship.json").write_text("{}")  # a project: else that is the one line
     result = subprocess.run(
         [SHIPAGENT, "serve", "-C", str(tmp_path), "--model-factory", "no_such_module:build"],
         capture_output=True,

@@ -152,7 +152,10 @@ def test_bwrap_argv_mounts_in_an_order_where_later_mounts_win() -> None:
         ship_dir=Path("/home/u/proj/.ship"),
         hidden=(Path("/home/u"), Path("/tmp")),
         readable=(Path("/home/u/.pyenv"),),
-        writable=(Path("/srv/cache"),),
+        writable=(Path("/srv/cache"), Path("/home/u/proj")),
+        protected=(Path("/home/u/proj/ship.json"),),
+        masked_dirs=(Path("/home/u/proj/secrets"),),
+        masked_files=(Path("/home/u/proj/.env"), Path("/etc/shadow")),
     )
     assert bwrap_argv("/usr/bin/bwrap", layout) == [
         "/usr/bin/bwrap",
@@ -160,8 +163,12 @@ def test_bwrap_argv_mounts_in_an_order_where_later_mounts_win() -> None:
         *("--tmpfs", "/tmp", "--tmpfs", "/home/u"),
         *("--ro-bind-try", "/home/u/.pyenv", "/home/u/.pyenv"),
         *("--bind", "/home/u/proj", "/home/u/proj"),
-        *("--ro-bind", "/home/u/proj/.ship", "/home/u/proj/.ship"),
-        *("--bind-try", "/srv/cache", "/srv/cache"),
+        *("--bind-try", "/srv/cache", "/srv/cache", "--bind-try", "/home/u/proj", "/home/u/proj"),
+        # after every writable mount, so a writable path cannot uncover them
+        *("--ro-bind-try", "/home/u/proj/ship.json", "/home/u/proj/ship.json"),
+        *("--tmpfs", "/home/u/proj/.ship", "--remount-ro", "/home/u/proj/.ship"),
+        *("--tmpfs", "/home/u/proj/secrets", "--remount-ro", "/home/u/proj/secrets"),
+        *("--ro-bind", "/dev/null", "/home/u/proj/.env", "--ro-bind", "/dev/null", "/etc/shadow"),
         "--unshare-net",
         *("--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session", "--die-with-parent"),
         *("--cap-drop", "ALL", "--chdir", "/home/u/proj", "--"),

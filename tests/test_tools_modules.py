@@ -102,3 +102,16 @@ def test_from_project_fails_early_on_a_bad_module(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p", {"tools": {"modules": ["nope_not_here"]}})
     with pytest.raises(ConfigError, match=r"tools.modules\[0\]"):
         make_agent(root, Script([]))
+
+
+def test_a_file_beside_ship_json_never_shadows_a_standard_module(tmp_path: Path, fresh_modules: None) -> None:
+    """A command may leave ``colorsys.py`` in the project; the tools module still gets the stdlib's."""
+    root = make_project(tmp_path / "p", {"tools": {"modules": ["shade_tools"]}})
+    (root / "colorsys.py").write_text("raise RuntimeError('the planted colorsys ran')\n", encoding="utf-8")
+    (root / "shade_tools.py").write_text(
+        "import colorsys\nfrom pydantic_ai import FunctionToolset\ntoolset = FunctionToolset()\n",
+        encoding="utf-8",
+    )
+    sys.modules.pop("colorsys", None)  # imported for the first time by the tools module
+    load_tool_modules(parse_config({"tools": {"modules": ["shade_tools"]}}), project_root=root)
+    assert Path(sys.modules["colorsys"].__file__ or "").parent != root

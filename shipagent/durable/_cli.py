@@ -10,6 +10,7 @@ a scripted ``FunctionModel`` through it (``tests/durable_support.py``).
 
 from __future__ import annotations
 
+import logging
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -31,7 +32,10 @@ _err = Console(stderr=True, soft_wrap=True)
 
 ExecutorOpt = Annotated[
     str | None,
-    typer.Option("--executor-id", help="This worker's executor id (default: <hostname>:<slot>)."),
+    typer.Option(
+        "--executor-id",
+        help="This worker's executor id (default: the first <hostname>:<n> no live worker holds).",
+    ),
 ]
 FactoryOpt = Annotated[str | None, typer.Option("--model-factory", help=FACTORY_HELP)]
 
@@ -39,6 +43,15 @@ FactoryOpt = Annotated[str | None, typer.Option("--model-factory", help=FACTORY_
 def _fail(message: str) -> typer.Exit:
     _err.print(f"[bold red]error:[/] {escape(message)}")
     return typer.Exit(2)
+
+
+def _log_to_stderr() -> None:
+    """The worker's log on stderr: one line per turn (``shipagent.durable.turns``), warnings, errors."""
+    logger = logging.getLogger("shipagent")
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
 
 
 def _durable_agent(project: Path, factory: str | None, **options: Any) -> ShipAgent:
@@ -72,6 +85,7 @@ def worker_command(
         )
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
+    _log_to_stderr()
 
     async def serve() -> None:
         async with agent:
@@ -99,35 +113,41 @@ def recover_command(
         typer.Option("--executor", help="Executor id whose pending turns to resume (repeatable)."),
     ] = None,
 ) -> None:
-    """Resume pending turns of dead workers now (default: every executor with a stale heartbeat)."""
+    """Resume pending turns of dead workers now (default: every executor found dead)."""
     try:
         agent = ShipAgent.from_project(project)
         if not agent.config.durable.enabled:
             raise ConfigError("ship.json: durable.enabled is not true", path="durable.enabled")
         from dbos import DBOSClient
 
-        from ._heartbeat import Heartbeats
+        from ._heartbeat import RECOVERING, Heartbeats, this_process
         from ._runtime import recover_executors
         from ._settings import APP_NAME, resolve_settings
 
         settings = resolve_settings(agent.config.durable, agent.project_root)
         beats = Heartbeats(settings)
-        ages = beats.ages()
-        targets = list(executor or [e for e, age in ages.items() if age > settings.recover_after_seconds])
+        rows = {row.executor_id: row for row in beats.rows()}
+        me, after = this_process(), settings.recover_after_seconds
+        if executor:  # named by hand: declared dead whatever the heartbeat says
+            targets = [e for e in executor if e not in rows or beats.take_over(rows[e], me, 0.0)]
+        else:  # the dead ones nobody is resuming already (one winner each)
+            targets = [
+                r.executor_id for r in rows.values() if r.dead(after) and beats.take_over(r, me, after)
+            ]
         client = DBOSClient(system_database_url=settings.database_url, application_name=APP_NAME)
         try:
             ids = recover_executors(client._sys_db, targets)
         finally:
             client.destroy()
-        for target in targets:
-            beats.forget(target)  # its turns are back on the queue
+        for target in targets:  # its turns are back on the queue
+            beats.forget(target, RECOVERING + me.owner)
         beats.close()
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
     except Exception as exc:
         raise _fail(f"durable database {type(exc).__name__}: {exc}") from None
     for target in targets:
-        age = ages.get(target)
-        seen = f"last heartbeat {age:.0f}s ago" if age is not None else "no heartbeat row"
+        row = rows.get(target)
+        seen = f"last heartbeat {row.age:.0f}s ago" if row is not None else "no heartbeat row"
         _out.print(f"executor {escape(target)}: {seen}", highlight=False)
     _out.print(f"resumed {len(ids)} pending turn(s)", highlight=False)

@@ -3,10 +3,11 @@
 ``DurableExecutor`` is the :class:`~shipagent.turns.TurnExecutor` a started agent uses when
 ship.json turns ``durable`` on. It runs in one of two roles:
 
-* **worker** (default; ``shipagent worker``, ``shipagent serve``): launches DBOS in this process,
-  so queued turns of any chat run here up to the queue's per-worker concurrency; writes a
-  heartbeat row every :data:`HEARTBEAT_SECONDS` and, every few seconds, resumes the pending turns
-  of executors whose heartbeat is older than ``recoverAfterSeconds``;
+* **worker** (default; ``shipagent worker``, ``shipagent serve``): claims its executor id
+  in the database (``_heartbeat``) and launches DBOS in this process, so queued turns of any chat
+  run here up to the queue's per-worker concurrency; beats its row every
+  :data:`HEARTBEAT_SECONDS` and as often resumes the pending turns of dead executors (heartbeat
+  older than ``recoverAfterSeconds``, or the process gone on this machine);
 * **client** (``serve --no-worker``): only enqueues turns and waits for their results through a
   ``DBOSClient``; other processes execute them.
 
@@ -28,8 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
-import socket
+import signal
 import uuid
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -46,7 +46,7 @@ from ..events import RunEvent, TextDelta
 from ..results import AgentResult, StepEvent
 from ..stores import PgStores
 from ..turns import TurnHooks
-from ._heartbeat import Heartbeats
+from ._heartbeat import RECOVERING, Claimant, Heartbeats, claim_executor_id, this_process
 from ._hooks import DurableTurnHooks
 from ._local import Dequeuer
 from ._pgturns import PgTurnHooks
@@ -55,8 +55,6 @@ from ._settings import (
     QUEUE_NAME,
     WORKFLOW_NAME,
     DurableSettings,
-    ExecutorSlot,
-    claim_slot,
     resolve_settings,
 )
 from ._stream import EventReader, finish_reading
@@ -126,7 +124,10 @@ class DurableExecutor:
         self.executor_id: str | None = None
         self.recovered: list[str] = []
         """Workflow ids this worker re-enqueued for dead executors (for tests and logs)."""
-        self._slot: ExecutorSlot | None = None
+        self._me: Claimant = this_process()
+        self.on_lost: Callable[[], None] = _stop_process
+        """Called once if another process took this worker's executor id over (see :meth:`_beat`)."""
+        self._lost = False
         self._heartbeats: Heartbeats | None = None
         self._client: DBOSClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -169,12 +170,14 @@ class DurableExecutor:
         return self
 
     async def _start_worker(self) -> None:
-        self._slot = claim_slot(self.agent.project_root, self.settings)
-        self.executor_id = self._slot.executor_id
-        self._heartbeats = Heartbeats(self.settings)
+        self._heartbeats = beats = Heartbeats(self.settings)
         try:
-            await self._beat()  # before launch: a worker that dies while recovering is visible
-            bind_agent(self.agent)
+            # claimed before launch: a worker that dies while recovering is visible (and its id
+            # is never another live worker's, which would hide the death)
+            self.executor_id = await anyio.to_thread.run_sync(
+                claim_executor_id, beats, self.settings, self._me
+            )
+            bind_agent(self.agent, self.executor_id)
             self.agent.turn_hooks = self._hooks()
             config: Any = {
                 "name": APP_NAME,
@@ -279,16 +282,33 @@ class DurableExecutor:
             with suppress(Exception):
                 await stores.close()
         if self._heartbeats is not None:
+            if self.executor_id is not None and not self._lost:
+                beats, executor_id, owner = self._heartbeats, self.executor_id, self._me.owner
+                with suppress(Exception):  # unreachable database: the row goes stale by itself
+                    await anyio.to_thread.run_sync(beats.release, executor_id, owner)
             self._heartbeats.close()
-        if self._slot is not None:
-            self._slot.release()
 
     # -- heartbeat and recovery ------------------------------------------------------------------
 
     async def _beat(self) -> None:
+        """Beat this worker's row; if the id is no longer ours, stop being a worker.
+
+        The beat matches nothing when another process took the id over: this one was found dead
+        (silent longer than ``recoverAfterSeconds``: stopped, or cut off from the database) and
+        its turns were handed to other workers. Going on under an id someone else owns would hide
+        this process's own death later, so it stops (:attr:`on_lost`: SIGTERM to itself).
+        """
         assert self._heartbeats is not None and self.executor_id is not None
-        beat = self._heartbeats.beat
-        await anyio.to_thread.run_sync(beat, self.executor_id, os.getpid(), socket.gethostname())
+        mine = await anyio.to_thread.run_sync(self._heartbeats.beat, self.executor_id, self._me.owner)
+        if not mine and not self._lost:
+            self._lost = True
+            log.error(
+                "durable: executor id %s was taken over by another process (this worker was silent "
+                "longer than recoverAfterSeconds=%g); stopping this worker",
+                self.executor_id,
+                self.settings.recover_after_seconds,
+            )
+            self.on_lost()
 
     async def _heartbeat_loop(self) -> None:
         while True:
@@ -299,32 +319,42 @@ class DurableExecutor:
                 log.warning("durable heartbeat failed: %s", exc)
 
     async def _recovery_loop(self) -> None:
-        interval = min(max(self.settings.recover_after_seconds / 3, 0.5), 10.0)
+        interval = min(max(self.settings.recover_after_seconds / 3, 0.5), HEARTBEAT_SECONDS)
         while True:
             await asyncio.sleep(interval)
+            if self._lost:
+                return
             try:
                 await self.recover_dead()
             except Exception as exc:
                 log.warning("durable recovery pass failed: %s", exc)
 
     async def recover_dead(self) -> list[str]:
-        """Resume the pending turns of every executor whose heartbeat is stale (one winner each)."""
+        """Resume the pending turns of every dead executor (one winner each, claimed in the DB)."""
         hb, me, after = self._heartbeats, self.executor_id, self.settings.recover_after_seconds
         assert hb is not None and me is not None
+        claimant = self._me
 
         def work() -> list[str]:
             done: list[str] = []
-            for dead in hb.stale(me, after):
-                if hb.claim(dead, after):  # exactly one live worker wins each dead executor
-                    ids = recover_executors(_sys_db(), [dead])
-                    hb.forget(dead)
+            for dead in hb.dead(me, after):
+                if hb.take_over(dead, claimant, after):  # exactly one live worker wins each
+                    ids = recover_executors(_sys_db(), [dead.executor_id])
+                    hb.forget(dead.executor_id, RECOVERING + claimant.owner)
                     if ids:
-                        log.warning("durable: resumed %d turn(s) of dead executor %s", len(ids), dead)
+                        log.warning(
+                            "durable: resumed %d turn(s) of dead executor %s", len(ids), dead.executor_id
+                        )
                     done.extend(ids)
             return done
 
         done = await anyio.to_thread.run_sync(work)
         self.recovered.extend(done)
+        if done:  # back on the queue: claim them now (and wake the others) rather than at a poll
+            if self._dequeuer is not None:
+                self._dequeuer.request()
+            if self._wake is not None:
+                self._wake.notify_soon(QUEUED_CHANNEL)
         return done
 
     # -- turns -----------------------------------------------------------------------------------
@@ -440,6 +470,11 @@ class DurableExecutor:
             if done is not None and done.done():
                 done = self._wake.waiter(rid) if self._wake is not None else None  # re-arm
             interval = min(interval * 1.5, RESULT_POLL_MAX_SECONDS[self._backend])
+
+
+def _stop_process() -> None:
+    """Ask this process to stop as SIGTERM does (``shipagent worker`` and ``serve`` stop cleanly)."""
+    signal.raise_signal(signal.SIGTERM)
 
 
 def _sys_db() -> Any:

@@ -15,6 +15,7 @@ Typical wiring::
 from typing import TYPE_CHECKING
 
 from .._lazy import lazy_attributes
+from .._patterns import UnsupportedPatternError
 from ._catalog import CatalogToolset, SkillsSource
 from ._grep import GrepMatch, GrepResult, InvalidPatternError, find_ripgrep, grep_file
 from ._paging import Page, Tail
@@ -58,6 +59,7 @@ __all__ = [
     "SkillsSource",
     "SpillToolset",
     "Tail",
+    "UnsupportedPatternError",
     "context_app",
     "context_files_for",
     "context_grep",

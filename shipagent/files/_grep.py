@@ -1,4 +1,9 @@
-"""Regex search in one context file: ripgrep when there is one, pure Python otherwise.
+"""Regex search in one context file: ripgrep when there is one, RE2 in-process otherwise.
+
+The pattern comes from a model, so both engines are linear-time (ripgrep's Rust regex, and RE2
+through :mod:`shipagent._patterns`): no pattern can make a search backtrack for minutes. RE2 is the
+gate — a pattern it refuses (a lookaround, a backreference, bad syntax) is refused before ripgrep
+starts — so both accept the same patterns.
 
 Both engines answer the same question the same way — 1-based line numbers, a line's text without
 its ``\\n``, ``before``/``after`` as the N lines around each returned match (whatever those lines
@@ -6,8 +11,8 @@ are), ``total_matches`` as the number of matching lines in the whole file — so
 different results depending on the machine. The tests run both on one corpus and compare.
 
 ripgrep is run as ``rg -n -m N`` (it stops reading after the N-th match), plus ``rg -c`` for
-the total only when the first pass hit N; the Python engine skips whole 4 MB blocks in which the
-pattern does not occur before it looks at single lines.
+the total only when the first pass hit N; the RE2 engine reads raw bytes, as ripgrep does, and
+skips whole 4 MB blocks in which the pattern does not occur before it looks at single lines.
 """
 
 from __future__ import annotations
@@ -24,17 +29,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
+from .._patterns import CompiledPattern, InvalidPatternError, compile_pattern
+
 __all__ = ["GrepEngine", "GrepMatch", "GrepResult", "InvalidPatternError", "find_ripgrep", "grep_file"]
 
-GrepEngine = Literal["ripgrep", "python"]
+GrepEngine = Literal["ripgrep", "re2"]
 _CHUNK = 4 * 1024 * 1024
-# Python's ``re`` and ripgrep's regex agree on a line and on the same line inside a block, except
-# for these (string-edge and look-around assertions): with them the Python engine goes line by line.
-_NO_BLOCK_SKIP = ("\\A", "\\Z", "\\z", "(?=", "(?!", "(?<=", "(?<!")
-
-
-class InvalidPatternError(ValueError):
-    """The pattern is not a valid regular expression (for either engine)."""
+# A pattern matches a line alone as it matches that line inside a block searched with ``(?m)``,
+# except with text-edge assertions or ``m`` switched off inline: those go line by line.
+_NO_BLOCK_SKIP = ("\\A", "\\z")
+_FLAGS_OFF_M = re.compile(r"\(\?[A-Za-z]*-[A-Za-z]*m")  # fixed and backtrack-free; scans a short string
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,27 +82,24 @@ def grep_file(
     rg: str | None = None,
     engine: GrepEngine | None = None,
 ) -> GrepResult:
-    """Search ``path`` line by line for ``pattern``.
+    """Search ``path`` line by line for ``pattern``. Blocking: call it from a worker thread.
 
     Args:
         path: the file.
-        pattern: a regular expression (the common subset of Python ``re`` and Rust regex).
+        pattern: a regular expression in RE2 syntax (which ripgrep's Rust regex also reads).
         max_results: how many matches to return (``total_matches`` counts them all).
         context_lines: lines of context before and after each returned match.
         case_sensitive: ``False`` folds case (Unicode-aware in both engines).
         rg: the ripgrep binary; ``None`` looks it up with :func:`find_ripgrep`.
-        engine: force ``"python"`` or ``"ripgrep"``; ``None`` prefers ripgrep when present.
+        engine: force ``"re2"`` or ``"ripgrep"``; ``None`` prefers ripgrep when present.
 
     Raises:
-        InvalidPatternError: the pattern compiles in neither engine available.
+        UnsupportedPatternError: (an :class:`InvalidPatternError`) the pattern uses a construct
+            neither engine has, such as a lookbehind; the message names it.
+        InvalidPatternError: the pattern is not a regular expression, or is too long.
     """
-    compiled: re.Pattern[str] | None
-    try:
-        compiled = re.compile(pattern, 0 if case_sensitive else re.IGNORECASE)
-        python_error = None
-    except re.error as exc:
-        compiled, python_error = None, str(exc)
-    binary = None if engine == "python" else (rg or find_ripgrep())
+    compiled = compile_pattern(pattern, case_sensitive=case_sensitive)
+    binary = None if engine == "re2" else (rg or find_ripgrep())
     if engine == "ripgrep" and binary is None:
         raise FileNotFoundError("ripgrep (rg) is not installed")
     if binary is not None:
@@ -107,9 +108,7 @@ def grep_file(
             return result
         if engine == "ripgrep":
             raise InvalidPatternError(f"ripgrep rejected the pattern {pattern!r}")
-    if compiled is None:
-        raise InvalidPatternError(f"invalid regular expression {pattern!r}: {python_error}")
-    return _grep_python(path, compiled, max_results, context_lines)
+    return _grep_re2(path, compiled, max_results, context_lines)
 
 
 # --- ripgrep ------------------------------------------------------------------------------------
@@ -130,7 +129,7 @@ def _rg_base(binary: str, pattern: str, case_sensitive: bool) -> list[str]:
 def _grep_ripgrep(
     binary: str, path: Path, pattern: str, max_results: int, context_lines: int, case_sensitive: bool
 ) -> GrepResult | None:
-    """Run ripgrep; ``None`` when it rejects the pattern (the caller falls back to Python).
+    """Run ripgrep; ``None`` when it rejects the pattern (the caller falls back to RE2).
 
     ``rg -n -m N`` stops reading after the N-th match; the total then comes from ``rg --count``
     (no line numbers, no output: ripgrep's fastest full pass), which is started at the same time
@@ -213,78 +212,98 @@ def _collect(lines: list[bytes], seen: dict[int, bytes], match_lines: list[int],
 _READ = 1 << 16
 
 
-# --- pure Python --------------------------------------------------------------------------------
+# --- RE2, in-process --------------------------------------------------------------------------
 
 
-def _grep_python(path: Path, pattern: re.Pattern[str], max_results: int, context_lines: int) -> GrepResult:
-    block_skip = re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
-    can_skip = not any(token in pattern.pattern for token in _NO_BLOCK_SKIP)
+def _grep_re2(path: Path, pattern: CompiledPattern, max_results: int, context_lines: int) -> GrepResult:
+    """Whole 4 MB blocks at a time: RE2 finds the candidate lines, each is then checked alone.
+
+    Only lines where the block search hits are looked at one by one (searching every line
+    through the binding's per-call overhead would cost more than the search itself); the lines
+    around a returned match come from the block's split, or from the previous or next block.
+    """
+    finder = compile_pattern(pattern.source, case_sensitive=pattern.case_sensitive, multiline=True)
+    can_skip = not any(token in pattern.source for token in _NO_BLOCK_SKIP)
+    can_skip = can_skip and _FLAGS_OFF_M.search(pattern.source) is None
     matches: list[GrepMatch] = []
-    pending: list[tuple[int, str, list[str], list[str]]] = []  # returned matches awaiting after-lines
-    recent: deque[str] = deque(maxlen=context_lines or 1)
+    pending: list[tuple[int, bytes, list[bytes], list[bytes]]] = []  # returned matches awaiting after-lines
+    recent: deque[bytes] = deque(maxlen=context_lines or 1)
     total = 0
-    line_no = 0
+    line_no = 0  # lines before this block
     for chunk in _chunks(path):
-        lines = chunk.split("\n")
         collecting = len(matches) + len(pending) < max_results
-        if can_skip and not pending and block_skip.search(chunk) is None:
-            line_no += len(lines)
-            if context_lines:
-                recent.extend(lines[-context_lines:])
+        if not collecting and not pending and can_skip:  # only counting now: no split needed
+            total += sum(
+                1 for _, start, end in _candidates(chunk, finder) if pattern.search_bytes(chunk[start:end])
+            )
+            line_no += chunk.count(b"\n") + 1
             continue
-        if not collecting and not pending:  # only counting now
-            if can_skip:
-                total += _count_matching_lines(chunk, pattern, block_skip)
+        if can_skip and not pending and finder.find(chunk) is None:
+            line_no += chunk.count(b"\n") + 1
+            if context_lines:
+                recent.extend(chunk.rsplit(b"\n", context_lines)[-context_lines:])
+            continue
+        lines = chunk.split(b"\n")
+        for entry in pending:  # matches of the previous block get their after-lines from this one
+            entry[3].extend(lines[: context_lines - len(entry[3])])
+        matches.extend(_match(*entry) for entry in pending if len(entry[3]) >= context_lines)
+        pending = [entry for entry in pending if len(entry[3]) < context_lines]
+        indexes = (i for i, _, _ in _candidates(chunk, finder)) if can_skip else iter(range(len(lines)))
+        for i in indexes:
+            if not pattern.search_bytes(lines[i]):
+                continue
+            total += 1
+            if len(matches) + len(pending) >= max_results:
+                continue
+            before = lines[max(0, i - context_lines) : i]
+            if len(before) < context_lines:
+                before = [*recent, *before][-context_lines:]
+            after = lines[i + 1 : i + 1 + context_lines]
+            entry = (line_no + i + 1, lines[i], before, after)
+            if len(after) >= context_lines:
+                matches.append(_match(*entry))
             else:
-                total += sum(1 for text in lines if pattern.search(text))
-            line_no += len(lines)
-            continue
-        for text in lines:
-            line_no += 1
-            if pending:
-                for entry in pending:
-                    entry[3].append(text)
-                while pending and len(pending[0][3]) >= context_lines:
-                    number, content, before, after = pending.pop(0)
-                    matches.append(GrepMatch(number, content, before, after))
-            if pattern.search(text):
-                total += 1
-                if len(matches) + len(pending) < max_results:
-                    before = list(recent) if context_lines else []
-                    if context_lines:
-                        pending.append((line_no, text, before, []))
-                    else:
-                        matches.append(GrepMatch(line_no, text))
-            if context_lines:
-                recent.append(text)
-    matches.extend(GrepMatch(n, c, b, a) for n, c, b, a in pending)  # end of file cut their context
+                pending.append(entry)
+        if context_lines:
+            recent.extend(lines[-context_lines:])
+        line_no += len(lines)
+    matches.extend(_match(*entry) for entry in pending)  # end of file cut their context
     matches.sort(key=lambda m: m.line)
-    return GrepResult(total, matches, "python")
+    return GrepResult(total, matches, "re2")
 
 
-def _count_matching_lines(chunk: str, pattern: re.Pattern[str], finder: re.Pattern[str]) -> int:
-    """Matching lines of ``chunk``, visiting only lines where ``finder`` (``pattern`` + MULTILINE) hits.
+def _match(line: int, raw: bytes, before: list[bytes], after: list[bytes]) -> GrepMatch:
+    """A match with its lines decoded as ripgrep's are shown (invalid UTF-8 as U+FFFD)."""
+
+    def text(data: bytes) -> str:
+        return data.decode("utf-8", errors="replace")
+
+    return GrepMatch(line, text(raw), [text(b) for b in before], [text(a) for a in after])
+
+
+def _candidates(chunk: bytes, finder: CompiledPattern) -> Iterator[tuple[int, int, int]]:
+    """``(line index, start, end)`` of each line of ``chunk`` where ``finder`` (``(?m)``) hits.
 
     Complete: a line that matches on its own also holds a ``finder`` match, and after each hit the
     search restarts at the next line, so a hit spanning lines never hides a later line's match.
+    Each line is yielded once, in order; the caller checks it alone (a bare ^ only matches at a
+    real start, a hit spanning lines may not match any single one).
     """
-    count = 0
-    pos = 0
-    size = len(chunk)
+    pos, index, counted_to, size = 0, 0, 0, len(chunk)
     while pos <= size:
-        hit = finder.search(chunk, pos)
+        hit = finder.find(chunk, pos)
         if hit is None:
-            break
-        start = chunk.rfind("\n", 0, hit.start()) + 1
-        end = chunk.find("\n", hit.start())
+            return
+        start = chunk.rfind(b"\n", 0, hit) + 1
+        index += chunk.count(b"\n", counted_to, start)
+        counted_to = start
+        end = chunk.find(b"\n", hit)
         end = size if end == -1 else end
-        if pattern.search(chunk[start:end]):  # sliced: a bare ^ only matches at a real start
-            count += 1
+        yield index, start, end
         pos = end + 1
-    return count
 
 
-def _chunks(path: Path) -> Iterator[str]:
+def _chunks(path: Path) -> Iterator[bytes]:
     """Whole lines of a file, ~4 MB at a time, joined by ``\n``, without the file's final newline."""
     with open(path, "rb") as fh:
         carry = b""
@@ -298,6 +317,6 @@ def _chunks(path: Path) -> Iterator[str]:
                 carry = data
                 continue
             carry = data[cut + 1 :]
-            yield data[:cut].decode("utf-8", errors="replace")
+            yield data[:cut]
         if carry:
-            yield carry.decode("utf-8", errors="replace")
+            yield carry

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from .._paths import resolve_inside
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import BadRequestError, NotFoundError
 from ..jsonl import append_lines, remove_stale_tmp
@@ -109,8 +110,8 @@ class ContextFiles:
 
     Args:
         paths: the project's ``.ship/`` layout.
-        grep_engine: force ``"python"`` or ``"ripgrep"`` for :meth:`grep`; ``None`` uses ripgrep
-            when an ``rg`` binary is found and Python otherwise.
+        grep_engine: force ``"re2"`` or ``"ripgrep"`` for :meth:`grep`; ``None`` uses ripgrep
+            when an ``rg`` binary is found and RE2 in-process otherwise.
     """
 
     def __init__(self, paths: ShipPaths, *, grep_engine: GrepEngine | None = None) -> None:
@@ -175,8 +176,13 @@ class ContextFiles:
         return ref
 
     def path_of(self, chat_key: str, ref: ContextRef) -> Path:
-        """The file behind ``ref``, checked to be inside the chat's folder and present."""
-        path = safe_child(self.folder(chat_key), ref.path, what=f"context file {ref.id!r}")
+        """The file behind ``ref``, checked to be inside the chat's folder and present.
+
+        Inside the project too: a chat folder (or ``.ship/``) that is a symlink out is refused.
+        """
+        what = f"context file {ref.id!r}"
+        path = safe_child(self.folder(chat_key), ref.path, what=what)
+        resolve_inside(self.paths.project_root, path, what)
         if not ref.eager and not path.exists():
             raise NotFoundError(f"context file {ref.id!r} is a lazy ref that has not been built yet")
         if not path.is_file():

@@ -273,7 +273,9 @@ async def context_grep(
 
     Args:
         id: the context file id.
-        pattern: a regular expression (matched against each line; a plain word works too).
+        pattern: a regular expression in RE2 syntax, matched against each line (a plain word
+            works too). Lookahead, lookbehind and backreferences are not supported: search for a
+            literal piece of the line instead.
         maxResults: how many matches to return (default 50, at most 500); totalMatches counts all.
         contextLines: lines of context before and after each match (default 0, at most 20).
         caseSensitive: match case exactly (default false).

@@ -7,8 +7,8 @@ fixed for the whole session once every server has listed its tools, and a name c
 start-up with a :class:`~shipagent.errors.ConfigError` after every started server is stopped
 again, because silently dropping one tool would make the model call the wrong thing.
 
-stdio servers get the process environment plus their ``env``, run in ``cwd`` (default: the project
-root) and write stderr to ``.ship/logs/mcp/<server>.log``, whose last lines explain a server that
+stdio servers get only their ``env`` over a few safe variables (``PATH``, ``HOME``, ``LANG``, see
+``_stdio``), run in ``cwd`` (default: the project root) and write stderr to ``.ship/logs/mcp/<server>.log``, whose last lines explain a server that
 exits during start-up. Stopping is shielded from cancellation and each stdio server's whole process
 group is killed once its session is over (``_stdio``), so no child outlives the agent, also when a
 run crashed or the server exited on its own and left background processes. A server writing bytes
@@ -253,14 +253,14 @@ class McpManager:
         from fastmcp.client.transports import ClientTransport, SSETransport, StreamableHttpTransport
         from pydantic_ai.mcp import MCPToolset
 
-        from ._stdio import ShipStdioTransport
+        from ._stdio import ShipStdioTransport, server_environment
 
         transport: ClientTransport
         if isinstance(cfg, McpStdioServer):
             transport = self._stdio[name] = ShipStdioTransport(
                 command=cfg.command,
                 args=list(cfg.args),
-                env={**os.environ, **cfg.env},
+                env=server_environment(cfg),  # never the server's own keys
                 cwd=str(self._cwd(cfg)),
                 keep_alive=False,  # FastMCP's default keeps the process after the session: an orphan
                 log_file=self._open_log(name),

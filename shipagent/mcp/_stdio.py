@@ -13,6 +13,11 @@ a new session (its own process group) but leaves two gaps this module closes:
   server's process group and ends the stream, so the session sees the connection close at once
   and the server is marked dead.
 
+- **What the server is handed.** Only the variables its ship.json entry names, over the SDK's
+  safe defaults (``HOME``, ``LOGNAME``, ``PATH``, ``SHELL``, ``TERM``, ``USER``) and ``LANG``
+  (:func:`server_environment`), never the server's API keys; and stdin, stdout and stderr only:
+  uvloop's spawn would pass every descriptor not marked close-on-exec, so they are marked first.
+
 Both hooks sit at two module-level names of ``mcp.client.stdio`` (the process spawn and the text
 decoder) and act only inside a connection of a :class:`ShipStdioTransport`, found through a context
 variable that the SDK's connection task inherits; any other user of the SDK in the process is
@@ -29,11 +34,15 @@ from contextvars import ContextVar
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import mcp.client.stdio as _sdk_stdio
 from anyio.streams.text import TextReceiveStream
 from fastmcp.client.transports import StdioTransport
 
-__all__ = ["ShipStdioTransport"]
+from ..config import McpStdioServer
+from ..tools._confine import seal_descriptors
+
+__all__ = ["ShipStdioTransport", "server_environment"]
 
 logger = logging.getLogger("shipagent.mcp")
 
@@ -101,8 +110,17 @@ class _CheckedTextStream(TextReceiveStream):
 _original_spawn = getattr(_sdk_stdio, "_create_platform_compatible_process", None)
 
 
+def server_environment(cfg: McpStdioServer) -> dict[str, str]:
+    """A stdio server's whole environment: the SDK's safe defaults, ``LANG``, then its ``env``."""
+    env = _sdk_stdio.get_default_environment()
+    if "LANG" in os.environ:
+        env["LANG"] = os.environ["LANG"]
+    return {**env, **cfg.env}
+
+
 async def _spawn(*args: Any, **kwargs: Any) -> Any:
     assert _original_spawn is not None
+    await anyio.to_thread.run_sync(seal_descriptors)
     process = await _original_spawn(*args, **kwargs)
     transport = _current.get()
     if transport is not None:

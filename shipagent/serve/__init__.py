@@ -2,10 +2,13 @@
 
 A room over the core: it drives :meth:`ShipAgent.run` and :meth:`ShipAgent.run_stream` and never
 reaches into a turn. ``create_app(agent)`` returns the ASGI app; ``shipagent serve`` runs it under
-uvicorn. See docs/guides/serve.md for the endpoints.
+uvicorn with ``uvicorn_options(agent.config.serve)`` (header size, deadlines, connection limits),
+which an embedding program passes to its own ``uvicorn.run`` too. See docs/guides/serve.md for
+the endpoints.
 """
 
 from ._app import ServeState, create_app
 from ._auth import ApiKey, Auth, is_loopback
+from ._conn import uvicorn_options
 
-__all__ = ["ApiKey", "Auth", "ServeState", "create_app", "is_loopback"]
+__all__ = ["ApiKey", "Auth", "ServeState", "create_app", "is_loopback", "uvicorn_options"]

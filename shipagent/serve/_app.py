@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import FileResponse, HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
@@ -27,8 +27,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent import ShipAgent
 from ..config import ServeApiKey, ServeConfig
-from ..errors import ShipAgentError
+from ..errors import ConfigError, ShipAgentError
 from ._auth import ApiKey, Auth, is_loopback
+from ._guard import BrowserGuard
+from ._idempotency import IdempotencyKeys
 from ._routes import Api
 from ._wire import ApiError, JSONResponse, error_response
 
@@ -52,6 +54,8 @@ class ServeState:
         self.settings = settings
         self.approvals: dict[str, tuple[int | None, str]] = {}
         """approval id → (index of the key whose turn asked, chat key)."""
+        self.idempotency = IdempotencyKeys(enabled=not agent.config.durable.enabled)
+        """Plain mode: a reused ``Idempotency-Key`` is a 409 (durable mode: the queue dedupes)."""
         self.closing = False
         self.active = 0
         self._idle = anyio.Event()
@@ -144,6 +148,8 @@ def _handle(
             return error_response(exc, headers)
         except ShipAgentError as exc:  # a bad chat key or argument from the caller
             return error_response(ApiError(400, type(exc).__name__, str(exc)))
+        except ClientDisconnect:  # gone mid-body (or cut off by a body deadline): nobody to answer
+            return error_response(ApiError(400, "client_disconnected", "the client left mid-request"))
 
     return endpoint
 
@@ -171,10 +177,16 @@ def create_app(
             bare key strings (allowed every chat). ``None`` uses ship.json.
 
     Raises:
-        ConfigError: an API key is malformed.
+        ConfigError: an API key is malformed, or ``serve.corsOrigins`` is set without keys.
     """
     settings = agent.config.serve
     auth = Auth(settings.api_keys if api_keys is None else api_keys)
+    if settings.cors_origins and not auth.enabled:
+        raise ConfigError(
+            "serve.corsOrigins needs serve.apiKeys: without keys any page on those origins could "
+            "drive the agent",
+            path="serve.corsOrigins",
+        )
     state = ServeState(agent, auth, settings)
     api = Api(state)
 
@@ -215,4 +227,10 @@ def create_app(
         exception_handlers={HTTPException: _http_error, 500: _http_error},
     )
     app.state.serve = state
-    return AccessLog(app)
+    guarded = BrowserGuard(
+        app,
+        keys=auth.enabled,
+        allowed_hosts=settings.allowed_hosts,
+        cors_origins=settings.cors_origins,
+    )
+    return AccessLog(guarded)

@@ -25,6 +25,7 @@ from ..agent import ShipAgent
 from ..config import ShipConfig
 from ..errors import ShipAgentError
 from ._auth import is_loopback
+from ._conn import uvicorn_options
 
 __all__ = ["load_model_factory", "serve", "serve_check_hook"]
 
@@ -90,10 +91,11 @@ def serve(
         port=port,
         access_log=False,  # shipagent's access log has one line per request, without keys
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_seconds),
-        # Longer than clients keep idle connections (httpx and the OpenAI SDK: 5 s), so a client
-        # never sends on a connection the server is closing at the same moment.
-        timeout_keep_alive=30,
         log_level="warning",
+        # header size, header/body deadlines, keep-alive (serve.limits.keepAliveSeconds: 30 s by
+        # default, longer than clients keep idle connections, so a client never sends on a
+        # connection the server is closing at the same moment), connection counts
+        **uvicorn_options(settings),
     )
 
 

@@ -23,6 +23,7 @@ from ._auth import ApiKey
 from ._chats import list_chats, read_transcript_page, shared_chats
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
 from ._stream import SSE_HEADERS, EventStream, native_events, openai_chunks
+from ._terminal import terminated
 from ._wire import ApiError, JSONResponse, read_json, result_json
 
 if TYPE_CHECKING:
@@ -191,20 +192,23 @@ class Api:
         stream = body.get("stream", False)
         if not isinstance(stream, bool):
             raise ApiError(400, "invalid_request", "'stream' must be true or false")
+        idempotency_key = _idempotency_key(request)
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             self.state.check_open()  # before the 200 of an event stream goes out
             events = self.agent.run_stream(
                 chat_key,
                 text,
                 approval_timeout=self.state.settings.approval_timeout_seconds,
-                request_id=_idempotency_key(request),
+                request_id=idempotency_key,
             )
+            events = self.state.idempotency.claim(idempotency_key).watch(events)  # 409 if reused
             approvals = _TurnApprovals(self.state, key, chat_key)
-            body_iter = native_events(events, approvals.opened)
+            body_iter = terminated(native_events(events, approvals.opened), "native", idempotency_key)
             return EventStream(self._counted(body_iter, approvals), headers=SSE_HEADERS)
         self.state.turn_started()
         try:
-            result = await self.agent.run(chat_key, text, request_id=_idempotency_key(request))
+            with self.state.idempotency.claim(idempotency_key) as claim:  # 409 if reused
+                result = claim.settle(await self.agent.run(chat_key, text, request_id=idempotency_key))
         finally:
             self.state.turn_ended()
         return JSONResponse(result_json(result))
@@ -216,20 +220,25 @@ class Api:
         validate_chat_key(turn.chat_key)
         self.state.caller(request, turn.chat_key)
         headers = {IGNORED_HEADER: "system-message"} if turn.ignored_system else {}
+        idempotency_key = _idempotency_key(request)
         if turn.stream:
             self.state.check_open()
             events = self.agent.run_stream(
                 turn.chat_key,
                 turn.text,
                 approval_timeout=self.state.settings.approval_timeout_seconds,
-                request_id=_idempotency_key(request),
+                request_id=idempotency_key,
             )
+            events = self.state.idempotency.claim(idempotency_key).watch(events)  # 409 if reused
             approvals = _TurnApprovals(self.state, key, turn.chat_key)
-            chunks = openai_chunks(events, turn.model, approvals.opened)
+            chunks = terminated(openai_chunks(events, turn.model, approvals.opened), "openai")
             return EventStream(self._counted(chunks, approvals), headers={**SSE_HEADERS, **headers})
         self.state.turn_started()
         try:
-            result = await self.agent.run(turn.chat_key, turn.text, request_id=_idempotency_key(request))
+            with self.state.idempotency.claim(idempotency_key) as claim:  # 409 if reused
+                result = claim.settle(
+                    await self.agent.run(turn.chat_key, turn.text, request_id=idempotency_key)
+                )
         finally:
             self.state.turn_ended()
         if not result.success:

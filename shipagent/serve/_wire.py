@@ -82,7 +82,6 @@ async def read_json(request: Request, max_bytes: int) -> Any:
             raise ApiError(413, "body_too_large", f"request body is over the limit of {max_bytes} bytes")
     if not body:
         raise ApiError(400, "invalid_json", "the request needs a JSON body")
-    try:
-        return json.loads(body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(400, "invalid_json", f"the request body is not valid JSON: {exc}") from None
+    from ._input import parse_json  # depth, number and surrogate checks (imports ApiError from here)
+
+    return parse_json(bytes(body))

@@ -20,7 +20,9 @@ def load_tool_modules(config: ShipConfig, *, project_root: Path | None = None) -
 
     A module is any importable name; with ``project_root`` given, modules beside ship.json
     (``mytools.py``) are importable too, without the user editing ``PYTHONPATH``. The project root
-    is on ``sys.path`` only while importing, so it does not shadow other imports for the process.
+    is on ``sys.path`` only while importing, so it does not shadow other imports for the process,
+    and it goes at the end: a file a command dropped beside ship.json (``csv.py``) never shadows a
+    module of the standard library or an installed package that the tools import for the first time.
 
     Raises:
         ConfigError: naming ``tools.modules[i]`` when a module cannot be imported, has no
@@ -30,7 +32,7 @@ def load_tool_modules(config: ShipConfig, *, project_root: Path | None = None) -
     if project_root is not None:
         entry = str(project_root.resolve())
         if entry not in sys.path:
-            sys.path.insert(0, entry)
+            sys.path.append(entry)  # last: see the docstring
             added = True
     try:
         return [load_tool_module(name, index) for index, name in enumerate(config.tools.modules)]

@@ -5,16 +5,23 @@ the kernel can promise that. Inside the sandbox:
 
 - the whole file system is mounted read-only, except the project root (read-write), a private
   empty ``/tmp``, and ``permissions.execShell.writablePaths``;
-- ``.ship/`` (chats, memory, context files) is read-only: a command cannot rewrite the history the
-  model reads. exec_shell captures a command's output through pipes, outside the sandbox, so no
-  part of ``.ship/`` needs to be writable for the call's own output;
-- the user's home directory and ``/run`` (where daemons keep their Unix sockets) are empty; a
-  project inside the home directory is mounted back on top, and so are (read-only) the home's
-  directories that hold ``$PATH`` entries or the running Python (``~/.pyenv``, ``~/.cargo``);
+- ``.ship/`` (every chat's history, memory, context files) is an empty read-only directory;
+  ``.env``, ``.env.*`` and ``.envrc`` of the project, ``/etc/shadow`` and ``/etc/gshadow`` cannot
+  be opened (``/dev/null`` on a ``nodev`` mount over them), and ``permissions.execShell.hide``
+  hides more: a command sees no other chat and no secret. exec_shell captures
+  a command's output through pipes, outside the sandbox, and the model pages big outputs with
+  ``context_read``, so no command needs ``.ship/``;
+- what defines the agent (``_confine.agent_files``: ship.json, Agent.md, skills, the project's
+  modules the server imported, MCP server scripts) is mounted read-only over the project;
+- the user's home directory, ``/root``, ``/home`` and ``/run`` (where daemons keep their Unix
+  sockets) are empty; a project inside them is mounted back on top, and so are (read-only) the
+  home's directories that hold ``$PATH`` entries or the running Python (``~/.pyenv``, ``~/.cargo``);
+- limits (:class:`SandboxLimits`): how many processes run at once and how big a file may grow;
 - the network is a private, empty namespace unless ``permissions.execShell.network`` is true;
 - a new PID namespace, a new session and ``--die-with-parent``: when the command's shell exits or
-  the call is killed, every process it started dies with it; ``--cap-drop ALL`` keeps a root user
-  from remounting anything.
+  the call is killed, every process it started dies with it, and ``/proc`` shows only the
+  sandbox's processes (no other process's environment); every capability is dropped, so a root
+  user cannot remount anything.
 
 :func:`bwrap_argv` is pure (easy to test exhaustively); :func:`plan_sandbox` looks at the machine
 (which ``bwrap``, whether it works, which directories exist) and must run in a worker thread.
@@ -28,6 +35,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -38,9 +46,11 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..config import ExecShellPermission, ShipConfig
+from ._confine import agent_files, secret_files
 
 __all__ = [
     "SandboxLayout",
+    "SandboxLimits",
     "SandboxPlan",
     "SandboxStatus",
     "bwrap_argv",
@@ -58,6 +68,51 @@ _PROBE_TIMEOUT_SECONDS = 10.0
 
 
 @dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Resource limits inside the sandbox.
+
+    ``processes`` caps processes and threads at once. The portable ``RLIMIT_NPROC`` does not bind
+    root (the kernel exempts uid 0), so when the server runs as root the sandbox's PID namespace
+    gets ``kernel.pid_max`` instead (Linux 6.14 and later), ``/proc/sys`` is remounted read-only
+    so the command cannot raise it, and the capabilities are dropped afterwards (``setpriv``).
+    ``file_bytes`` is ``RLIMIT_FSIZE``: a write past it fails (``SIGXFSZ``).
+    """
+
+    processes: int = 1024
+    file_bytes: int | None = 1024**3
+    pid_namespace: bool = False
+    """Cap with the PID namespace's ``pid_max`` (root with ``setpriv``) instead of capabilities
+    dropped by bwrap itself."""
+
+
+# Runs inside the sandbox before the command: $1 processes, $2 file KiB or "none", then the command.
+_LIMITS = r"""n=$1; f=$2; shift 2
+ulimit -u "$n" || { echo "shipagent sandbox: cannot limit processes" >&2; exit 125; }
+if [ "$f" != none ]; then ulimit -f "$f" || { echo "shipagent sandbox: cannot limit file size" >&2; exit 125; }; fi
+exec "$@"
+"""
+_LIMITS_AS_ROOT = r"""n=$1; f=$2; shift 2
+v=$((n + 1)); [ "$v" -ge 301 ] || v=301  # the kernel refuses less (or less than 8 per CPU)
+capped=
+while [ "$v" -le 4194304 ]; do
+  if echo "$v" 2>/dev/null >/proc/sys/kernel/pid_max; then capped=1; break; fi
+  v=$((v * 2))
+done
+if [ -z "$capped" ] || ! { mount --bind /proc/sys /proc/sys && mount -o remount,bind,ro /proc/sys; }; then
+  echo "shipagent sandbox: cannot limit processes (kernel.pid_max of the PID namespace)" >&2; exit 125
+fi
+if [ "$f" != none ]; then ulimit -f "$f" || { echo "shipagent sandbox: cannot limit file size" >&2; exit 125; }; fi
+exec setpriv --bounding-set=-all --inh-caps=-all --ambient-caps=-all --no-new-privs -- "$@"
+"""
+
+
+def _limits_argv(limits: SandboxLimits, shell: str) -> list[str]:
+    files = "none" if limits.file_bytes is None else str(max(1, limits.file_bytes // 1024))
+    script = _LIMITS_AS_ROOT if limits.pid_namespace else _LIMITS
+    return [shell, "-c", script, "shipagent-limits", str(limits.processes), files]
+
+
+@dataclass(frozen=True, slots=True)
 class SandboxLayout:
     """The mounts of one sandbox, every path already resolved (no symlinks).
 
@@ -68,6 +123,11 @@ class SandboxLayout:
         readable: paths mounted back read-only after hiding (``/etc/resolv.conf``'s target).
         writable: extra read-write paths; one that does not exist is skipped by bwrap.
         network: keep the host network (otherwise a private, empty network namespace).
+        protected: paths mounted read-only over the project (what defines the agent).
+        masked_dirs: directories replaced by an empty read-only tmpfs (besides ``ship_dir``).
+        masked_files: files that cannot be opened (``/dev/null`` mounted over them, ``nodev``).
+        limits: resource limits, applied by a short shell prelude inside the sandbox.
+        shell: the shell that runs the prelude.
     """
 
     project_root: Path
@@ -76,6 +136,11 @@ class SandboxLayout:
     readable: tuple[Path, ...] = ()
     writable: tuple[Path, ...] = ()
     network: bool = False
+    protected: tuple[Path, ...] = ()
+    masked_dirs: tuple[Path, ...] = ()
+    masked_files: tuple[Path, ...] = ()
+    limits: SandboxLimits | None = None
+    shell: str = "/bin/sh"
 
 
 def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
@@ -83,7 +148,8 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
 
     Order matters, since a later mount covers an earlier one: the read-only root first, then the
     hidden directories, then the project (so a project under ``/tmp`` or the home directory is
-    mounted back), then ``.ship/`` read-only over it, then the extra writable paths last.
+    mounted back), then the extra writable paths, then the agent's own files read-only, and the
+    masks last, so no writable path can uncover ``.ship/`` or a secret.
     """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in sorted(layout.hidden, key=lambda p: len(p.parts)):
@@ -91,13 +157,23 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     for path in layout.readable:
         argv += ["--ro-bind-try", str(path), str(path)]
     root = str(layout.project_root)
-    argv += ["--bind", root, root, "--ro-bind", str(layout.ship_dir), str(layout.ship_dir)]
+    argv += ["--bind", root, root]
     for path in layout.writable:
         argv += ["--bind-try", str(path), str(path)]
+    for path in layout.protected:
+        argv += ["--ro-bind-try", str(path), str(path)]
+    for path in sorted({layout.ship_dir, *layout.masked_dirs}, key=lambda p: (len(p.parts), str(p))):
+        argv += ["--tmpfs", str(path), "--remount-ro", str(path)]
+    for path in layout.masked_files:
+        argv += ["--ro-bind", "/dev/null", str(path)]
     if not layout.network:
         argv.append("--unshare-net")
     argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--new-session", "--die-with-parent"]
-    argv += ["--cap-drop", "ALL", "--chdir", root, "--"]
+    if layout.limits is None or not layout.limits.pid_namespace:
+        argv += ["--cap-drop", "ALL"]
+    argv += ["--chdir", root, "--"]
+    if layout.limits is not None:
+        argv += _limits_argv(layout.limits, layout.shell)
     return argv
 
 
@@ -175,7 +251,12 @@ def _tool_dirs(homes: Sequence[Path]) -> list[Path]:
         for path in {Path(os.path.abspath(raw)), Path(os.path.realpath(raw))}:
             for home in homes:
                 if path != home and path.is_relative_to(home):
-                    top = home / path.relative_to(home).parts[0]
+                    parts = path.relative_to(home).parts
+                    if home == Path("/home"):  # a directory of homes: /home/<user>/<tool folder>
+                        if len(parts) < 2:
+                            continue
+                        parts = (f"{parts[0]}/{parts[1]}",)
+                    top = home / parts[0]
                     if top not in found and top.exists():
                         found.append(top)
     return found
@@ -198,16 +279,63 @@ def _exact_dirs(hidden: Sequence[Path]) -> list[Path]:
     return found
 
 
-def _layout(policy: ExecShellPermission, project_root: Path) -> SandboxLayout:
+def _hidden_paths(policy: ExecShellPermission, root: Path) -> tuple[list[Path], list[Path]]:
+    """``.env``, ``.env.*``, ``.envrc`` and ``permissions.execShell.hide``: directories, files."""
+    candidates = [p for p in root.glob(".env*") if p.name in (".env", ".envrc") or p.name.startswith(".env.")]
+    candidates += [root / Path(raw).expanduser() for raw in policy.hide]
+    dirs: list[Path] = []
+    files: list[Path] = []
+    for candidate in candidates:
+        if not os.path.lexists(candidate):
+            continue
+        real = candidate.resolve()
+        if real == root or real == Path("/"):
+            continue  # hiding the project (or everything) would leave nothing to work on
+        if real.is_dir():
+            dirs.append(real)
+        elif real.exists():
+            files.append(real)
+    return dirs, files
+
+
+def _pid_max_per_namespace() -> bool:
+    """Whether ``kernel.pid_max`` belongs to a PID namespace (Linux 6.14+).
+
+    Before that it is one value for the whole machine: writing it from the sandbox would limit the
+    host, so the sandbox never does.
+    """
+    digits = [int(part) for part in re.findall(r"\d+", os.uname().release)[:2]]
+    return len(digits) == 2 and (digits[0], digits[1]) >= (6, 14)
+
+
+def process_limit_problem() -> str | None:
+    """Why ``permissions.execShell.maxProcesses`` cannot bind here, or ``None`` when it can."""
+    if os.geteuid() != 0:
+        return None  # RLIMIT_NPROC binds every user but root
+    if shutil.which("setpriv") is None:
+        return "the server runs as root and setpriv (util-linux) is not on PATH"
+    if not _pid_max_per_namespace():
+        return f"the server runs as root and Linux {os.uname().release} has no per-namespace pid_max (6.14+)"
+    return None
+
+
+def _limits(policy: ExecShellPermission) -> SandboxLimits:
+    as_root = os.geteuid() == 0 and process_limit_problem() is None
+    return SandboxLimits(policy.max_processes, policy.max_file_bytes, pid_namespace=as_root)
+
+
+def _layout(
+    policy: ExecShellPermission, project_root: Path, config: ShipConfig | None = None
+) -> SandboxLayout:
     """Resolve the paths of a sandbox for ``project_root`` (touches the file system)."""
     root = project_root.resolve()
     ship_dir = (root / ".ship").resolve()
-    ship_dir.mkdir(parents=True, exist_ok=True)  # bound read-only: it must exist before the command
+    ship_dir.mkdir(parents=True, exist_ok=True)  # mounted over: it must exist before the command
     hidden: list[Path] = []
-    for candidate in (Path("/tmp"), Path("/run"), *_homes()):
+    for candidate in (Path("/tmp"), Path("/run"), Path("/root"), Path("/home"), *_homes()):
         real = candidate.resolve()
         if real != Path("/") and real.is_dir() and real not in hidden:
-            hidden.append(real)
+            hidden.append(real)  # a project inside is mounted back over it
     system = [h for h in hidden if h in (Path("/tmp"), Path("/run"))]
     readable = _tool_dirs([h for h in hidden if h not in system]) + _exact_dirs(system)
     if policy.network:  # DNS: resolv.conf is often a symlink into /run (systemd-resolved)
@@ -215,7 +343,22 @@ def _layout(policy: ExecShellPermission, project_root: Path) -> SandboxLayout:
         if any(resolv.is_relative_to(h) for h in hidden):
             readable.append(resolv)
     writable = tuple((root / Path(p).expanduser()).resolve() for p in policy.writable_paths)
-    return SandboxLayout(root, ship_dir, tuple(hidden), tuple(readable), writable, policy.network)
+    protected = tuple(agent_files(config, root, writable)) if config is not None else ()
+    masked_dirs, masked_files = _hidden_paths(policy, root)
+    masked_files += [p.resolve() for p in secret_files()]
+    return SandboxLayout(
+        root,
+        ship_dir,
+        tuple(hidden),
+        tuple(readable),
+        writable,
+        policy.network,
+        protected=protected,
+        masked_dirs=tuple(masked_dirs),
+        masked_files=tuple(dict.fromkeys(masked_files)),
+        limits=_limits(policy),
+        shell=shutil.which("bash") or "/bin/sh",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,15 +409,20 @@ def warn_if_unsandboxed(policy: ExecShellPermission, project_root: Path) -> str 
     return message
 
 
-def plan_sandbox(policy: ExecShellPermission, project_root: Path) -> SandboxPlan:
-    """Decide how the next command runs under ``policy`` (blocking: run in a worker thread)."""
+def plan_sandbox(
+    policy: ExecShellPermission, project_root: Path, config: ShipConfig | None = None
+) -> SandboxPlan:
+    """Decide how the next command runs under ``policy`` (blocking: run in a worker thread).
+
+    With ``config``, the files that define its agent are mounted read-only too.
+    """
     if policy.sandbox == "off":
         return SandboxPlan()
     status = sandbox_status()
     if not status.available or status.bwrap is None:
         message = warn_if_unsandboxed(policy, project_root)
         return SandboxPlan(refusal=message if policy.sandbox == "required" else None)
-    return SandboxPlan(prefix=tuple(bwrap_argv(status.bwrap, _layout(policy, project_root))))
+    return SandboxPlan(prefix=tuple(bwrap_argv(status.bwrap, _layout(policy, project_root, config))))
 
 
 Level = Literal["error", "warning"]
@@ -295,6 +443,15 @@ def sandbox_report(config: ShipConfig, project_root: Path | None = None) -> list
     if not status.available:
         report.append(
             ("error" if policy.sandbox == "required" else "warning", _unavailable_message(policy, status))
+        )
+    problem = process_limit_problem() if status.available else None
+    if problem is not None:
+        report.append(
+            (
+                "warning",
+                f"permissions.execShell.maxProcesses is not enforced: {problem}; run the server as "
+                "another user, or install util-linux",
+            )
         )
     if project_root is not None:
         root = project_root.resolve()
@@ -330,6 +487,14 @@ def sandbox_check_hook(
     elif status.available:
         network = "on" if policy.network else "off"
         console.print(escape(f"exec_shell sandbox: bubblewrap ({status.bwrap}), network {network}"))
+        files = "no limit" if policy.max_file_bytes is None else f"{policy.max_file_bytes:,} bytes"
+        console.print(
+            escape(
+                f"exec_shell limits: {policy.max_processes} processes, files up to {files}, output "
+                f"stored up to {policy.max_output_bytes:,} bytes per stream; hidden: .ship/, .env"
+                + "".join(f", {p}" for p in policy.hide)
+            )
+        )
     if report:
         for level, message in sandbox_report(config, project_root):
             console.print(escape(f"{level}: {message}"))

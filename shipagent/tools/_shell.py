@@ -13,14 +13,18 @@ Four promises the model and the user rely on:
   group gets SIGTERM, then SIGKILL after a short grace, so a child that ignores SIGTERM (or a
   forgotten ``&``) cannot linger.
 - **Bounded output.** stdout and stderr are each capped at 8 KB in the result (head and tail kept,
-  a marker between); the full output streams to ``.ship/outputs/<key>/`` and, when it was cut,
+  a marker between); the output streams to ``.ship/outputs/<key>/`` and, when it was cut,
   becomes a context file whose ref id is returned, so a 2 GB log never enters the model's context
-  but can still be paged and grepped.
+  but can still be paged and grepped. What is stored is capped too
+  (``permissions.execShell.maxOutputBytes`` per stream, :class:`Store`): its first and last
+  halves are kept with a line saying how much was dropped between, so ``yes`` for ten minutes
+  cannot fill the disk.
+- **Handed nothing.** A command gets an environment built from an allow list and stdin, stdout
+  and stderr only (``_confine``): no API key of the server, no descriptor it inherited.
 """
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import inspect
 import os
@@ -30,7 +34,7 @@ import signal
 import subprocess
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
@@ -46,6 +50,14 @@ from ..errors import ShipAgentError
 from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext, current_tool_context
 from ..files import context_files_for
 from ._common import failure
+from ._confine import (
+    command_environment,
+    created_agent_files,
+    missing_agent_files,
+    quarantine,
+    seal_descriptors,
+)
+from ._output import OUTPUT_CAP_BYTES, Capture, Store
 from ._sandbox import plan_sandbox
 from ._shellwords import allow_blocker
 
@@ -59,8 +71,8 @@ __all__ = [
     "run_shell",
 ]
 
-OUTPUT_CAP_BYTES = 8 * 1024
-"""stdout and stderr are each cut to this many bytes in the result (half head, half tail)."""
+DEFAULT_STORE_LIMIT = 32 * 1024 * 1024
+"""The default of ``permissions.execShell.maxOutputBytes``: what one stream of a command may store."""
 TERM_GRACE_SECONDS = 1.0
 """How long a process group gets between SIGTERM and SIGKILL."""
 
@@ -153,45 +165,6 @@ async def request_approval(callback: ApprovalCallback | None, request: ApprovalR
 # running
 
 
-class _Capture:
-    """Keeps the first and last ``cap/2`` bytes of a stream and counts the rest, in O(cap) memory."""
-
-    def __init__(self, cap: int = OUTPUT_CAP_BYTES) -> None:
-        self.half = cap // 2
-        self.cap = cap
-        self.head = bytearray()
-        self.tail = bytearray()
-        self.total = 0
-
-    def feed(self, chunk: bytes) -> None:
-        self.total += len(chunk)
-        if len(self.head) < self.half:
-            room = self.half - len(self.head)
-            self.head += chunk[:room]
-            chunk = chunk[room:]
-        if chunk:
-            self.tail += chunk
-            del self.tail[: max(0, len(self.tail) - self.half)]
-
-    @property
-    def truncated(self) -> bool:
-        return self.total > self.cap
-
-    def text(self, location: str | None) -> str:
-        head = codecs.getincrementaldecoder("utf-8")("replace").decode(bytes(self.head), final=False)
-        tail_bytes = bytes(self.tail)
-        if not self.truncated:
-            return (bytes(self.head) + tail_bytes).decode("utf-8", "replace")
-        # The tail may start inside a multi-byte character: skip its continuation bytes.
-        start = 0
-        while start < min(4, len(tail_bytes)) and 0x80 <= tail_bytes[start] <= 0xBF:
-            start += 1
-        omitted = self.total - len(self.head) - len(tail_bytes)
-        where = f"; full output: {location}" if location else ""
-        marker = f"\n[… {omitted} bytes omitted{where} …]\n"
-        return head + marker + tail_bytes[start:].decode("utf-8", "replace")
-
-
 @dataclass(frozen=True, slots=True)
 class ShellRun:
     """The outcome of :func:`run_shell`.
@@ -209,6 +182,8 @@ class ShellRun:
         duration_ms: wall time.
         stdout_bytes: the full size of stdout.
         stderr_bytes: the full size of stderr.
+        stdout_dropped: bytes of stdout not stored (over ``store_limit``).
+        stderr_dropped: bytes of stderr not stored.
     """
 
     exit_code: int | None
@@ -222,6 +197,8 @@ class ShellRun:
     duration_ms: int
     stdout_bytes: int = 0
     stderr_bytes: int = 0
+    stdout_dropped: int = 0
+    stderr_dropped: int = 0
 
 
 def _signal_group(pgid: int, sig: signal.Signals) -> None:
@@ -239,15 +216,18 @@ async def _terminate_group(proc: anyio.abc.Process, grace: float) -> None:
 
 
 async def _pump(
-    stream: anyio.abc.ByteReceiveStream | None, path: Path, capture: _Capture, done: anyio.Event
+    stream: anyio.abc.ByteReceiveStream | None, store: Store, capture: Capture, done: anyio.Event
 ) -> None:
     try:
         if stream is None:
             return
-        async with await anyio.open_file(path, "wb") as sink:
+        try:
             async for chunk in stream:
                 capture.feed(chunk)
-                await sink.write(chunk)
+                await store.write(chunk)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await store.close()
     finally:
         done.set()
 
@@ -265,18 +245,24 @@ async def run_shell(
     grace: float = TERM_GRACE_SECONDS,
     cap: int = OUTPUT_CAP_BYTES,
     sandbox: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
+    store_limit: int = DEFAULT_STORE_LIMIT,
 ) -> ShellRun:
     """Run ``command`` through the shell in its own process group without blocking the event loop.
 
     Output streams to ``output_dir/<stem>.stdout|.stderr`` while only ``cap`` bytes per stream are
     held in memory. Cancellation of the caller kills the group too. ``sandbox`` is a command
     prefix (:func:`~._sandbox.bwrap_argv`); the group then holds bwrap, and killing it ends the
-    sandbox, whose PID namespace takes every process of the command with it.
+    sandbox, whose PID namespace takes every process of the command with it. ``env`` is the
+    command's whole environment (``None``: the server's); ``store_limit`` caps each stored stream.
+    Only stdin, stdout and stderr are inherited (:func:`~._confine.seal_descriptors`).
     """
     await anyio.Path(output_dir).mkdir(parents=True, exist_ok=True)
+    await anyio.to_thread.run_sync(seal_descriptors)
     stem = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     paths = (output_dir / f"{stem}.stdout", output_dir / f"{stem}.stderr")
-    captures = (_Capture(cap), _Capture(cap))
+    captures = (Capture(cap), Capture(cap))
+    stores = (Store(paths[0], store_limit), Store(paths[1], store_limit))
     done = (anyio.Event(), anyio.Event())
     started = time.monotonic()
     timed_out = stray = False
@@ -287,11 +273,12 @@ async def run_shell(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        env=None if env is None else dict(env),
     )
     try:
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_pump, proc.stdout, paths[0], captures[0], done[0])
-            tg.start_soon(_pump, proc.stderr, paths[1], captures[1], done[1])
+            tg.start_soon(_pump, proc.stdout, stores[0], captures[0], done[0])
+            tg.start_soon(_pump, proc.stderr, stores[1], captures[1], done[1])
             with anyio.move_on_after(time_limit) as limit:
                 await proc.wait()
             if limit.cancelled_caught:
@@ -338,6 +325,8 @@ async def run_shell(
         stray_killed=stray,
         stdout_bytes=captures[0].total,
         stderr_bytes=captures[1].total,
+        stdout_dropped=stores[0].dropped,
+        stderr_dropped=stores[1].dropped,
         duration_ms=int((time.monotonic() - started) * 1000),
     )
 
@@ -370,7 +359,7 @@ async def exec_shell(
     decision = await anyio.to_thread.run_sync(decide_exec_shell, command, policy, ctx.project_root)
     if decision.action == "deny":
         return failure(f"exec_shell denied: {decision.reason}", denied=True)
-    plan = await anyio.to_thread.run_sync(plan_sandbox, policy, ctx.project_root)
+    plan = await anyio.to_thread.run_sync(plan_sandbox, policy, ctx.project_root, ctx.config)
     if plan.refusal is not None:
         return failure(f"exec_shell refused: {plan.refusal}", denied=True)
     if decision.action == "ask":
@@ -379,6 +368,7 @@ async def exec_shell(
         if not approved:
             why = f"; the allow list could not approve it: {decision.blocker}" if decision.blocker else ""
             return failure(f"exec_shell denied: {reason}{why}", denied=True)
+    absent = await anyio.to_thread.run_sync(missing_agent_files, ctx.config, ctx.project_root)
     try:
         run = await run_shell(
             command,
@@ -386,9 +376,13 @@ async def exec_shell(
             time_limit=timeoutMs / 1000,
             output_dir=ctx.paths.outputs_dir(ctx.chat_key),
             sandbox=plan.prefix,
+            env=command_environment(policy, _home()),
+            store_limit=policy.max_output_bytes,
         )
     except OSError as exc:
         return failure(f"could not start the command: {exc}")
+    planted = await anyio.to_thread.run_sync(created_agent_files, absent)
+    refused = await anyio.to_thread.run_sync(quarantine, ctx.paths.ship_dir, planted) if planted else []
     streams = {}
     for name, path, text, size in (
         ("stdout", run.stdout_path, run.stdout, run.stdout_bytes),
@@ -410,9 +404,42 @@ async def exec_shell(
         result["contextRefs"] = refs
     if run.timed_out:
         result["error"] = f"timed out after {timeoutMs} ms; the command and its children were killed"
+    notes = []
     if run.stray_killed:
-        result["note"] = "background processes still running after the command ended were killed"
+        notes.append("background processes still running after the command ended were killed")
+    dropped = {"stdout": run.stdout_dropped, "stderr": run.stderr_dropped}
+    if any(dropped.values()):
+        result["droppedBytes"] = dropped
+        notes.append(
+            f"permissions.execShell.maxOutputBytes ({policy.max_output_bytes} bytes per stream) kept "
+            "the head and tail of the output; the middle was dropped"
+        )
+    if refused:
+        notes.append(
+            f"the command created {', '.join(refused)}, which would change this agent; moved to "
+            ".ship/refused/ (ask the user to change the agent's files)"
+        )
+    if plan.prefix and run.exit_code != 0:
+        notes.append(_sandbox_hint(policy))
+    if notes:
+        result["note"] = "; ".join(notes)
     return result
+
+
+def _home() -> str | None:
+    """The server's home directory: an empty, private directory inside the sandbox."""
+    return os.environ.get("HOME") or None
+
+
+def _sandbox_hint(policy: ExecShellPermission) -> str:
+    """Why a sandboxed command may have failed, in words the model can act on."""
+    files = "no file limit" if policy.max_file_bytes is None else f"files up to {policy.max_file_bytes} bytes"
+    return (
+        "the command ran in the sandbox: the agent's own files (ship.json, Agent.md, skills, its "
+        "Python modules) are read-only, .ship/ (other chats, memory), .env and the host's secrets are "
+        "hidden, the environment holds only PATH, HOME, LANG, TERM and permissions.execShell.env, "
+        f"at most {policy.max_processes} processes, {files}; to change the agent, ask the user"
+    )
 
 
 async def _keep_full_output(
