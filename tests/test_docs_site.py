@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import sys
+import typing
 from pathlib import Path
 from types import ModuleType
 
@@ -42,6 +44,8 @@ def _leaf_keys(model: type, prefix: str = "") -> list[str]:
             continue
         path = f"{prefix}{alias}"
         annotation = field.annotation
+        if isinstance(annotation, typing.ForwardRef):  # a model defined later in its module
+            annotation = vars(sys.modules[model.__module__])[annotation.__forward_arg__]
         if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
             keys += _leaf_keys(annotation, f"{path}.")
         else:
