@@ -160,7 +160,10 @@ def _command_doc(command: Any, ctx: Any, prefix: str, out: list[str]) -> None:
         out.append(f"{level} `{name}`\n")
     help_text = (command.help or "").strip()
     if help_text:
-        out.append(help_text.split("\f")[0].strip() + "\n")
+        text = help_text.split("\f")[0].strip()
+        # a list right after a line of text needs a blank line to be a Markdown list
+        text = re.sub(r"(?m)^(?!- |  )(.+)\n(?=- )", r"\1\n\n", text)
+        out.append(text + "\n")
     usage = " ".join(command.collect_usage_pieces(ctx))
     out.append(f'```text title="usage"\n{name} {usage}\n```\n')
     rows = []
