@@ -45,7 +45,7 @@ def _durable_executor(agent: ShipAgent) -> object:
         from .durable._runtime import DurableExecutor
     except ImportError as exc:
         raise ConfigError(
-            f"durable.enabled needs the durable extra: pip install 'shipagent[durable]' ({exc})",
+            f"durable.enabled needs the durable extra: pip install -e '.[durable]' in the shipagent checkout ({exc})",
             path="durable.enabled",
         ) from None
     return DurableExecutor(agent, **agent.turn_executor_options)

@@ -256,7 +256,7 @@ class McpConfig(_Model):
 
 
 class AgentMetaConfig(_Model):
-    """``agent``: what kind of agent this is (drives provider tool scope, seed 000)."""
+    """``agent``: what kind of agent this is: it decides which context-provider tools the agent gets (their scope)."""
 
     archetype: Literal["repo", "service", "employee"] = "repo"
     backend_type: str = "shipagent"

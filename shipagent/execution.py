@@ -114,7 +114,7 @@ class ToolExecutionContext:
         on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
         context_files: the project's context files store; the agent sets it, and tools
             used outside an agent make one from ``paths`` on first use.
-        session: the chat's prepared session context (context providers, seed 000), once the
+        session: the chat's prepared session context (what the context providers contributed), once the
             run's instructions were assembled; its tools are offered for this run.
         subagents_started: sub-agents this run has started so far (ship.json
             ``handover.maxSubagentsPerRun`` counts one run's delegations, whichever tool started them).

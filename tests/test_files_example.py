@@ -1,4 +1,4 @@
-"""The README's context-files example (examples/context_files.py), run through ShipAgent."""
+"""The documentation's context-files example (examples/context_files.py), run through ShipAgent."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "context_files.py"
-README = Path(__file__).parent.parent / "README.md"
+README = Path(__file__).parent.parent / "docs" / "guides/context-files.md"
 
 
 def load_example() -> ModuleType:
@@ -52,6 +52,6 @@ async def test_the_example_finds_the_failure_in_a_spilled_log(
 
 def test_the_readme_shows_the_example_verbatim() -> None:
     readme = README.read_text(encoding="utf-8")
-    if "## Context files" not in readme:
-        pytest.skip("the README section is pasted by the lead")
+    if "# Context files" not in readme:
+        pytest.fail(f"{README} lost its section")
     assert EXAMPLE.read_text(encoding="utf-8").strip() in readme

@@ -1,4 +1,5 @@
-"""The README's promises: its Python example runs, and CI runs its test command verbatim."""
+"""The README's promises: short, the two commands first, its Python example runs, CI runs its
+test command verbatim, and every document it links to exists."""
 
 from __future__ import annotations
 
@@ -25,15 +26,30 @@ def test_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:
     bash = blocks("bash")
     assert len(bash) == 2
     install, test = (b.strip() for b in bash)
-    assert "pip install -e ." in install and install.endswith("shipagent chat")
+    assert re.search(r"pip install -e '?\.", install) and install.endswith("shipagent chat")
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert test in ci.splitlines()
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """At most ~250 lines, and the model server config on its first screen, not far below."""
+    lines = README.splitlines()
+    assert len(lines) <= 250
+    first_screen = "\n".join(lines[:60])
+    assert '"provider": "openai-compatible"' in first_screen and '"baseUrl"' in first_screen
+
+
+def test_every_relative_link_of_the_readme_exists() -> None:
+    targets = re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", README)
+    assert len(targets) >= 10
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert missing == []
 
 
 def test_python_example_runs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert CliRunner().invoke(cli.app, ["init", str(tmp_path / "demo")]).exit_code == 0
+    assert CliRunner().invoke(cli.app, ["init", str(tmp_path / "my-agent")]).exit_code == 0
     monkeypatch.chdir(tmp_path)
 
     def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
@@ -49,7 +65,7 @@ def test_python_example_runs(
     example = blocks("python")[0]
     exec(compile(example, "README.md", "exec"), {"__name__": "__main__"})
     assert capsys.readouterr().out == "A demo project with one skill.\n"
-    transcript = tmp_path / "demo" / ".ship" / "chats" / "api%3Achat%3Aalice" / "history.jsonl"
+    transcript = tmp_path / "my-agent" / ".ship" / "chats" / "api%3Achat%3Aalice" / "history.jsonl"
     assert transcript.read_text().count("\n") == 2
 
 

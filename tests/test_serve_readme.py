@@ -1,4 +1,4 @@
-"""The README's streaming and serving examples run as pasted (against a scripted model)."""
+"""The documentation's streaming and serving examples run as pasted (against a scripted model)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,8 @@ from shipagent import ShipAgent, cli
 from shipagent.serve import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
-SERVE = README[README.index("## Serve an agent") :]
-SERVE = SERVE[: SERVE.index("\n## ", 3)]
+README = (ROOT / "docs" / "getting-started.md").read_text(encoding="utf-8")
+SERVE = (ROOT / "docs" / "guides" / "serve.md").read_text(encoding="utf-8")
 
 
 def _blocks(text: str, lang: str) -> list[str]:
@@ -55,7 +54,7 @@ def test_run_stream_example_prints_the_answer_as_it_streams(
 
     monkeypatch.setattr(ShipAgent, "from_project", classmethod(scripted))
     example = next(b for b in _blocks(README, "python") if "run_stream" in b)
-    exec(compile(example, "README.md", "exec"), {"__name__": "__main__"})
+    exec(compile(example, "docs/getting-started.md", "exec"), {"__name__": "__main__"})
     assert asked == ["run touch approved.txt? [y/N] "]
     assert (tmp_path / "demo" / "approved.txt").exists()
     assert capsys.readouterr().out == (

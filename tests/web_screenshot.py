@@ -1,4 +1,4 @@
-"""Regenerate ``docs/web-chat.png``, the README's picture of the web chat page.
+"""Regenerate ``docs/web-chat.png``, the picture of the web chat page in docs/guides/serve.md.
 
 Run from the repository root: ``.venv/bin/python tests/web_screenshot.py [OUT.png]``. It builds a
 throwaway project with a few log files, serves it with a scripted model (the real server under

@@ -8,7 +8,7 @@ resumed — by the same worker restarted with its executor id, or by any live wo
 one is found dead (its heartbeat older than ``recoverAfterSeconds``, or its process on the same
 machine gone) — without asking the model again or committing twice. SQLite (``.ship/durable.sqlite``) serves one machine; Postgres a cluster.
 
-DBOS is an optional extra (``pip install 'shipagent[durable]'``): the names that need it are
+DBOS is an optional extra (``pip install -e '.[durable]'`` from a clone): the names that need it are
 imported on first use, so ``shipagent`` and its CLI load without it.
 """
 

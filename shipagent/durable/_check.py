@@ -43,7 +43,13 @@ def _probe(project: Path, config: ShipConfig) -> _Probe:
         from ._heartbeat import Heartbeats, preview_executor_id, this_process
     except ImportError as exc:
         return _Probe(
-            [("error", f"durable: the durable extra is missing ({exc}): pip install 'shipagent[durable]'")]
+            [
+                (
+                    "error",
+                    f"durable: the durable extra is missing ({exc}): "
+                    "pip install -e '.[durable]' in the shipagent checkout",
+                )
+            ]
         )
     beats = Heartbeats(settings)
     try:

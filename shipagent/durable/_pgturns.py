@@ -91,7 +91,7 @@ async def commit_to_postgres(agent: ShipAgent, stores: PgStores, turn: TurnCommi
         chats.install(key, *await load_numbered(stores, agent.paths, key))
         return None, None
     for result in (turn.base_compaction, done):
-        if result is not None:  # keeps the removed messages as a context file (local, see README)
+        if result is not None:  # the removed messages become a local context file
             await anyio.to_thread.run_sync(chats._run_hooks, key, result)
     flush = agent._ledger.flush(key, turn.request_id, turn.new)
     if flush is not None:

@@ -3,8 +3,8 @@
 A room over the core: it drives :meth:`ShipAgent.run` and :meth:`ShipAgent.run_stream` and never
 reaches into a turn. ``create_app(agent)`` returns the ASGI app; ``shipagent serve`` runs it under
 uvicorn with ``uvicorn_options(agent.config.serve)`` (header size, deadlines, connection limits),
-which an embedding program passes to its own ``uvicorn.run`` too. See the README's "Serve an
-agent" section for the endpoints.
+which an embedding program passes to its own ``uvicorn.run`` too. See docs/guides/serve.md for
+the endpoints.
 """
 
 from ._app import ServeState, create_app

@@ -1,4 +1,4 @@
-"""The HTTP endpoints (see the endpoint table in the README's "Serve an agent" section).
+"""The HTTP endpoints (see the endpoint table in docs/guides/serve.md).
 
 Every endpoint that names a chat checks the caller's key against that chat before reading the
 body or touching a file; listing returns only the chats the key may see. Reads of ``.ship/`` run
