@@ -21,7 +21,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from typer.testing import CliRunner
 
 from shipagent import cli
-from shipagent._local_model import LocalModel, local_model_of
+from shipagent._local_model import LocalModel, demo_model_path, local_model_of
 from shipagent._retry import RetryingModel
 from shipagent.config import load_config
 from shipagent.models import build_model
@@ -62,7 +62,8 @@ def test_local_writes_the_embedded_model_with_limits_it_can_meet(tmp_path: Path)
     model = build_model(config.llm)
     local = local_model_of(model)
     assert isinstance(local, LocalModel) and not local.engine.running  # built, started only with the agent
-    assert local.engine.model_path.name.endswith(".gguf") and local.engine.model_path.is_file()
+    assert local.engine.model_path is None  # the demo model, resolved when the engine starts
+    assert demo_model_path().is_file()  # init fetched it (or found it installed) for the first chat
     assert config.llm.max_tokens == llm["maxTokens"] and config.llm.timeout_seconds == llm["timeoutSeconds"]
 
 
