@@ -106,11 +106,22 @@ def _resolve(llm: LlmConfig, override: str | None) -> LlmConfig:
     return llm.model_copy(update={"model": override})
 
 
+def _prefixed(llm: LlmConfig) -> bool:
+    """Whether ``llm.model`` starts with a provider (``openai:gpt-5-mini``).
+
+    With ``llm.provider`` set, a colon that follows no known provider is part of the model's own
+    name — Ollama's tags (``qwen2.5:7b``) — and the whole name goes to that provider.
+    """
+    name = llm.model or ""
+    if ":" not in name:
+        return False
+    return not llm.provider or _is_known(name.split(":", 1)[0].lower())
+
+
 def model_provider(llm: LlmConfig) -> str | None:
     """The provider a turn will use: the ``provider:`` prefix of ``llm.model``, else ``llm.provider``."""
-    name = llm.model or ""
-    if ":" in name:
-        return name.split(":", 1)[0].lower()
+    if _prefixed(llm):
+        return (llm.model or "").split(":", 1)[0].lower()
     return (llm.provider or "").lower() or None
 
 
@@ -166,7 +177,8 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
         return RetryingModel(override, max_retries=llm.max_retries)
     llm = _resolve(llm, override)
     name = llm.model
-    if (llm.provider or "").lower() == "local" and ":" not in (name or ""):
+    prefixed = _prefixed(llm)
+    if (llm.provider or "").lower() == "local" and not prefixed:
         from ._local_model import build_local_model  # the embedded model: started with the agent
 
         return RetryingModel(build_local_model(llm), max_retries=llm.max_retries)
@@ -177,7 +189,7 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
             path="llm.model",
         )
     provider = (llm.provider or "").lower()
-    if provider and ":" not in name and not _is_known(provider):
+    if provider and not prefixed and not _is_known(provider):
         raise _unknown_provider(provider, "llm.provider")
     if provider in _COMPATIBLE and not llm.base_url:
         raise ConfigError(
@@ -186,7 +198,7 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
             path="llm.baseUrl",
         )
     try:
-        if ":" not in name and (provider in _OPENAI_LIKE or llm.base_url):
+        if not prefixed and (provider in _OPENAI_LIKE or llm.base_url):
             from pydantic_ai.models.openai import OpenAIChatModel
             from pydantic_ai.providers.openai import OpenAIProvider
 
@@ -201,7 +213,7 @@ def build_model(llm: LlmConfig, override: Model | str | None = None) -> Model:
                 name, provider=OpenAIProvider(base_url=llm.base_url, api_key=key or "not-set")
             )
         else:
-            if provider and ":" not in name:
+            if provider and not prefixed:
                 name = f"{provider}:{name}"
             if ":" in name and not _is_known(name.split(":", 1)[0].lower()):
                 raise _unknown_provider(name.split(":", 1)[0], "llm.model")

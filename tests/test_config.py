@@ -307,3 +307,45 @@ async def test_run_without_a_model_is_a_config_error(tmp_path: Path) -> None:
         await agent.run("k", "hi")
     assert info.value.path == "llm.model"
     assert not (tmp_path / ".ship" / "chats").exists()
+
+
+@pytest.mark.parametrize(
+    ("llm", "provider", "sent"),
+    [
+        # Ollama's tags carry a colon: with llm.provider set, the whole name is the model's
+        (
+            {"provider": "openai-compatible", "baseUrl": "http://127.0.0.1:11434/v1", "model": "qwen2.5:7b"},
+            "openai-compatible",
+            "qwen2.5:7b",
+        ),
+        (
+            {"provider": "ollama", "baseUrl": "http://127.0.0.1:11434/v1", "model": "llama3.2:3b"},
+            "ollama",
+            "llama3.2:3b",
+        ),
+        # a known provider before the colon still chooses the provider
+        (
+            {
+                "provider": "openai-compatible",
+                "baseUrl": "http://127.0.0.1:1/v1",
+                "apiKey": "k",
+                "model": "openai:gpt-5-mini",
+            },
+            "openai",
+            "gpt-5-mini",
+        ),
+    ],
+)
+def test_a_colon_after_no_known_provider_belongs_to_the_model_name(
+    llm: dict[str, Any], provider: str, sent: str
+) -> None:
+    from pydantic_ai.models.wrapper import WrapperModel
+
+    from shipagent.config import parse_config
+    from shipagent.models import build_model, model_provider
+
+    config = parse_config({"llm": llm})
+    model = build_model(config.llm)
+    assert model_provider(config.llm) == provider
+    inner = model.wrapped if isinstance(model, WrapperModel) else model
+    assert inner.model_name == sent
