@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import RunContext
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
-from pydantic_ai.toolsets._dynamic import DynamicToolset
+from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset
 
 from ..config import McpConfig, McpHttpServer, McpStdioServer, ShipConfig
 from ..errors import ToolContextError
