@@ -31,6 +31,8 @@ from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, ToolsetTool
 
+from ._cache import BoundedCache
+
 __all__ = ["CombinedTool", "SequentialCombinedToolset"]
 
 _Listing = tuple[
@@ -39,8 +41,9 @@ _Listing = tuple[
     tuple[int | None, int],
     dict[str, ToolsetTool[Any]],
 ]
-_listings: dict[int, _Listing] = {}
-"""``id(toolset)`` -> (weak reference, its tools and their definitions, retry settings, listing)."""
+_listings: BoundedCache[int, _Listing] = BoundedCache(256)
+"""``id(toolset)`` -> (weak reference, its tools and their definitions, retry settings, listing);
+bounded, as the toolsets of agents that are gone leave their entries behind."""
 
 
 def _same_tools(toolset: FunctionToolset[Any], known: list[tuple[str, Tool[Any], ToolDefinition]]) -> bool:
@@ -66,8 +69,6 @@ async def _function_tools(toolset: AbstractToolset[Any], ctx: RunContext[Any]) -
     tools = await toolset.get_tools(ctx)
     if all(t.prepare is None for t in toolset.tools.values()):
         known = [(name, tool, tool.tool_def) for name, tool in toolset.tools.items()]
-        if len(_listings) > 256:  # toolsets of agents that are gone
-            _listings.clear()
         _listings[id(toolset)] = (weakref.ref(toolset), known, retries, tools)
     return tools
 
