@@ -3,8 +3,8 @@
 Five contenders in one process, each keeping one conversation going, turns interleaved (as in
 ``turn_overhead.py``), with the same instant model:
 
-* ``bare``: ``Agent.run(text, message_history=history)`` on the pydantic-ai agent class a turn
-  uses (``ToolLoopAgent``: pydantic-ai's ``Agent`` without its empty function toolset);
+* ``bare``: ``Agent.run(text, message_history=history)`` on pydantic-ai's ``Agent``, as a turn
+  uses it;
 * ``+ instructions``: the same run given shipagent's assembled instructions for the project;
 * ``+ tools``: also offered shipagent's toolsets exactly as a turn offers them (the builtin,
   context and handover tools behind the catalog, guard, spill and injection wrappers) — what
@@ -44,7 +44,7 @@ from turn_overhead import SIZES, instant, interleaved_medians, make_history
 
 from shipagent import ShipAgent
 from shipagent._agent_base import _RunWindow
-from shipagent._combined import SequentialCombinedToolset, ToolLoopAgent
+from shipagent._combined import SequentialCombinedToolset
 from shipagent.execution import use_tool_context
 from shipagent.files import CatalogToolset
 from shipagent.history.placement import ContextWindow
@@ -66,7 +66,7 @@ def _layer(agent: ShipAgent, instructions: str, name: str, n: int) -> Turn:
 
     # as ShipAgent does: the window is an agent-level capability, made afresh by its ``for_run``
     capabilities = [_RunWindow(make=window)] if level >= 3 else []
-    pa: Agent[None, str] = ToolLoopAgent(output_type=str, name="bench", retries=1, capabilities=capabilities)
+    pa: Agent[None, str] = Agent(output_type=str, name="bench", retries=1, capabilities=capabilities)
 
     async def turn(i: int) -> None:
         ctx = agent._context("bench:layers", f"{name}-{i}", None)

@@ -27,7 +27,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import instructions as _instructions
-from ._combined import SequentialCombinedToolset, ToolLoopAgent
+from ._combined import SequentialCombinedToolset
 from ._guard import GuardedToolset
 from ._lock import ProjectLock
 from ._streaming import PendingApprovals
@@ -153,7 +153,7 @@ class AgentBase:
         # The context window is the agent's own capability, made afresh for each run by its
         # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
         # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
-        self._pa_agent: Agent[None, str] = ToolLoopAgent(
+        self._pa_agent: Agent[None, str] = Agent(
             output_type=str,
             name=config.name,
             retries=1,

@@ -1,45 +1,39 @@
 """``SequentialCombinedToolset``: pydantic-ai's ``CombinedToolset`` without a task per child.
 
-``CombinedToolset`` asks its children for ``for_run``, ``for_run_step``, ``get_tools`` and their
-instructions through ``pydantic_ai._utils.gather``, which opens an anyio task group and spawns a
-task per child — several times per model request. shipagent's children are a handful of local
-toolsets whose answers are already in memory, so the task machinery costs more than the work
-(about 1.5 ms of CPU per turn in ``bench/turn_profile.py``). Awaiting the children one after
-another gives the same results in the same order; a child that does I/O (the MCP manager's
-toolset) still does its own fan-out inside.
+``CombinedToolset`` asks its children for ``for_run``, ``for_run_step`` and ``get_tools`` through
+an anyio task group that spawns a task per child — several times per model request. shipagent's
+children are a handful of local toolsets whose answers are already in memory, so the task
+machinery costs more than the work. Awaiting the children one after another gives the same
+results in the same order; a child that does I/O (the MCP manager's toolset) still does its own
+fan-out inside.
 
-This reaches into pydantic-ai's private instruction-relay helpers to keep its attribution rules
-exactly; pydantic-ai is pinned ``<3`` and the agent tests cover toolset instructions and tools.
+Only public API is used: the overridden methods are the public ``AbstractToolset`` ones, the
+tools it lists carry their source in :class:`CombinedTool` (its own ``ToolsetTool``), and the
+instruction collection — whose attribution rules live in pydantic-ai's private helpers — is
+inherited unchanged (it still fans out per request; a public "await children in order" switch
+on ``CombinedToolset`` is what would let it stop).
 
 A plain ``FunctionToolset`` child whose tools have no ``prepare`` function lists the same tools
 on every request: its ``get_tools`` copies the run context once per tool to hand it to a
 ``prepare`` that does not exist. :func:`_function_tools` keeps that listing and hands it out
 again while every tool is the same object with an equal definition (the check builds each
 definition, which is cheap; the copies are what cost).
-
-:class:`ToolLoopAgent` removes the last fan-out: pydantic-ai combines the agent's own function
-toolset with the toolset a run passes, and shipagent's function toolset is always empty.
 """
 
 from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import RunContext
 from pydantic_ai.exceptions import UserError
 from pydantic_ai.tools import Tool, ToolDefinition
 from pydantic_ai.toolsets import AbstractToolset, CombinedToolset, FunctionToolset, ToolsetTool
-from pydantic_ai.toolsets._instruction_collection import RELAYS, InstructionContribution, RelayedPart
-from pydantic_ai.toolsets.combined import _CombinedToolsetTool
 
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+from ._cache import BoundedCache
 
-    from pydantic_ai.toolsets import AgentToolset
-
-__all__ = ["SequentialCombinedToolset", "ToolLoopAgent"]
+__all__ = ["CombinedTool", "SequentialCombinedToolset"]
 
 _Listing = tuple[
     "weakref.ref[AbstractToolset[Any]]",
@@ -47,8 +41,9 @@ _Listing = tuple[
     tuple[int | None, int],
     dict[str, ToolsetTool[Any]],
 ]
-_listings: dict[int, _Listing] = {}
-"""``id(toolset)`` -> (weak reference, its tools and their definitions, retry settings, listing)."""
+_listings: BoundedCache[int, _Listing] = BoundedCache(256)
+"""``id(toolset)`` -> (weak reference, its tools and their definitions, retry settings, listing);
+bounded, as the toolsets of agents that are gone leave their entries behind."""
 
 
 def _same_tools(toolset: FunctionToolset[Any], known: list[tuple[str, Tool[Any], ToolDefinition]]) -> bool:
@@ -74,10 +69,16 @@ async def _function_tools(toolset: AbstractToolset[Any], ctx: RunContext[Any]) -
     tools = await toolset.get_tools(ctx)
     if all(t.prepare is None for t in toolset.tools.values()):
         known = [(name, tool, tool.tool_def) for name, tool in toolset.tools.items()]
-        if len(_listings) > 256:  # toolsets of agents that are gone
-            _listings.clear()
         _listings[id(toolset)] = (weakref.ref(toolset), known, retries, tools)
     return tools
+
+
+@dataclass(kw_only=True)
+class CombinedTool(ToolsetTool[Any]):
+    """A tool listed by :class:`SequentialCombinedToolset`: the child toolset and tool it came from."""
+
+    source_toolset: AbstractToolset[Any]
+    source_tool: ToolsetTool[Any]
 
 
 @dataclass
@@ -95,6 +96,9 @@ class SequentialCombinedToolset(CombinedToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         # CombinedToolset.get_tools with the children awaited in order; the merge is unchanged.
+        # pydantic-ai stamps a tool's ``toolset_id`` with its toolset's *chosen* id, which only a
+        # private property tells apart from a derived one; shipagent gives every toolset that has
+        # an id (MCP servers: the server name) that id itself, so the public ``id`` is the same.
         all_tools: dict[str, ToolsetTool[Any]] = {}
         for toolset in self.toolsets:
             for name, tool in (await _function_tools(toolset, ctx)).items():
@@ -106,9 +110,9 @@ class SequentialCombinedToolset(CombinedToolset[Any]):
                         f"{existing.toolset.label}: {name!r}. {toolset.tool_name_conflict_hint}"
                     )
                 tool_def = tool.tool_def
-                if tool_def.toolset_id is None and (toolset_id := tool_toolset._explicit_id) is not None:
+                if tool_def.toolset_id is None and (toolset_id := tool_toolset.id) is not None:
                     tool_def = replace(tool_def, toolset_id=toolset_id)
-                all_tools[name] = _CombinedToolsetTool(
+                all_tools[name] = CombinedTool(
                     toolset=tool_toolset,
                     tool_def=tool_def,
                     max_retries=tool.max_retries,
@@ -119,41 +123,14 @@ class SequentialCombinedToolset(CombinedToolset[Any]):
                 )
         return all_tools
 
-    async def _collect_child_instruction_contributions(
-        self, ctx: RunContext[Any]
-    ) -> list[InstructionContribution[Any]]:
-        contributions = [
-            contribution
-            for child in self._instruction_children()
-            for contribution in await child._collect_instruction_contributions(ctx)
-        ]
-        if (relays := RELAYS.get()) is not None and relays.covers(self):  # as AbstractToolset does
-            relays.parts.update(
-                (id(part), RelayedPart(c.source, c.source_id, part, replace(part)))
-                for c in contributions
-                for part in c.parts
-            )
-        return contributions
-
-
-class ToolLoopAgent(Agent[None, str]):
-    """pydantic-ai's ``Agent`` that leaves its own function toolset out while it holds no tool.
-
-    shipagent offers every tool through the one toolset each run passes, so the agent's function
-    toolset (for ``@agent.tool``) stays empty. pydantic-ai still combines it with the run's
-    toolset, and a ``CombinedToolset`` of two children fans out through an anyio task group on
-    ``for_run``, ``for_run_step``, ``get_tools`` and the instruction collection of every model
-    request (~0.25 ms of CPU a turn in ``bench/turn_overhead.py``). With the empty toolset left
-    out the combination has one child, which pydantic-ai awaits directly. A tool added to the
-    function toolset brings it back.
-    """
-
-    def _build_toolset_list(
-        self,
-        cap_toolsets: Sequence[AgentToolset[None]] | None = None,
-        *,
-        ignore_overrides: bool = False,
-    ) -> list[AbstractToolset[None]]:
-        toolsets = super()._build_toolset_list(cap_toolsets, ignore_overrides=ignore_overrides)
-        own = self._function_toolset
-        return [t for t in toolsets if t is not own or own.tools]
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        if not isinstance(tool, CombinedTool):  # listed by another toolset: pydantic-ai's own routing
+            return await super().call_tool(name, tool_args, ctx, tool)
+        # As CombinedToolset.call_tool: dispatch with the tool_def we were handed (a wrapper may
+        # have changed it), with the source toolset's own toolset_id given back.
+        source_def = replace(tool.tool_def, toolset_id=tool.source_tool.tool_def.toolset_id)
+        return await tool.source_toolset.call_tool(
+            name, tool_args, ctx, replace(tool.source_tool, tool_def=source_def)
+        )

@@ -187,15 +187,15 @@ def test_the_random_chats_exercise_what_the_encoding_must_handle(tmp_path: Path)
         expected, lines = _encode_chat(seed, tmp_path / str(seed))
         for line in lines:
             seen[f"v{line['v']}"] = seen.get(f"v{line['v']}", 0) + 1
-            if line["v"] == 3:
+            if line["v"] == 4:
                 seen["runs"] = seen.get("runs", 0) + len(line["cols"]["copy"])
         for record in expected:
             for item in record.items:
                 seen[item.edit] = seen.get(item.edit, 0) + 1
                 seen[item.section] = seen.get(item.section, 0) + 1
-    for needed in ("v2", "v3", "cut", "elided", "dropped", "summary", "injections", "toolResults"):
+    for needed in ("v2", "v4", "cut", "elided", "dropped", "summary", "injections", "toolResults"):
         assert seen.get(needed, 0) > 5, (needed, seen)
-    assert seen["runs"] > seen["v3"]  # some lines copy more than one run (fresh items in between)
+    assert seen["runs"] > seen["v4"]  # some lines copy more than one run (fresh items in between)
 
 
 def test_a_line_written_against_its_base_is_small_and_says_so(tmp_path: Path) -> None:
@@ -209,7 +209,7 @@ def test_a_line_written_against_its_base_is_small_and_says_so(tmp_path: Path) ->
     second, _ = encode_report(report, base, request_id="r2", chat_key=KEY, ts="t", blobs={})
     store.append_lines(KEY, [first, second], {})
     assert first["v"] == 2 and "base" not in first
-    assert second["v"] == 3 and second["base"] == "r1:1"
+    assert second["v"] == 4 and second["base"] == "r1:1"
     assert second["cols"]["copy"] == [[0, 0, 1000]] or second["cols"]["copy"][0][2] >= 1000
     assert len(json.dumps(second)) < 2000 < 15000 < len(json.dumps(first))
     assert (
@@ -229,7 +229,7 @@ def _chain(tmp_path: Path) -> tuple[LedgerStore, list[dict[str, Any]]]:
         chat.prior.append(chat._history())
         line, base = encode_report(chat.report(1), base, request_id=f"q{n}", chat_key=KEY, ts="t", blobs={})
         lines.append(line)
-    assert [line["v"] for line in lines] == [2, 3, 3]
+    assert [line["v"] for line in lines] == [2, 4, 4]
     store = LedgerStore(ShipPaths(tmp_path))
     store.path(KEY).parent.mkdir(parents=True)
     return store, lines
@@ -315,7 +315,7 @@ def test_runs_that_cross_where_the_summary_ends_are_split(heads: str, tmp_path: 
         line, base = encode_report(report, base, request_id="r", chat_key=KEY, ts="t", blobs=blobs)
         store.append_lines(KEY, [line], blobs)
         expected.append(record_from_report(report, request_id="r", chat_key=KEY, ts="t", blobs={}))
-    assert line["v"] == 3 and sum(c[2] for c in line["cols"]["copy"]) == (
+    assert line["v"] == 4 and sum(c[2] for c in line["cols"]["copy"]) == (
         13 if heads == "same summary" else 12
     )
     assert store.read(KEY) == expected
@@ -329,7 +329,7 @@ def test_a_whole_line_comes_at_least_every_so_many_lines(tmp_path: Path) -> None
     for n in range(2 * (WHOLE_EVERY + 1) + 2):
         line, base = encode_report(chat.report(1), base, request_id=f"q{n}", chat_key=KEY, ts="t", blobs={})
         kinds.append(line["v"])
-    assert kinds == ([2] + [3] * WHOLE_EVERY) * 2 + [2, 3]
+    assert kinds == ([2] + [4] * WHOLE_EVERY) * 2 + [2, 4]
 
 
 def test_asking_for_an_unreadable_record_says_why_instead_of_giving_another(tmp_path: Path) -> None:

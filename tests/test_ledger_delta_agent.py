@@ -123,7 +123,7 @@ async def test_a_chat_written_against_each_previous_record_reads_and_rebuilds_ex
     assert records == reports.whole(records)  # items, sources, tokens, sections, edits, extras
     lines = _lines(tmp_path)
     assert lines[0]["v"] == 2 and "base" not in lines[0]
-    written_against = [line for line in lines if line["v"] == 3]
+    written_against = [line for line in lines if line["v"] == 4]
     assert len(written_against) > len(lines) // 2
     ids = [f"{line['requestId']}:{line['step']}" for line in lines]
     for n, line in enumerate(lines):
@@ -175,7 +175,7 @@ async def test_a_ledger_written_before_version_3_stays_readable_and_takes_new_tu
     path = tmp_path / ".ship" / "chats" / "web%3Auser%3Aold" / "requests.jsonl"
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     kinds = [line["v"] for line in lines[len(expected) :]]
-    assert kinds[0] == 2 and 3 in kinds  # (a compaction in between starts a whole line too)
+    assert kinds[0] == 2 and 4 in kinds  # (a compaction in between starts a whole line too)
     records = agent.ledger(old_key)
     assert [r.to_json() for r in records[: len(expected)]] == expected
     for record, messages in zip(records[len(expected) :], model.received, strict=True):
@@ -190,7 +190,7 @@ async def test_a_missing_base_is_an_error_naming_the_chat_and_both_records(
     for text in ["hello", "plain", "more", "bye"]:
         assert (await agent.run(KEY, text)).success
     lines = _lines(tmp_path)
-    assert [line["v"] for line in lines] == [2, 2, 3, 3]  # (the first history items are fresh)
+    assert [line["v"] for line in lines] == [2, 2, 4, 4]  # (the first history items are fresh)
     path = tmp_path / ".ship" / "chats" / "web%3Auser%3Adelta" / "requests.jsonl"
     lines = [lines[1], lines[2], lines[3]]
     path.write_text("".join(json.dumps(x) + "\n" for x in [lines[0], lines[2]]), encoding="utf-8")

@@ -12,16 +12,15 @@ also revokes every session token the agent issued.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import RunContext
-from pydantic_ai.toolsets import AbstractToolset, FunctionToolset
-from pydantic_ai.toolsets._dynamic import DynamicToolset
+from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset
 
+from .._cache import BoundedCache
 from ..config import McpConfig, McpHttpServer, McpStdioServer, ShipConfig
 from ..errors import ToolContextError
 from ..execution import ToolExecutionContext, current_tool_context
@@ -101,7 +100,9 @@ class AgentContextRuntime:
             self.injector.register(provider)
         if config.capabilities:
             self.injector.register(AgentContextProvider(self.pool, clock=clock))
-        self._toolsets: OrderedDict[str, tuple[SessionContext, FunctionToolset[Any]]] = OrderedDict()
+        self._toolsets: BoundedCache[str, tuple[SessionContext, FunctionToolset[Any]]] = BoundedCache(
+            MAX_CACHED_SESSIONS
+        )
         self._mcp: McpManager | None = None
         self.toolset: AbstractToolset[Any] = DynamicToolset(
             self._current_toolset, per_run_step=False, id="context-providers"
@@ -145,9 +146,6 @@ class AgentContextRuntime:
         if cached is None or cached[0] is not session:  # built once per prepared session context
             cached = (session, provider_toolset(session.tools))
             self._toolsets[ctx.chat_key] = cached
-        self._toolsets.move_to_end(ctx.chat_key)
-        while len(self._toolsets) > MAX_CACHED_SESSIONS:
-            self._toolsets.popitem(last=False)
         return cached[1]
 
     # -- lifecycle -------------------------------------------------------------------------------

@@ -1,21 +1,26 @@
 """Record lines straight from the context window's reports, each written against the one before.
 
-Why version 3: a request of a long chat carries every history message, and the chat's next
-request carries the same ones plus a few. Writing each request's full columns (version 2) made
-the ledger's cost per turn grow with the chat: at 1,000 messages every request encoded 1,000
-items into a ~20 KB line. A version-3 line names its ``base`` — the record this process wrote
-just before for the same chat, in the same file — and holds ``copy`` runs ``[at, from, count]``
-(items ``at…`` of this request are items ``from…`` of the base, as they were recorded there) and,
-in the version-2 columns, only the items between the runs. ``baseN`` (the base's item count) and
-``n`` (this record's) let a reader check the splice.
+Why a line refers to an earlier one: a request of a long chat carries every history message, and
+the chat's next request carries the same ones plus a few. Writing each request's full columns
+(version 2) made the ledger's cost per turn grow with the chat: at 1,000 messages every request
+encoded 1,000 items into a ~20 KB line. A version-4 line (version 3 before it) names its ``base``
+— the record this process wrote just before for the same chat, in the same file — and holds
+``copy`` runs ``[at, from, count]`` (items ``at…`` of this request are items ``from…`` of the
+base, as they were recorded there) and, in the version-2 columns, only the items between the
+runs. ``baseN`` (the base's item count) and ``n`` (this record's) let a reader check the splice;
+version 4 adds ``baseFp``, a fingerprint of the base's recorded columns (:func:`items_fingerprint`),
+so a reader also checks that the base it holds is, item by item, the one the line was written
+against.
 
-Finding the runs walks no item in Python: the context window reuses the very same
-:class:`~shipagent.history.sections.Item` objects for unchanged history from one request to the
-next (``PriorItems``) and never edits an item it reuses, so a history item that *is* the base's
-item at the same position was recorded with the same source, tokens, section, edit and extras.
-``map(operator.is_, …)`` finds those at C speed; anything else (fresh items, edited ones, the
-summary pydantic-ai fuses anew on every request, injections, the run's own messages) is written
-literally.
+How the runs are found: by what was recorded, not by which object recorded it. Version 3 compared
+the history :class:`~shipagent.history.sections.Item` objects by identity (the context window
+reuses the same objects from one request to the next), which was right only while nothing edited
+a reused item in place; an edit made then went unrecorded, the line saying "as in the base". Version
+4 keeps, for the base, a snapshot of each prior item's recorded values (source, tokens, section,
+edit, original tokens, cap, tool call ids, hints) as immutable tuples, and compares this request's
+values with them (a list comparison in C for the usual case, a chat that grew by a turn). An item
+edited in place no longer equals its snapshot, so it is written literally. Injections and the run's
+own messages are always written literally.
 
 A line is written whole (version 2, the base's format) when there is no safe base: the first
 request of a chat in this process, the first line of a fresh file after rotation (the previous
@@ -36,11 +41,14 @@ from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
 from ..history.placement import RequestReport
 from ..history.sections import Item
-from ._records import blob_key, injected_text, items_json
+from ._records import blob_key, injected_text, items_fingerprint, items_json
 
 __all__ = ["WHOLE_EVERY", "Base", "encode_report", "report_json"]
 
 _TOKENS = operator.attrgetter("tokens")
+_ROW = operator.attrgetter("source", "tokens", "section", "edit", "original_tokens", "cap", "tool_call_ids")
+Row = tuple[Any, ...]
+"""An item's recorded values, immutable: ``_ROW``'s fields, plus its hints (sorted pairs) when it has any."""
 WHOLE_EVERY = 64
 """At most this many lines in a row are written against a base: a line damaged on disk makes the
 lines that refer to it (and to them) unreadable, so this bounds what one damaged line costs."""
@@ -52,8 +60,8 @@ class Base:
 
     record_id: str
     """``<requestId>:<step>``, as the next line names it."""
-    prior: list[Item]
-    """The report's prior items (summary and history), compared by identity."""
+    rows: list[Row]
+    """The recorded values of the report's prior items (summary and history), as written."""
     summary: int
     """1 when ``prior[0]`` is the summary (sent first, before the injected system messages)."""
     systems: int
@@ -66,6 +74,16 @@ class Base:
     """Lines written against a base since the last whole line (see :data:`WHOLE_EVERY`)."""
     mark: tuple[int, int, int] | None = None
     """``(device, inode, size)`` of the file right after the record was appended."""
+    fingerprint: str = ""
+    """:func:`items_fingerprint` of the record's items, which the next line names as ``baseFp``."""
+
+
+def _rows(items: list[Item]) -> list[Row]:
+    """Snapshots of what the ledger records of ``items``: values, never references to mutable ones."""
+    rows = list(map(_ROW, items))
+    for index in [n for n, item in enumerate(items) if item.hints]:
+        rows[index] = (*rows[index], tuple(sorted(items[index].hints.items())))
+    return rows
 
 
 Segment = tuple[list[Item], int, int]
@@ -125,17 +143,16 @@ def _sections(report: RequestReport, summary: int, prior_tokens: int) -> dict[st
     }
 
 
-def _same_runs(new: list[Item], old: list[Item]) -> list[tuple[int, int]]:
-    """``(start, end)`` of each run of positions where ``new`` holds the items of ``old``.
+def _same_runs(new: list[Row], old: list[Row]) -> list[tuple[int, int]]:
+    """``(start, end)`` of each run of positions where ``new`` records what ``old`` recorded.
 
-    The usual case first: every common position holds the same item (a chat that grew by a
-    turn). A list comparison checks that in C, skipping identical items without touching them
-    (an item that is not the same object is compared by value: equal items were recorded alike).
+    The usual case first: every common position holds equal values (a chat that grew by a turn),
+    which a list comparison checks in C.
     """
     common = min(len(new), len(old))
     if common and (new[:common] == old if len(new) >= len(old) else new == old[:common]):
         return [(0, common)]
-    flags = list(map(operator.is_, new, old))
+    flags = list(map(operator.eq, new, old))
     runs: list[tuple[int, int]] = []
     index, size = 0, len(flags)
     while index < size:
@@ -152,21 +169,21 @@ def _same_runs(new: list[Item], old: list[Item]) -> list[tuple[int, int]]:
     return runs
 
 
-def _gap_tokens(items: list[Item], runs: list[tuple[int, int]]) -> int:
-    """The tokens of ``items`` outside ``runs``."""
+def _gap_tokens(rows: list[Row], runs: list[tuple[int, int]]) -> int:
+    """The tokens of ``rows`` outside ``runs``."""
     total, start = 0, 0
-    for begin, end in [*runs, (len(items), len(items))]:
+    for begin, end in [*runs, (len(rows), len(rows))]:
         if begin > start:
-            total += sum(map(_TOKENS, items[start:begin]))
+            total += sum(row[1] for row in rows[start:begin])
         start = end
     return total
 
 
-def _copies(prior: list[Item], summary: int, systems: int, base: Base) -> tuple[list[list[int]], int]:
+def _copies(prior: list[Row], summary: int, systems: int, base: Base) -> tuple[list[list[int]], int]:
     """The ``[at, from, count]`` runs of this request's prior items that are the base's, and the
     prior items' tokens (the base's, less what was not copied, plus what is new)."""
     out: list[list[int]] = []
-    runs = _same_runs(prior, base.prior)
+    runs = _same_runs(prior, base.rows)
     cuts = {summary, base.summary}  # a run never spans the summary's end in either request
     for start, end in runs:
         edges = [start, *sorted(c for c in cuts if start < c < end), end]
@@ -174,7 +191,7 @@ def _copies(prior: list[Item], summary: int, systems: int, base: Base) -> tuple[
             at = a + (systems if a >= summary else 0)
             source = a + (base.systems if a >= base.summary else 0)
             out.append([at, source, b - a])
-    tokens = base.prior_tokens - _gap_tokens(base.prior, runs) + _gap_tokens(prior, runs)
+    tokens = base.prior_tokens - _gap_tokens(base.rows, runs) + _gap_tokens(prior, runs)
     return out, tokens
 
 
@@ -207,8 +224,9 @@ def encode_report(
     """
     segments, summary, systems = _segments(report)
     size = sum(end - begin for _, begin, end in segments)
+    rows = _rows(report.prior)
     if base is not None and base.depth < WHOLE_EVERY:
-        copies, prior_tokens = _copies(report.prior, summary, systems, base)
+        copies, prior_tokens = _copies(rows, summary, systems, base)
     else:
         copies, prior_tokens = [], sum(map(_TOKENS, report.prior))
     literal: list[Item] = []  # the items not copied from the base: all of them without one
@@ -227,7 +245,7 @@ def encode_report(
             injected[index] = {"role": role, "blob": key}
     cols = items_json(literal, injected)
     out: dict[str, Any] = {
-        "v": 3 if copies else 2,
+        "v": 4 if copies else 2,
         "requestId": request_id,
         "step": report.step,
         "ts": ts,
@@ -241,6 +259,7 @@ def encode_report(
     if copies and base is not None:
         depth = base.depth + 1
         out["base"] = base.record_id
+        out["baseFp"] = base.fingerprint
         cols.update(n=size, baseN=base.size, copy=copies)
     out["cols"] = cols
     out["budget"] = {"total": report.plan.budget.total, "caps": dict(report.plan.budget.caps)}
@@ -250,7 +269,10 @@ def encode_report(
         out["inputTokens"], out["cachedTokens"] = usage
     if (summarizer := _summarizer(report)) is not None:
         out["summarizer"] = summarizer
-    made = Base(f"{request_id}:{report.step}", report.prior, summary, systems, size, prior_tokens, depth)
+    everything: list[Item] = []
+    _take(segments, 0, size, everything)
+    made = Base(f"{request_id}:{report.step}", rows, summary, systems, size, prior_tokens, depth)
+    made.fingerprint = items_fingerprint(everything)
     return out, made
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,6 +21,7 @@ from typing import Any
 
 from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart, repair_messages
 
+from .._cache import BoundedCache
 from ..chatkeys import ShipPaths
 from ..config import LedgerConfig
 from ..execution import InjectedMessage
@@ -139,8 +139,9 @@ class Ledger:
         self.otel = otel
         self.store = LedgerStore(paths, keep_requests=config.keep_requests)
         self._messages = MessageLog(paths)
-        self._recorders: OrderedDict[tuple[str, str], LedgerRecorder] = OrderedDict()
-        self._bases: OrderedDict[str, Base] = OrderedDict()
+        # turns that failed never flush: their recorders are dropped, least recent first
+        self._recorders: BoundedCache[tuple[str, str], LedgerRecorder] = BoundedCache(_MAX_OPEN_TURNS)
+        self._bases: BoundedCache[str, Base] = BoundedCache(_MAX_BASES)
         """Per chat, its last record written by this process (the next line refers to it)."""
         self._lock = threading.Lock()  # turns of different chats write from different threads
 
@@ -156,8 +157,6 @@ class Ledger:
         found = self._recorders.get(key)
         if found is None:
             found = self._recorders[key] = LedgerRecorder(chat_key, request_id, spans=self.otel)
-            while len(self._recorders) > _MAX_OPEN_TURNS:  # turns that failed never flush
-                self._recorders.popitem(last=False)
         return found
 
     def flush(self, chat_key: str, request_id: str, new: Sequence[ModelMessage]) -> Callable[[], None] | None:
@@ -188,8 +187,6 @@ class Ledger:
                 recorder.base.mark = mark
                 with self._lock:
                     self._bases[chat_key] = recorder.base
-                    while len(self._bases) > _MAX_BASES:
-                        self._bases.popitem(last=False)
 
         return write
 

@@ -13,7 +13,8 @@ of a long chat carries a thousand history items that are all ``whole``; one obje
 the ledger the most expensive part of a turn at 1,000 messages. Version-1 lines (``"items"``, one
 object per item) are still read.
 
-Version 3 (written by :mod:`._encode`) keeps only what changed: a line names its ``base``, an
+Versions 3 and 4 (written by :mod:`._encode`; 4 since its runs are found by recorded values, not
+object identity, and it carries ``baseFp``) keep only what changed: a line names its ``base``, an
 earlier record of the same file, and ``copy`` runs of that record's items; its columns hold the
 items in between. :func:`items_from_json` splices them given the records read before it, and a
 line whose base is missing or not the one it was written against raises
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -39,6 +41,7 @@ __all__ = [
     "LedgerReferenceError",
     "RequestRecord",
     "blob_key",
+    "items_fingerprint",
     "items_json",
     "record_from_report",
 ]
@@ -53,6 +56,17 @@ SECTION_NAMES = (
     "turn",
     "toolResults",
 )
+
+
+def items_fingerprint(items: Sequence[_ItemLike]) -> str:
+    """A fingerprint of the recorded columns every item has (source, tokens, section, edit).
+
+    A version-4 line names its base's (``baseFp``); the reader computes it over the base items it
+    holds, so a splice onto a base other than the one written against fails instead of mixing them.
+    """
+    columns = [[i.source for i in items], [i.tokens for i in items], [i.section for i in items]]
+    columns.append([i.edit for i in items])
+    return hashlib.sha256(json.dumps(columns, separators=(",", ":")).encode("utf-8")).hexdigest()[:32]
 
 
 def blob_key(text: str) -> str:
@@ -130,7 +144,7 @@ def items_json(items: Sequence[_ItemLike], extras: dict[int, dict[str, Any]] | N
 
 
 class LedgerReferenceError(ShipAgentError, ValueError):
-    """A record line (version 3) names an earlier record that is missing, unreadable or different.
+    """A record line (version 3 or 4) names an earlier record that is missing, unreadable or different.
 
     The record cannot be rebuilt without it, so it is left out (never returned half right); the
     message names the chat, the record and the record it refers to.
@@ -145,7 +159,7 @@ def record_label(data: dict[str, Any]) -> str:
 def _splice(
     literal: list[LedgerItem], data: dict[str, Any], bases: Mapping[str, list[LedgerItem]]
 ) -> list[LedgerItem]:
-    """A version-3 record's items: runs copied from its base record, the literal items between them."""
+    """A version-3/4 record's items: runs copied from its base record, the literal items between them."""
     ref, cols = str(data["base"]), data["cols"]
     base = bases.get(ref)
     if base is None:
@@ -156,6 +170,11 @@ def _splice(
         raise LedgerReferenceError(
             f"{record_label(data)} refers to ledger record {ref} with {cols.get('baseN')} items, "
             f"but that record holds {len(base)}"
+        )
+    if "baseFp" in data and str(data["baseFp"]) != items_fingerprint(base):
+        raise LedgerReferenceError(
+            f"{record_label(data)} refers to ledger record {ref}, but the record read under that "
+            "name holds other items than the one it was written against (its fingerprint differs)"
         )
     out: list[LedgerItem] = []
     taken = 0
