@@ -7,7 +7,7 @@ Agent.md text is the profile's instructions, whose model is the profile's (or
 parent's history never reaches it — and it leaves its own transcript and output box.
 
 The agent is built by the :data:`SubAgentFactory` the delegating agent gave its handover
-(``shipagent._subagents.build_sub_agent`` for a ``ShipAgent``): this package needs only the
+(a ``ShipAgent`` builds one of its own class): this package needs only the
 :class:`SubAgent` protocol, never the agent class.
 """
 
