@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self, cast
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from pydantic_ai import Agent, RunContext
@@ -31,14 +31,14 @@ from ._combined import SequentialCombinedToolset
 from ._guard import GuardedToolset
 from ._lock import ProjectLock
 from ._streaming import PendingApprovals
-from ._subagents import sub_agent_factory
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError
 from .execution import ApprovalCallback, ToolExecutionContext, current_tool_context
 from .files import ContextFiles, SpillToolset, context_toolset
-from .handover import Handover
+from .handover import Handover, ResolvedProfile
+from .handover._delegation import profile_agent_md
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult
 from .history.injections import InjectionToolset
@@ -50,12 +50,13 @@ from .history.tokens import TokenCalibration
 from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model
+from .results import AgentResult
 from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
 from .turns import SharedChats, TurnExecutor, TurnHooks, executor_factories, shared_factories
 
 if TYPE_CHECKING:
     from ._local_model import LocalModel
-    from .agent import ShipAgent
+    from ._steps import StepCallback
 
 __all__ = ["AgentBase"]
 
@@ -83,7 +84,8 @@ class AgentBase:
     """A project's agent without its turn: built from ship.json, started by ``async with``.
 
     Only :class:`~shipagent.agent.ShipAgent` subclasses it; it exists so the turn has a module of
-    its own.
+    its own. Nothing here names the subclass: the base declares :meth:`run` (the subclass defines
+    it) and builds sub-agents as ``type(self)``.
     """
 
     def __init__(
@@ -167,12 +169,10 @@ class AgentBase:
         self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
         # Cards, boxes and delegation; the store opens on first use.
         cards = self.shared.cards if self.shared is not None else None  # a cluster's: its database
-        self.handover = Handover.for_project(
-            self.paths, config, sub_agent_factory(cast("ShipAgent", self)), store=cards
-        )
+        self.handover = Handover.for_project(self.paths, config, self._sub_agent, store=cards)
         # -- durable seam: how a turn's effects run (inline here; recorded steps in
         # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
-        self.turn_hooks = TurnHooks()
+        self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
         self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
@@ -219,6 +219,61 @@ class AgentBase:
             profile_models=profile_models,
             project_lock=project_lock,
         )
+
+    # -- the turn, and the agents a delegation runs ------------------------------------------------
+
+    async def run(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        on_step: StepCallback | None = None,
+        channel: Any = None,
+        request_id: str | None = None,
+    ) -> AgentResult:
+        """One turn of the chat: :meth:`ShipAgent.run <shipagent.agent.ShipAgent.run>` (this base has none).
+
+        Declared here so the base can build its own sub-agents (they run turns) without naming
+        its subclass.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no turn: use ShipAgent")
+
+    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> Self:
+        """The agent a delegation to ``profile`` runs: a new agent of this class on the same project.
+
+        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
+        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
+        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
+
+        Raises:
+            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
+        """
+        config = self.config
+        model: Any = self.profile_models.get(profile.name)
+        if model is None and profile.config.model:
+            config = config.model_copy(
+                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
+            )
+        elif model is None:
+            model = self.model
+        sub = type(self)(
+            self.project_root,
+            config,
+            model=model,
+            toolsets=self._user_toolsets,
+            on_approval=self.on_approval,
+            profile_models=self.profile_models,
+            agent_md=profile_agent_md(self.project_root, profile.config),
+        )
+        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
+        if (
+            profile.config.skills is not None
+        ):  # the profile's skills: the overview, skills_list and skills_load
+            sub.skills_cache.only = tuple(profile.config.skills)
+        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
+        # another set of server processes per sub-agent (a fork_join of four would start four of each).
+        sub.mcp = self.mcp
+        return sub
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -269,7 +324,7 @@ class AgentBase:
         factory = executor_factories.get("durable")
         if factory is None:  # pragma: no cover - registered by the package facade
             raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
-        self._executor_cm = factory(cast("ShipAgent", self))
+        self._executor_cm = factory(self)
         self.turn_executor = await self._executor_cm.__aenter__()
 
     async def _stop_executor(self) -> None:

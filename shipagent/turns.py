@@ -13,22 +13,16 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from ._executors import executor_factories, shared_factories
-from ._steps import StepCallback
-from .results import AgentResult
+from ._executors import SharedChats, TurnExecutor, executor_factories, shared_factories
 
 if TYPE_CHECKING:
-    from .agent import ShipAgent
-    from .files import ContextFiles
-    from .handover import CardBoxStore
     from .history.compaction import CompactionResult
-    from .history.stores import MessageLog
 
 __all__ = [
     "CommitOutcome",
@@ -61,7 +55,12 @@ CommitOutcome = tuple["CompactionResult | None", "Exception | None"]
 """What a commit did: the compaction it triggered, or the exception that kept the turn from sticking."""
 
 
-class TurnHooks:
+AgentT = TypeVar("AgentT")
+"""The agent the hooks are handed: the durable room's hooks take a ``ShipAgent``. This module sits
+below the agent and never names its class; the default hooks do not look at it."""
+
+
+class TurnHooks(Generic[AgentT]):
     """The default: every effect runs inline, exactly as in a plain (non-durable) agent."""
 
     def request_id(self, given: str | None, fresh: Callable[[], str]) -> str:
@@ -77,51 +76,13 @@ class TurnHooks:
         return list(toolsets)
 
     async def load(
-        self, agent: ShipAgent, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
+        self, agent: AgentT, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
     ) -> list[ModelMessage]:
         """The chat's history at the start of the turn."""
         return await load()
 
     async def commit(
-        self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
+        self, agent: AgentT, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
     ) -> CommitOutcome:
         """Write the turn to every store (durable mode: once, whatever crashes in between)."""
         return await commit(turn)
-
-
-class TurnExecutor(Protocol):
-    """Runs whole turns somewhere else (a queue of durable workflows) and returns their results."""
-
-    async def submit(
-        self,
-        chat_key: str,
-        text: str,
-        *,
-        request_id: str | None,
-        on_step: StepCallback | None,
-        channel: Any,
-        emit: Callable[[Any], Awaitable[None]] | None = None,
-    ) -> AgentResult:
-        """Run the turn; ``emit`` (from ``run_stream``) takes its run events, ``Done`` excepted."""
-        ...
-
-
-class SharedChats(Protocol):
-    """Where a durable cluster's chats live instead of this machine's ``.ship/`` (a database).
-
-    The agent consults it (``ShipAgent.shared``) for what it does outside a worker's turn hooks:
-    reading a chat it does not hold, clearing one, keeping a failed turn's ``chat_send`` lines,
-    every context file, and handover's cards and boxes (``cards``: the store the workers'
-    commits write output boxes to, so delegation on any machine reads and writes the same boxes).
-    """
-
-    context_files: ContextFiles
-    cards: CardBoxStore
-
-    def history(self, chat_key: str) -> list[ModelMessage]: ...
-
-    def message_log(self, chat_key: str) -> MessageLog: ...
-
-    async def clear(self, chat_key: str, request_id: str) -> None: ...
-
-    async def keep_sent(self, chat_key: str, request_id: str, text: str, sent: Sequence[str]) -> None: ...

@@ -502,14 +502,12 @@ async def test_profile_agent_md_file_is_the_sub_agents_role(tmp_path: Path) -> N
 
 
 async def test_sub_agent_is_built_from_the_profile_and_shares_the_parents_mcp_servers(tmp_path: Path) -> None:
-    from shipagent._subagents import build_sub_agent
-
     root = project(tmp_path, {"r": {"instructions": "R", "model": "test", "tools": ["context_*"]}})
     parent = ShipAgent.from_project(root, model=FunctionModel(text("p")))
     profile = await parent.handover.resources.get_profile(
         await parent.handover.resources.find_profile_by_name("r")
     )
-    sub = build_sub_agent(parent, profile, parent.handover)
+    sub = parent._sub_agent(profile, parent.handover)
     assert sub.mcp is parent.mcp
     assert sub.handover.store is parent.handover.store and sub.handover.depth == 1
     assert sub.config.llm.model == "test" and parent.config.llm.model is None

@@ -39,7 +39,7 @@ __all__ = ["DurableTurnHooks"]
 _UNSEEN = object()
 
 
-class DurableTurnHooks(TurnHooks):
+class DurableTurnHooks(TurnHooks["ShipAgent"]):
     """Turn hooks of a durable worker (one per worker process)."""
 
     def __init__(self) -> None:

@@ -24,7 +24,6 @@ from ._delegation import (
     DelegationLimitError,
     DelegationTask,
     SubAgent,
-    SubAgentFactory,
     TaskStatus,
     delegate_chat_key,
 )
@@ -33,7 +32,7 @@ from ._inspect import format_box
 from ._packer import HandoverPacker, PackedContext, instruction_handover, pack_context_with_instruction
 from ._render import SubAgentInput, load_sub_agent_input, render_content, render_context
 from ._resources import ResolvedProfile, ResourceStore
-from ._runtime import Handover
+from ._runtime import Handover, SubAgentFactory
 from ._sqlite import SqliteCardBoxStore
 from ._store import BoxId, CardBoxStore
 from ._tools import DELEGATION_TOOL_NAMES, ForkTask

@@ -6,18 +6,18 @@ Agent.md text is the profile's instructions, whose model is the profile's (or
 ``<parent chat key>#delegate:<task id>``. Its input is its context box and nothing else — the
 parent's history never reaches it — and it leaves its own transcript and output box.
 
-The agent is built by the :data:`SubAgentFactory` the delegating agent gave its handover
-(``shipagent._subagents.build_sub_agent`` for a ``ShipAgent``): this package needs only the
-:class:`SubAgent` protocol, never the agent class.
+The agent is built by the :data:`~shipagent.handover.SubAgentFactory` the delegating agent gave
+its handover (a ``ShipAgent`` builds one of its own class): this package needs only the
+:class:`SubAgent` protocol, never the agent class. Running a task is the handover's
+(:meth:`Handover.run <shipagent.handover.Handover.run>`); this module is what a task is.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import Any, Literal, Protocol
 
 import anyio
 
@@ -26,17 +26,12 @@ from ..errors import BadRequestError, ShipAgentError
 from ..history.chats import ChatHistories
 from ..results import AgentResult
 from ._ids import new_id
-from ._render import SubAgentInput, load_sub_agent_input
 from ._resources import ResolvedProfile
-
-if TYPE_CHECKING:
-    from ._runtime import Handover
 
 __all__ = [
     "DelegationLimitError",
     "DelegationTask",
     "SubAgent",
-    "SubAgentFactory",
     "TaskStatus",
     "delegate_chat_key",
     "profile_agent_md",
@@ -59,10 +54,6 @@ class SubAgent(Protocol):
     async def run(self, chat_key: str, text: str) -> AgentResult:
         """Run one turn; never raises for a failure inside the turn."""
         ...
-
-
-SubAgentFactory = Callable[[ResolvedProfile, "Handover"], SubAgent]
-"""``(profile, the delegating handover) -> the agent that runs the profile``."""
 
 
 class DelegationLimitError(ShipAgentError):
@@ -153,46 +144,3 @@ def profile_agent_md(project_root: Path, profile: ProfileConfig) -> str:
         except OSError as exc:
             raise BadRequestError(f"profile agentMd {profile.agent_md!r}: {exc.strerror or exc}") from None
     return "\n\n".join(p for p in parts if p)
-
-
-async def _seed(sub: SubAgent, chat_key: str, rendered: SubAgentInput) -> None:
-    """Commit the inherited history as the delegate chat's opening messages (persisted like a turn)."""
-    if not rendered.history:
-        return
-    async with sub.chats.lock(chat_key):
-        base = await sub.chats.aget(chat_key)
-        await sub.chats.commit(chat_key, f"handover-{new_id()}", base, list(rendered.history))
-
-
-async def run_task(handover: Handover, task: DelegationTask) -> DelegationTask:
-    """Run a packed task to the end. Never raises: every failure is recorded on the task.
-
-    One broken delegation (a crashing model, a bad profile file) must not take down its siblings
-    in a fork-join or the parent's run.
-    """
-    try:
-        if handover.sub_agents is None:
-            raise ShipAgentError("this handover belongs to no agent; it cannot run sub-agents")
-        rendered = await load_sub_agent_input(handover.store, task.context_box_id)
-        sub = handover.sub_agents(task.profile, handover)
-        # Not entered (``async with``): it shares the parent's started MCP servers, and entering
-        # would start (and on exit stop) servers of its own.
-        await _seed(sub, task.chat_key, rendered)
-        result = await sub.run(task.chat_key, rendered.prompt or "(no instruction was given)")
-        task.output = result.output
-        task.status = "done" if result.success else "failed"
-        if not result.success:
-            task.error = result.output
-        task.output_box_id = await handover.output_box_id(task.chat_key)
-    except anyio.get_cancelled_exc_class():
-        task.status, task.error = "failed", "cancelled: the delegating agent shut down"
-        raise
-    except Exception as exc:
-        log.warning(
-            "delegation %s (%s) failed: %s: %s", task.task_id, task.profile_name, type(exc).__name__, exc
-        )
-        task.status = "failed"
-        task.error = f"{type(exc).__name__}: {exc}"
-    finally:
-        task.finished.set()
-    return task

@@ -22,23 +22,28 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from ..chatkeys import ShipPaths
 from ..config import HandoverConfig, ShipConfig
-from ..errors import BadRequestError, NotFoundError
+from ..errors import BadRequestError, NotFoundError, ShipAgentError
 from ..execution import ToolExecutionContext
 from ._cards import CARD_CHAT_MESSAGE, Card, NewCard, TextContent
-from ._delegation import DelegationLimitError, DelegationTask, SubAgentFactory, run_task
+from ._delegation import DelegationLimitError, DelegationTask, SubAgent
+from ._ids import new_id
 from ._inspect import format_box
 from ._packer import HandoverPacker
 from ._render import SubAgentInput, load_sub_agent_input
-from ._resources import ResourceStore
+from ._resources import ResolvedProfile, ResourceStore
 from ._sqlite import SqliteCardBoxStore
 from ._store import BoxId, CardBoxStore
 
-__all__ = ["Handover"]
+__all__ = ["Handover", "SubAgentFactory"]
 
 log = logging.getLogger("shipagent.handover")
 STORE_FILE = "cardbox.sqlite3"
 MAX_REMEMBERED_TASKS = 1000
 MAX_REMEMBERED_BOXES = 4096  # output box ids of the most recently used chats
+
+
+SubAgentFactory = Callable[[ResolvedProfile, "Handover"], SubAgent]
+"""``(profile, the delegating handover) -> the agent that runs the profile``."""
 
 
 class Handover:
@@ -271,12 +276,41 @@ class Handover:
             del self.tasks[task.task_id]
 
     async def run(self, task: DelegationTask) -> DelegationTask:
-        """Run a prepared task to its end (never raises; failures are on the task)."""
-        return await run_task(self, task)
+        """Run a prepared task to its end. Never raises: every failure is recorded on the task.
+
+        One broken delegation (a crashing model, a bad profile file) must not take down its
+        siblings in a fork-join or the parent's run.
+        """
+        try:
+            if self.sub_agents is None:
+                raise ShipAgentError("this handover belongs to no agent; it cannot run sub-agents")
+            rendered = await load_sub_agent_input(self.store, task.context_box_id)
+            sub = self.sub_agents(task.profile, self)
+            # Not entered (``async with``): it shares the parent's started MCP servers, and entering
+            # would start (and on exit stop) servers of its own.
+            await _seed(sub, task.chat_key, rendered)
+            result = await sub.run(task.chat_key, rendered.prompt or "(no instruction was given)")
+            task.output = result.output
+            task.status = "done" if result.success else "failed"
+            if not result.success:
+                task.error = result.output
+            task.output_box_id = await self.output_box_id(task.chat_key)
+        except anyio.get_cancelled_exc_class():
+            task.status, task.error = "failed", "cancelled: the delegating agent shut down"
+            raise
+        except Exception as exc:
+            log.warning(
+                "delegation %s (%s) failed: %s: %s", task.task_id, task.profile_name, type(exc).__name__, exc
+            )
+            task.status = "failed"
+            task.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            task.finished.set()
+        return task
 
     def start(self, task: DelegationTask) -> None:
         """Run a prepared task in the background; :meth:`wait` or ``delegation_result`` collect it."""
-        background = asyncio.get_running_loop().create_task(run_task(self, task))
+        background = asyncio.get_running_loop().create_task(self.run(task))
         self._background.add(background)
         background.add_done_callback(self._background.discard)
 
@@ -330,3 +364,12 @@ class Handover:
                 await background
         if self._owns_store:
             await self.store.close()
+
+
+async def _seed(sub: SubAgent, chat_key: str, rendered: SubAgentInput) -> None:
+    """Commit the inherited history as the delegate chat's opening messages (persisted like a turn)."""
+    if not rendered.history:
+        return
+    async with sub.chats.lock(chat_key):
+        base = await sub.chats.aget(chat_key)
+        await sub.chats.commit(chat_key, f"handover-{new_id()}", base, list(rendered.history))

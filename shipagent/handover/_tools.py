@@ -9,7 +9,8 @@ reports its own outcome and one failure never fails the others.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, NotRequired
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol
 
 import anyio
 from pydantic_ai.toolsets import FunctionToolset
@@ -20,9 +21,12 @@ from ..execution import current_tool_context
 from ._delegation import DELEGATE_MARK, DelegationTask
 
 if TYPE_CHECKING:
-    from ._runtime import Handover
+    from ..chatkeys import ShipPaths
+    from ..config import HandoverConfig
+    from ..execution import ToolExecutionContext
+    from ._store import BoxId
 
-__all__ = ["DELEGATION_TOOL_NAMES", "ForkTask", "handover_toolset"]
+__all__ = ["DELEGATION_TOOL_NAMES", "Delegations", "ForkTask", "handover_toolset"]
 
 DELEGATION_TOOL_NAMES = ("delegate_async", "delegation_result", "fork_join", "ask_expert")
 MAX_WAIT_SECONDS = 600.0
@@ -36,11 +40,47 @@ class ForkTask(TypedDict):
     input_box_ids: NotRequired[list[str]]
 
 
+class Delegations(Protocol):
+    """What the tools need of the :class:`~shipagent.handover.Handover` they are bound to.
+
+    A protocol, so that the dependency runs one way: the handover builds its toolset from this
+    module, and this module never imports the handover.
+    """
+
+    @property
+    def tasks(self) -> dict[str, DelegationTask]: ...
+
+    @property
+    def paths(self) -> ShipPaths | None: ...
+
+    @property
+    def limits(self) -> HandoverConfig: ...
+
+    async def output_box_id(self, chat_key: str) -> str: ...
+
+    async def prepare(
+        self,
+        chat_key: str,
+        *,
+        profile_name: str,
+        instruction: object,
+        input_box_ids: Sequence[BoxId] | None = None,
+        tool_suffix: str = "delegate_async",
+        run: ToolExecutionContext | None = None,
+    ) -> DelegationTask: ...
+
+    def start(self, task: DelegationTask) -> None: ...
+
+    async def run(self, task: DelegationTask) -> DelegationTask: ...
+
+    async def wait(self, task_id: str, wait_seconds: float | None = None) -> DelegationTask: ...
+
+
 def _error(exc: BaseException) -> dict[str, Any]:
     return {"success": False, "error": str(exc)}
 
 
-def handover_toolset(handover: Handover) -> FunctionToolset[Any]:
+def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
     """A toolset of the four delegation tools, bound to ``handover`` (one per agent)."""
 
     async def _clone_source_box(chat_key: str, target_ref: str | None) -> str:

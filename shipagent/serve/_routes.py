@@ -20,14 +20,15 @@ from ..events import ApprovalRequired
 from ..stores import PgStores, open_stores
 from ..stores._shared import chat_activity
 from ._auth import ApiKey
+from ._body import read_json
 from ._chats import list_chats, read_transcript_page, shared_chats
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
 from ._stream import SSE_HEADERS, EventStream, native_events, openai_chunks
 from ._terminal import terminated
-from ._wire import ApiError, JSONResponse, read_json, result_json
+from ._wire import ApiError, JSONResponse, result_json
 
 if TYPE_CHECKING:
-    from ._app import ServeState
+    from ._state import ServeState
 
 __all__ = ["Api"]
 

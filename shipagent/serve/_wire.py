@@ -11,7 +11,6 @@ import json
 from typing import Any
 
 from pydantic.alias_generators import to_camel
-from starlette.requests import Request
 from starlette.responses import JSONResponse as _StarletteJSON
 
 from ..events import Done, RunEvent
@@ -22,7 +21,6 @@ __all__ = [
     "JSONResponse",
     "error_response",
     "event_json",
-    "read_json",
     "result_json",
     "sse",
 ]
@@ -68,20 +66,3 @@ def sse(event: str | None, data: Any) -> bytes:
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
     head = f"event: {event}\n" if event else ""
     return f"{head}data: {text}\n\n".encode()
-
-
-async def read_json(request: Request, max_bytes: int) -> Any:
-    """The request's JSON body, refusing one over ``max_bytes`` before reading it all."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise ApiError(413, "body_too_large", f"request body is {declared} bytes; the limit is {max_bytes}")
-    body = bytearray()
-    async for chunk in request.stream():
-        body.extend(chunk)
-        if len(body) > max_bytes:
-            raise ApiError(413, "body_too_large", f"request body is over the limit of {max_bytes} bytes")
-    if not body:
-        raise ApiError(400, "invalid_json", "the request needs a JSON body")
-    from ._input import parse_json  # depth, number and surrogate checks (imports ApiError from here)
-
-    return parse_json(bytes(body))
