@@ -148,8 +148,8 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
 
     Order matters, since a later mount covers an earlier one: the read-only root first, then the
     hidden directories, then the project (so a project under ``/tmp`` or the home directory is
-    mounted back), then the extra writable paths, then the agent's own files read-only, and the
-    masks last, so no writable path can uncover ``.ship/`` or a secret.
+    mounted back), then the extra writable paths, then the directories that lead to a protected or
+    hidden path (:func:`_anchors`), then the agent's own files read-only, and the masks last, so no writable path can uncover ``.ship/`` or a secret.
     """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in sorted(layout.hidden, key=lambda p: len(p.parts)):
@@ -160,6 +160,8 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     argv += ["--bind", root, root]
     for path in layout.writable:
         argv += ["--bind-try", str(path), str(path)]
+    for path in _anchors(layout):
+        argv += ["--bind", str(path), str(path)]
     for path in layout.protected:
         argv += ["--ro-bind-try", str(path), str(path)]
     for path in sorted({layout.ship_dir, *layout.masked_dirs}, key=lambda p: (len(p.parts), str(p))):
@@ -175,6 +177,28 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     if layout.limits is not None:
         argv += _limits_argv(layout.limits, layout.shell)
     return argv
+
+
+def _anchors(layout: SandboxLayout) -> list[Path]:
+    """The writable directories between the project (or a writable path) and a hidden or protected path.
+
+    Each is bound onto itself, which makes it a mount point, and the kernel refuses to rename or
+    remove a mount point (``EBUSY``). Otherwise ``mv notes elsewhere`` would carry a hidden
+    ``notes/key.txt`` out from under its name, readable by the next command, and ``mv .claude x``
+    would let a command put new skills where the protected ``.claude/skills`` was.
+    """
+    roots = [layout.project_root, *layout.writable]
+    found: list[Path] = []
+    for path in (*layout.protected, *layout.masked_dirs, *layout.masked_files):
+        for root in roots:
+            if path == root or not path.is_relative_to(root):
+                continue
+            parent = path.parent
+            while parent != root and parent.is_relative_to(root):
+                if parent not in found:
+                    found.append(parent)
+                parent = parent.parent
+    return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
 @dataclass(frozen=True, slots=True)
