@@ -70,3 +70,22 @@ def test_moving_the_folder_of_protected_skills_does_not_let_new_skills_in(varian
     skills = sorted(p.name for p in (variant.root / ".claude" / "skills").iterdir())
     assert skills == ["deploy"]
     assert (variant.root / ".claude" / "skills" / "deploy" / "SKILL.md").read_text(encoding="utf-8") == SKILL
+
+
+def test_a_planted_dotenv_is_moved_aside(variant: Hostile) -> None:
+    """Where no ``.env`` was, one written by a command would feed ``${VAR}`` in ship.json at restart."""
+    output = variant.shell("echo 'WEB_KEY=planted-key-0123456789abcdef' > .env")
+    assert "moved to .ship/refused/" in str(output.get("note")), output
+    assert not (variant.root / ".env").exists()
+
+
+def test_the_servers_import_path_inside_the_project_is_read_only(variant: Hostile) -> None:
+    """A ``sitecustomize.py`` on the server's ``sys.path`` would run, unsandboxed, at its next start."""
+    output = variant.shell(
+        "echo 'VALUE = 2' > pylib/helpers.py; "
+        "echo 'import os; os.system(\"touch /tmp/owned\")' > pylib/sitecustomize.py"
+    )
+    assert output["exitCode"] != 0, output
+    assert "read-only" in str(output.get("note")), output
+    assert not (variant.root / "pylib" / "sitecustomize.py").exists()
+    assert (variant.root / "pylib" / "helpers.py").read_text(encoding="utf-8") == "VALUE = 1\n"
