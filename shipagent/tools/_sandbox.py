@@ -31,7 +31,6 @@ the kernel can promise that. Inside the sandbox:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -40,13 +39,13 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..config import ExecShellPermission, ShipConfig
 from ._confine import agent_files, secret_files
+from ._mounts import anchors, exact_dirs, hidden_paths, homes, tool_dirs, writable_paths
 
 __all__ = [
     "SandboxLayout",
@@ -149,7 +148,7 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     Order matters, since a later mount covers an earlier one: the read-only root first, then the
     hidden directories, then the project (so a project under ``/tmp`` or the home directory is
     mounted back), then the extra writable paths, then the directories that lead to a protected or
-    hidden path (:func:`_anchors`), then the agent's own files read-only, and the masks last, so no writable path can uncover ``.ship/`` or a secret.
+    hidden path (:func:`._mounts.anchors`), then the agent's own files read-only, and the masks last, so no writable path can uncover ``.ship/`` or a secret.
     """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in sorted(layout.hidden, key=lambda p: len(p.parts)):
@@ -160,7 +159,10 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     argv += ["--bind", root, root]
     for path in layout.writable:
         argv += ["--bind-try", str(path), str(path)]
-    for path in _anchors(layout):
+    for path in anchors(
+        [layout.project_root, *layout.writable],
+        (*layout.protected, *layout.masked_dirs, *layout.masked_files),
+    ):
         argv += ["--bind", str(path), str(path)]
     for path in layout.protected:
         argv += ["--ro-bind-try", str(path), str(path)]
@@ -177,28 +179,6 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     if layout.limits is not None:
         argv += _limits_argv(layout.limits, layout.shell)
     return argv
-
-
-def _anchors(layout: SandboxLayout) -> list[Path]:
-    """The writable directories between the project (or a writable path) and a hidden or protected path.
-
-    Each is bound onto itself, which makes it a mount point, and the kernel refuses to rename or
-    remove a mount point (``EBUSY``). Otherwise ``mv notes elsewhere`` would carry a hidden
-    ``notes/key.txt`` out from under its name, readable by the next command, and ``mv .claude x``
-    would let a command put new skills where the protected ``.claude/skills`` was.
-    """
-    roots = [layout.project_root, *layout.writable]
-    found: list[Path] = []
-    for path in (*layout.protected, *layout.masked_dirs, *layout.masked_files):
-        for root in roots:
-            if path == root or not path.is_relative_to(root):
-                continue
-            parent = path.parent
-            while parent != root and parent.is_relative_to(root):
-                if parent not in found:
-                    found.append(parent)
-                parent = parent.parent
-    return sorted(found, key=lambda p: (len(p.parts), str(p)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,78 +230,6 @@ def sandbox_status(path: str | None = None) -> SandboxStatus:
     return SandboxStatus(True, bwrap, "")
 
 
-def _homes() -> list[Path]:
-    """The user's home directories: ``$HOME`` and the password database's, when they differ."""
-    homes = {os.environ.get("HOME", "")}
-    with contextlib.suppress(ImportError, KeyError):  # no pwd module, or a uid without an entry
-        import pwd
-
-        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
-    return [Path(h) for h in homes if h]
-
-
-def _tool_dirs(homes: Sequence[Path]) -> list[Path]:
-    """Directories of a hidden home that hold installed tools, to mount back read-only.
-
-    Interpreters and tools often live in the home directory (``~/.pyenv``, ``~/.cargo``,
-    ``~/.local``, ``~/bin``). For every ``$PATH`` entry and the running Python's installation under
-    a home, its first-level directory is mounted back, so ``python3`` and ``cargo`` still run while
-    ``~/.ssh``, ``~/.aws``, ``~/.config`` or ``~/.netrc`` stay hidden.
-    """
-    candidates = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
-    candidates += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    found: list[Path] = []
-    for raw in candidates:
-        for path in {Path(os.path.abspath(raw)), Path(os.path.realpath(raw))}:
-            for home in homes:
-                if path != home and path.is_relative_to(home):
-                    parts = path.relative_to(home).parts
-                    if home == Path("/home"):  # a directory of homes: /home/<user>/<tool folder>
-                        if len(parts) < 2:
-                            continue
-                        parts = (f"{parts[0]}/{parts[1]}",)
-                    top = home / parts[0]
-                    if top not in found and top.exists():
-                        found.append(top)
-    return found
-
-
-def _exact_dirs(hidden: Sequence[Path]) -> list[Path]:
-    """``$PATH`` entries and the running Python's installation inside a hidden ``/tmp`` or ``/run``.
-
-    A virtualenv or a checkout under ``/tmp`` (a CI clone) would vanish behind the private ``/tmp``
-    and ``python3`` would stop working in the sandbox. Unlike a home's tool folders, only those exact
-    directories come back (read-only), never their neighbours in ``/tmp``.
-    """
-    candidates = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
-    candidates += [sys.prefix, sys.exec_prefix]
-    found: list[Path] = []
-    for raw in candidates:
-        path = Path(os.path.realpath(raw))
-        if path.is_dir() and path not in found and any(path != h and path.is_relative_to(h) for h in hidden):
-            found.append(path)
-    return found
-
-
-def _hidden_paths(policy: ExecShellPermission, root: Path) -> tuple[list[Path], list[Path]]:
-    """``.env``, ``.env.*``, ``.envrc`` and ``permissions.execShell.hide``: directories, files."""
-    candidates = [p for p in root.glob(".env*") if p.name in (".env", ".envrc") or p.name.startswith(".env.")]
-    candidates += [root / Path(raw).expanduser() for raw in policy.hide]
-    dirs: list[Path] = []
-    files: list[Path] = []
-    for candidate in candidates:
-        if not os.path.lexists(candidate):
-            continue
-        real = candidate.resolve()
-        if real == root or real == Path("/"):
-            continue  # hiding the project (or everything) would leave nothing to work on
-        if real.is_dir():
-            dirs.append(real)
-        elif real.exists():
-            files.append(real)
-    return dirs, files
-
-
 def _pid_max_per_namespace() -> bool:
     """Whether ``kernel.pid_max`` belongs to a PID namespace (Linux 6.14+).
 
@@ -356,19 +264,19 @@ def _layout(
     ship_dir = (root / ".ship").resolve()
     ship_dir.mkdir(parents=True, exist_ok=True)  # mounted over: it must exist before the command
     hidden: list[Path] = []
-    for candidate in (Path("/tmp"), Path("/run"), Path("/root"), Path("/home"), *_homes()):
+    for candidate in (Path("/tmp"), Path("/run"), Path("/root"), Path("/home"), *homes()):
         real = candidate.resolve()
         if real != Path("/") and real.is_dir() and real not in hidden:
             hidden.append(real)  # a project inside is mounted back over it
     system = [h for h in hidden if h in (Path("/tmp"), Path("/run"))]
-    readable = _tool_dirs([h for h in hidden if h not in system]) + _exact_dirs(system)
+    readable = tool_dirs([h for h in hidden if h not in system]) + exact_dirs(system)
     if policy.network:  # DNS: resolv.conf is often a symlink into /run (systemd-resolved)
         resolv = Path("/etc/resolv.conf").resolve()
         if any(resolv.is_relative_to(h) for h in hidden):
             readable.append(resolv)
-    writable = tuple((root / Path(p).expanduser()).resolve() for p in policy.writable_paths)
+    writable = tuple(writable_paths(policy, root))
     protected = tuple(agent_files(config, root, writable)) if config is not None else ()
-    masked_dirs, masked_files = _hidden_paths(policy, root)
+    masked_dirs, masked_files = hidden_paths(policy, root)
     masked_files += [p.resolve() for p in secret_files()]
     return SandboxLayout(
         root,
@@ -480,7 +388,18 @@ def sandbox_report(config: ShipConfig, project_root: Path | None = None) -> list
     if project_root is not None:
         root = project_root.resolve()
         for raw in policy.writable_paths:
-            if not (root / Path(raw).expanduser()).exists():
+            named = root / Path(raw).expanduser()
+            if Path(os.path.normpath(named)).is_relative_to(root) and not named.resolve().is_relative_to(
+                root
+            ):
+                report.append(
+                    (
+                        "warning",
+                        f"permissions.execShell.writablePaths: {raw!r} leads outside the project "
+                        "through a symlink; it is not mounted (name the target itself)",
+                    )
+                )
+            elif not named.exists():
                 report.append(
                     (
                         "warning",

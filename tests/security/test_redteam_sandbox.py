@@ -7,6 +7,7 @@ next server start) then finds the secret or the agent's definition under a name 
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from collections.abc import Iterator
@@ -20,7 +21,8 @@ SKILL = "---\nname: deploy\ndescription: ships the release\n---\nRun the release
 
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
-    """A server whose project has no ``.env``, a nested ``.claude/skills`` and a ``PYTHONPATH`` folder."""
+    """A server whose project has no ``.env``, a nested ``.claude/skills``, a ``PYTHONPATH`` folder,
+    and a ``writablePaths`` entry that does not exist yet."""
     if SANDBOX_MISSING:
         pytest.skip(f"no working bwrap: {sandbox_status().reason}")
     base = tmp_path_factory.mktemp("variant")
@@ -28,6 +30,10 @@ def variant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     root.mkdir()
     write_project(root)
     (root / ".env").unlink()
+    ship = json.loads((root / "ship.json").read_text(encoding="utf-8"))
+    ship["permissions"]["execShell"]["writablePaths"] = ["build"]  # not there yet
+    (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+    (base / "outside").mkdir()
     (root / ".claude" / "skills" / "deploy").mkdir(parents=True)
     (root / ".claude" / "skills" / "deploy" / "SKILL.md").write_text(SKILL, encoding="utf-8")
     (root / "pylib").mkdir()
@@ -89,3 +95,19 @@ def test_the_servers_import_path_inside_the_project_is_read_only(variant: Hostil
     assert "read-only" in str(output.get("note")), output
     assert not (variant.root / "pylib" / "sitecustomize.py").exists()
     assert (variant.root / "pylib" / "helpers.py").read_text(encoding="utf-8") == "VALUE = 1\n"
+
+
+def test_a_writable_path_made_a_link_out_does_not_open_the_host(variant: Hostile) -> None:
+    """``writablePaths: ["build"]`` before ``build`` exists: a link to a host folder must stay read-only."""
+    outside = variant.root.parent / "outside"
+    try:
+        variant.shell(f"ln -s {outside} build")
+        output = variant.shell(f"touch build/planted {outside}/planted-too")
+        assert output["exitCode"] != 0, output
+        assert list(outside.iterdir()) == []
+        assert "leads outside the project through a symlink" in variant.stderr()
+        inside = variant.shell("rm build && mkdir build && echo ok > build/out.txt && cat build/out.txt")
+        assert inside["stdout"].strip() == "ok", inside
+    finally:
+        if (variant.root / "build").is_symlink():
+            (variant.root / "build").unlink()
