@@ -9,6 +9,8 @@ refused request commits no turn; an honest variant (``application/json; charset=
 from __future__ import annotations
 
 import json
+import socket
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -73,3 +75,28 @@ def test_a_chat_key_that_is_not_utf8_is_refused(served: Served, escaped: str) ->
     assert error["type"] == "invalid_path" and "UTF-8" in error["message"]
     chats = served.root / ".ship" / "chats"
     assert not chats.exists() or not any("%EF%BF%BD" in p.name for p in chats.iterdir())
+
+
+def test_a_body_streamed_on_after_its_413_is_cut_off(served: Served) -> None:
+    """A chunked body past ``maxBodyBytes`` gets its 413; the rest must not be read (and thrown away)
+    for as long as the client cares to send it, a core's worth of work for the body timeout."""
+    head = (
+        f"POST /v1/chats/web:flood/messages HTTP/1.1\r\nHost: 127.0.0.1:{served.port}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    piece = b"a" * 65536
+    chunk = b"%x\r\n" % len(piece) + piece + b"\r\n"
+    sent, cap, cut = 0, 2 * 1024**3, False
+    deadline = time.monotonic() + 60
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(head.encode())
+        try:
+            while sent < cap and time.monotonic() < deadline:
+                sock.sendall(chunk)
+                sent += len(piece)
+        except OSError:  # reset or broken pipe: the server closed the connection
+            cut = True
+    assert cut, f"the server read {sent} bytes of a body it had already refused"
+    assert sent < cap // 4
+    assert served.healthy()
+    assert served.transcript("web:flood") == []
