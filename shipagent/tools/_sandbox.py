@@ -4,7 +4,7 @@ The allow list decides *whether* a command runs; the sandbox decides *what it ca
 the kernel can promise that. Inside the sandbox:
 
 - the whole file system is mounted read-only, except the project root (read-write), a private
-  empty ``/tmp``, and ``permissions.execShell.writablePaths``;
+  empty ``/tmp`` (in memory, at most :data:`TMPFS_BYTES`), and ``permissions.execShell.writablePaths``;
 - ``.ship/`` (every chat's history, memory, context files) is an empty read-only directory;
   ``.env``, ``.env.*`` and ``.envrc`` of the project, ``/etc/shadow`` and ``/etc/gshadow`` cannot
   be opened (``/dev/null`` on a ``nodev`` mount over them), and ``permissions.execShell.hide``
@@ -48,6 +48,7 @@ from ._confine import agent_files, secret_files
 from ._mounts import anchors, exact_dirs, hidden_paths, homes, tool_dirs, writable_paths
 
 __all__ = [
+    "TMPFS_BYTES",
     "SandboxLayout",
     "SandboxLimits",
     "SandboxPlan",
@@ -61,6 +62,11 @@ __all__ = [
 ]
 
 log = logging.getLogger("shipagent.tools")
+
+TMPFS_BYTES = 256 * 1024**2
+"""How much one private, writable tmpfs (``/tmp``, the empty home) may hold. A tmpfs lives in the
+host's memory, and ``maxFileBytes`` bounds one file, not how many: without a size a command could
+fill ``/tmp`` with four-megabyte files until the host swaps. A write past it fails (``ENOSPC``)."""
 
 _INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 _PROBE_TIMEOUT_SECONDS = 10.0
@@ -152,7 +158,7 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
     """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in sorted(layout.hidden, key=lambda p: len(p.parts)):
-        argv += ["--tmpfs", str(hidden)]
+        argv += ["--size", str(TMPFS_BYTES), "--tmpfs", str(hidden)]
     for path in layout.readable:
         argv += ["--ro-bind-try", str(path), str(path)]
     root = str(layout.project_root)

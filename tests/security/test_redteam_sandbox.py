@@ -14,6 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from shipagent.tools._sandbox import TMPFS_BYTES
+
 from .conftest import HIDDEN_SECRET, SANDBOX_MISSING, Hostile, sandbox_status, write_project
 
 SKILL = "---\nname: deploy\ndescription: ships the release\n---\nRun the release script.\n"
@@ -111,3 +113,14 @@ def test_a_writable_path_made_a_link_out_does_not_open_the_host(variant: Hostile
     finally:
         if (variant.root / "build").is_symlink():
             (variant.root / "build").unlink()
+
+
+def test_the_private_tmp_cannot_fill_the_hosts_memory(hostile: Hostile) -> None:
+    """``/tmp`` in the sandbox is a tmpfs (memory); ``maxFileBytes`` bounds one file, not a hundred."""
+    output = hostile.shell(
+        "for i in $(seq 1 100); do head -c 4000000 /dev/zero > /tmp/fill$i || break; done; "
+        "du -sk /tmp | cut -f1"
+    )
+    stored_kib = int(output["stdout"].split()[-1])
+    assert stored_kib * 1024 <= TMPFS_BYTES + 1024**2, output  # du counts a little metadata
+    assert stored_kib * 1024 < 100 * 4_000_000
