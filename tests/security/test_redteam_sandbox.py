@@ -16,7 +16,15 @@ import pytest
 
 from shipagent.tools._sandbox import TMPFS_BYTES
 
-from .conftest import HIDDEN_SECRET, SANDBOX_MISSING, Hostile, sandbox_status, write_project
+from .conftest import (
+    BOB_SECRET,
+    HIDDEN_SECRET,
+    SANDBOX_MISSING,
+    Hostile,
+    defining_files,
+    sandbox_status,
+    write_project,
+)
 
 SKILL = "---\nname: deploy\ndescription: ships the release\n---\nRun the release script.\n"
 
@@ -124,3 +132,27 @@ def test_the_private_tmp_cannot_fill_the_hosts_memory(hostile: Hostile) -> None:
     stored_kib = int(output["stdout"].split()[-1])
     assert stored_kib * 1024 <= TMPFS_BYTES + 1024**2, output  # du counts a little metadata
     assert stored_kib * 1024 < 100 * 4_000_000
+
+
+LINK_TRICKS = {
+    "hard link to ship.json": "ln ship.json planted-link && echo '{}' > planted-link",
+    "symlink to ship.json": "ln -sf ship.json planted-link && echo '{}' > planted-link",
+    "hard link to a hidden file": "ln notes/key.txt planted-link && cat planted-link",
+    ".ship through /proc/1/root": "cat /proc/1/root{root}/.ship/chats/*/history.jsonl",
+    ".ship through /proc/self/cwd": "cat /proc/self/cwd/../{name}/.ship/chats/*/history.jsonl",
+    "remount .ship": "mount --bind {root}/.ship /tmp 2>&1; umount {root}/.ship 2>&1; cat .ship/chats/*/history.jsonl",
+    "new user namespace": "unshare -Urm sh -c 'umount {root}/.ship; cat {root}/.ship/chats/*/history.jsonl'",
+}
+
+
+@pytest.mark.parametrize("trick", sorted(LINK_TRICKS))
+def test_links_proc_and_mounts_do_not_reach_secrets_or_the_agent(hostile: Hostile, trick: str) -> None:
+    before = defining_files(hostile.root)
+    command = LINK_TRICKS[trick].replace("{root}", str(hostile.root)).replace("{name}", hostile.root.name)
+    try:
+        output = hostile.shell(command)
+        seen = output["stdout"] + output["stderr"]
+        assert BOB_SECRET not in seen and HIDDEN_SECRET not in seen, (trick, output)
+        assert defining_files(hostile.root) == before, trick
+    finally:
+        (hostile.root / "planted-link").unlink(missing_ok=True)
