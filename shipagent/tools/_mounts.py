@@ -112,7 +112,8 @@ def writable_paths(policy: ExecShellPermission, root: Path) -> list[Path]:
                 real,
             )
             continue
-        found.append(real)
+        if real.is_dir() or real.is_file():  # one that is not there yet is not mounted: bwrap would
+            found.append(real)  # follow a link a parallel command makes there before it starts
     return found
 
 
