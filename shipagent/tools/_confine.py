@@ -157,7 +157,10 @@ def agent_files(config: ShipConfig, project_root: Path, writable: Iterable[Path]
     # Where the server imports from: a sitecustomize.py, a .pth or a module not imported yet placed
     # there runs unsandboxed at the next start (a venv inside the project, a PYTHONPATH folder).
     # The project root itself stays writable: the server adds it to sys.path only while importing.
-    for entry in (*sys.path, sys.prefix, sys.exec_prefix):
+    # And where it finds programs: an MCP server's command (``npx``, ``uvx``) is looked up on
+    # $PATH, so a folder of $PATH inside the project (``node_modules/.bin``) is protected too.
+    path_dirs = os.environ.get("PATH", "").split(os.pathsep)
+    for entry in (*sys.path, sys.prefix, sys.exec_prefix, *path_dirs):
         with contextlib.suppress(OSError, ValueError):
             if entry and os.path.isdir(entry):
                 add(Path(entry))

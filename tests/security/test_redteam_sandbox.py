@@ -8,6 +8,7 @@ next server start) then finds the secret or the agent's definition under a name 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ SKILL = "---\nname: deploy\ndescription: ships the release\n---\nRun the release
 @pytest.fixture(scope="module")
 def variant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     """A server whose project has no ``.env``, a nested ``.claude/skills``, a ``PYTHONPATH`` folder,
-    and a ``writablePaths`` entry that does not exist yet."""
+    a ``$PATH`` folder (``node_modules/.bin``), and a ``writablePaths`` entry that does not exist yet."""
     if SANDBOX_MISSING:
         pytest.skip(f"no working bwrap: {sandbox_status().reason}")
     base = tmp_path_factory.mktemp("variant")
@@ -48,12 +49,14 @@ def variant(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hostile]:
     (root / ".claude" / "skills" / "deploy" / "SKILL.md").write_text(SKILL, encoding="utf-8")
     (root / "pylib").mkdir()
     (root / "pylib" / "helpers.py").write_text("VALUE = 1\n", encoding="utf-8")
+    (root / "node_modules" / ".bin").mkdir(parents=True)
     path = [str(root / "pylib"), *sys.path[1:]]
+    programs = f"{root / 'node_modules' / '.bin'}{os.pathsep}{os.environ.get('PATH', os.defpath)}"
     server = Hostile(
         root=root,
         host_log=base / "host.log",
         log=base / "serve.log",
-        extra_env={"PYTHONPATH": ":".join(p for p in path if p)},
+        extra_env={"PYTHONPATH": os.pathsep.join(p for p in path if p), "PATH": programs},
     )
     server.start()
     try:
@@ -156,3 +159,12 @@ def test_links_proc_and_mounts_do_not_reach_secrets_or_the_agent(hostile: Hostil
         assert defining_files(hostile.root) == before, trick
     finally:
         (hostile.root / "planted-link").unlink(missing_ok=True)
+
+
+def test_a_folder_of_the_servers_path_inside_the_project_is_read_only(variant: Hostile) -> None:
+    """An MCP server's ``npx`` planted in ``node_modules/.bin`` would run, unsandboxed, at the next start."""
+    output = variant.shell(
+        "printf '#!/bin/sh\\ntouch /tmp/owned\\n' > node_modules/.bin/npx && chmod +x node_modules/.bin/npx"
+    )
+    assert output["exitCode"] != 0, output
+    assert not (variant.root / "node_modules" / ".bin" / "npx").exists()
