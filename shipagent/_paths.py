@@ -4,11 +4,14 @@
 A symlink among them that leads out of the project (``Agent.md -> /root/secret``, or to another
 project's transcript) would put that file in front of the model, and from there in front of
 whoever is chatting. So such a file is resolved (every symlink followed) and refused, with an error
-naming it, unless the result is still inside the project. A symlink that stays inside is fine.
+naming it, unless the result is still inside the project. A symlink that stays inside is fine,
+except into ``.ship/`` (every chat's transcript, memory and context files) from a file that is not
+itself there: ``Agent.md -> .ship/chats/<another chat>/history.jsonl`` would show that chat to all.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .errors import ShipAgentError
@@ -41,10 +44,18 @@ def resolve_inside(root: Path, path: Path, what: str, *, inside: str = "the proj
         OutsideProjectError: the resolved path is outside ``root``.
     """
     base = root.resolve()
-    target = (path if path.is_absolute() else root / path).resolve()
+    asked = path if path.is_absolute() else root / path
+    target = asked.resolve()
     if not target.is_relative_to(base):
         raise OutsideProjectError(
             f"{what} leads outside {inside} through a symlink; refused (only files inside "
             f"{inside} are read: replace the link with a file, or with a link that stays inside)"
+        )
+    named = Path(os.path.normpath(asked))
+    in_stores = named.is_relative_to(base / ".ship") or named.is_relative_to(root / ".ship")
+    if target.is_relative_to(base / ".ship") and not in_stores:
+        raise OutsideProjectError(
+            f"{what} leads into .ship/ (the chats' transcripts, memory and context files) "
+            "through a symlink; refused: replace the link with a file"
         )
     return target

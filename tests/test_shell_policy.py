@@ -29,6 +29,7 @@ from shipagent.tools import (
     sandbox_report,
     sandbox_status,
 )
+from shipagent.tools._sandbox import TMPFS_BYTES
 
 KEY = "cli:chat:policy"
 needs_bwrap = pytest.mark.skipif(not sandbox_status().available, reason="no working bwrap")
@@ -160,7 +161,7 @@ def test_bwrap_argv_mounts_in_an_order_where_later_mounts_win() -> None:
     assert bwrap_argv("/usr/bin/bwrap", layout) == [
         "/usr/bin/bwrap",
         *("--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"),
-        *("--tmpfs", "/tmp", "--tmpfs", "/home/u"),
+        *("--size", str(TMPFS_BYTES), "--tmpfs", "/tmp", "--size", str(TMPFS_BYTES), "--tmpfs", "/home/u"),
         *("--ro-bind-try", "/home/u/.pyenv", "/home/u/.pyenv"),
         *("--bind", "/home/u/proj", "/home/u/proj"),
         *("--bind-try", "/srv/cache", "/srv/cache", "--bind-try", "/home/u/proj", "/home/u/proj"),

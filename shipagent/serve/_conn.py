@@ -19,7 +19,8 @@ happens before any ASGI code runs, so no middleware can see it:
 ``our_state``); the tests in ``tests/security`` fail if a uvicorn upgrade changes any of it. The
 rules: a request's head must arrive within
 ``serve.limits.headerTimeoutSeconds`` of its first byte (or of the connection opening), its body
-within ``bodyTimeoutSeconds`` of its head, and a connection over ``maxConnections`` or
+within ``bodyTimeoutSeconds`` of its head (a connection answered before its body was in is closed
+at the next byte of that body), and a connection over ``maxConnections`` or
 ``maxConnectionsPerClient`` is answered 503 and closed at once. Each timeout ends with a ``408``
 when the client had started a request, and a plain close when it had sent nothing.
 """
@@ -145,6 +146,12 @@ class GuardedH11Protocol(H11Protocol):
             if self.guard_phase != "head":
                 self.guard_arm("head")
         elif state is h11.SEND_BODY:
+            if self.conn.our_state in (h11.DONE, h11.MUST_CLOSE):
+                # Answered before the body was in (a 413, a 401): the rest is read only to be
+                # thrown away, at the speed the client sends (gigabytes a second on one core).
+                self.guard_cancel()
+                self.transport.close()
+                return
             self.guard_head_bytes, self.guard_tail = 0, b""
             if self.guard_phase != "body":
                 self.guard_arm("body")

@@ -20,8 +20,9 @@ and a Content-Security-Policy that lets the web page load its own scripts and st
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
-from urllib.parse import urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -49,12 +50,35 @@ HOST_EXEMPT = frozenset({"/healthz"})
 """Health probes name the instance by address (a load balancer, Kubernetes): no secrets there."""
 
 
+_HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9._-]+)(?::[0-9]{1,5})?")
+"""``name[:port]`` or ``[v6]:port``: a bounded header, no nested quantifier, so matching is linear."""
+
+
 def host_name(host: str) -> str:
-    """``host[:port]`` without its port (``[::1]:8000`` → ``[::1]``), lower-cased."""
+    """``host[:port]`` without its port (``[::1]:8000`` → ``[::1]``), lower-cased.
+
+    A value that is not a host and an optional port (``localhost:80@evil.com``, ``[::1]evil``)
+    comes back whole, so it names no loopback address and no allowed host.
+    """
     host = host.strip().lower()
-    if host.startswith("["):
-        return host.split("]", 1)[0] + "]"
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    match = _HOST.fullmatch(host)
+    return match.group(1) if match is not None else host
+
+
+def _path_refusal(scope: Scope) -> str | None:
+    """Why the request's path is not text: percent-escapes that decode to invalid UTF-8.
+
+    Starlette would turn each bad byte into U+FFFD, so ``/v1/chats/web:%FF`` and
+    ``/v1/chats/web:%FE`` (or an encoded lone surrogate, ``%ED%A0%80``) would name one same chat.
+    """
+    raw = scope.get("raw_path")
+    if not isinstance(raw, bytes) or b"%" not in raw:
+        return None
+    try:
+        unquote_to_bytes(raw).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return f"the request path is not UTF-8 once percent-decoded (byte {exc.start}); encode chat keys as UTF-8"
+    return None
 
 
 def _origin_netloc(origin: str) -> str | None:
@@ -132,6 +156,9 @@ class BrowserGuard:
         method = scope["method"]
         if scope["path"] not in HOST_EXEMPT and (why := self.host_refusal(host)):
             await _refuse(send, 400, "host_not_allowed", why)
+            return
+        if why := _path_refusal(scope):
+            await _refuse(send, 400, "invalid_path", why)
             return
         if origin is not None and (why := self.origin_refusal(origin, host, scope.get("scheme", "http"))):
             await _refuse(send, 403, "origin_not_allowed", why)

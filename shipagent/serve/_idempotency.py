@@ -81,23 +81,31 @@ class IdempotencyKeys:
         self.remembered = remembered
         self._seen: OrderedDict[str, str] = OrderedDict()
 
-    def claim(self, key: str | None) -> Claim:
-        """Hold ``key`` for a new turn; 409 when a turn with it runs or ran."""
+    def claim(self, key: str | None, scope: str | None = None) -> Claim:
+        """Hold ``key`` for a new turn; 409 when a turn with it runs or ran.
+
+        ``scope`` (the chat key) keeps one chat's keys apart from another's: unscoped, a user allowed
+        only ``web:*`` could claim the key another user's client will send, making its turn a 409,
+        and learn from a 409 which keys other chats used.
+        """
         if not self.enabled or key is None:
             return Claim(None, None)
+        sent = key
+        if scope is not None:
+            key = f"{scope}\n{key}"  # a chat key holds no newline
         state = self._seen.get(key)
         if state == "running":
             raise ApiError(
                 409,
                 "idempotency_key_in_use",
-                f"a turn with Idempotency-Key {key!r} is still running; wait for it, then read the "
+                f"a turn with Idempotency-Key {sent!r} is still running; wait for it, then read the "
                 "chat's transcript for its answer",
             )
         if state == "done":
             raise ApiError(
                 409,
                 "idempotency_key_reused",
-                f"Idempotency-Key {key!r} already ran a turn; its answer is in the chat's transcript. "
+                f"Idempotency-Key {sent!r} already ran a turn; its answer is in the chat's transcript. "
                 "Send a new key for a new turn",
             )
         self._seen[key] = "running"

@@ -154,6 +154,16 @@ def agent_files(config: ShipConfig, project_root: Path, writable: Iterable[Path]
                 with contextlib.suppress(OSError):
                     path.mkdir(exist_ok=True)  # so it can be mounted read-only before a plant
             add(path)
+    # Where the server imports from: a sitecustomize.py, a .pth or a module not imported yet placed
+    # there runs unsandboxed at the next start (a venv inside the project, a PYTHONPATH folder).
+    # The project root itself stays writable: the server adds it to sys.path only while importing.
+    # And where it finds programs: an MCP server's command (``npx``, ``uvx``) is looked up on
+    # $PATH, so a folder of $PATH inside the project (``node_modules/.bin``) is protected too.
+    path_dirs = os.environ.get("PATH", "").split(os.pathsep)
+    for entry in (*sys.path, sys.prefix, sys.exec_prefix, *path_dirs):
+        with contextlib.suppress(OSError, ValueError):
+            if entry and os.path.isdir(entry):
+                add(Path(entry))
     for cfg in config.mcp.servers.values():
         if isinstance(cfg, McpStdioServer):
             cwd = root / cfg.cwd if cfg.cwd else root
@@ -172,12 +182,14 @@ def created_agent_files(absent: Iterable[Path]) -> list[Path]:
 def missing_agent_files(config: ShipConfig, project_root: Path) -> list[Path]:
     """Defining paths that do not exist, to check after a command (blocking).
 
-    ship.json, Agent.md and the skills roots; and for every single-file module the server
+    ship.json, Agent.md, the skills roots, a profile's ``agentMd``, and ``.env`` (read for the
+    ``${VAR}`` of ship.json at the next start); and for every single-file module the server
     imported from the project (``project_tools.py``), the package directory of the same name,
     which Python would import instead at the next start.
     """
     root = project_root.resolve()
-    paths = [root / n for n in (*_DEFINING, *config.skills.paths)]
+    paths = [root / n for n in (*_DEFINING, ".env", *config.skills.paths)]
+    paths += [root / p.agent_md for p in config.profiles.values() if p.agent_md]
     for module in _project_modules((root,), len(sys.modules)):
         path = _real(str(module.__file__))
         if path.suffix == ".py" and path.name != "__init__.py":

@@ -4,7 +4,7 @@ The allow list decides *whether* a command runs; the sandbox decides *what it ca
 the kernel can promise that. Inside the sandbox:
 
 - the whole file system is mounted read-only, except the project root (read-write), a private
-  empty ``/tmp``, and ``permissions.execShell.writablePaths``;
+  empty ``/tmp`` (in memory, at most :data:`TMPFS_BYTES`), and ``permissions.execShell.writablePaths``;
 - ``.ship/`` (every chat's history, memory, context files) is an empty read-only directory;
   ``.env``, ``.env.*`` and ``.envrc`` of the project, ``/etc/shadow`` and ``/etc/gshadow`` cannot
   be opened (``/dev/null`` on a ``nodev`` mount over them), and ``permissions.execShell.hide``
@@ -31,7 +31,6 @@ the kernel can promise that. Inside the sandbox:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 import os
@@ -40,15 +39,16 @@ import shutil
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from ..config import ExecShellPermission, ShipConfig
 from ._confine import agent_files, secret_files
+from ._mounts import anchors, exact_dirs, hidden_paths, homes, tool_dirs, writable_paths
 
 __all__ = [
+    "TMPFS_BYTES",
     "SandboxLayout",
     "SandboxLimits",
     "SandboxPlan",
@@ -62,6 +62,11 @@ __all__ = [
 ]
 
 log = logging.getLogger("shipagent.tools")
+
+TMPFS_BYTES = 256 * 1024**2
+"""How much one private, writable tmpfs (``/tmp``, the empty home) may hold. A tmpfs lives in the
+host's memory, and ``maxFileBytes`` bounds one file, not how many: without a size a command could
+fill ``/tmp`` with four-megabyte files until the host swaps. A write past it fails (``ENOSPC``)."""
 
 _INSTALL_HINT = "install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap)"
 _PROBE_TIMEOUT_SECONDS = 10.0
@@ -148,18 +153,23 @@ def bwrap_argv(bwrap: str, layout: SandboxLayout) -> list[str]:
 
     Order matters, since a later mount covers an earlier one: the read-only root first, then the
     hidden directories, then the project (so a project under ``/tmp`` or the home directory is
-    mounted back), then the extra writable paths, then the agent's own files read-only, and the
-    masks last, so no writable path can uncover ``.ship/`` or a secret.
+    mounted back), then the extra writable paths, then the directories that lead to a protected or
+    hidden path (:func:`._mounts.anchors`), then the agent's own files read-only, and the masks last, so no writable path can uncover ``.ship/`` or a secret.
     """
     argv = [bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     for hidden in sorted(layout.hidden, key=lambda p: len(p.parts)):
-        argv += ["--tmpfs", str(hidden)]
+        argv += ["--size", str(TMPFS_BYTES), "--tmpfs", str(hidden)]
     for path in layout.readable:
         argv += ["--ro-bind-try", str(path), str(path)]
     root = str(layout.project_root)
     argv += ["--bind", root, root]
     for path in layout.writable:
         argv += ["--bind-try", str(path), str(path)]
+    for path in anchors(
+        [layout.project_root, *layout.writable],
+        (*layout.protected, *layout.masked_dirs, *layout.masked_files),
+    ):
+        argv += ["--bind", str(path), str(path)]
     for path in layout.protected:
         argv += ["--ro-bind-try", str(path), str(path)]
     for path in sorted({layout.ship_dir, *layout.masked_dirs}, key=lambda p: (len(p.parts), str(p))):
@@ -226,78 +236,6 @@ def sandbox_status(path: str | None = None) -> SandboxStatus:
     return SandboxStatus(True, bwrap, "")
 
 
-def _homes() -> list[Path]:
-    """The user's home directories: ``$HOME`` and the password database's, when they differ."""
-    homes = {os.environ.get("HOME", "")}
-    with contextlib.suppress(ImportError, KeyError):  # no pwd module, or a uid without an entry
-        import pwd
-
-        homes.add(pwd.getpwuid(os.getuid()).pw_dir)
-    return [Path(h) for h in homes if h]
-
-
-def _tool_dirs(homes: Sequence[Path]) -> list[Path]:
-    """Directories of a hidden home that hold installed tools, to mount back read-only.
-
-    Interpreters and tools often live in the home directory (``~/.pyenv``, ``~/.cargo``,
-    ``~/.local``, ``~/bin``). For every ``$PATH`` entry and the running Python's installation under
-    a home, its first-level directory is mounted back, so ``python3`` and ``cargo`` still run while
-    ``~/.ssh``, ``~/.aws``, ``~/.config`` or ``~/.netrc`` stay hidden.
-    """
-    candidates = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
-    candidates += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
-    found: list[Path] = []
-    for raw in candidates:
-        for path in {Path(os.path.abspath(raw)), Path(os.path.realpath(raw))}:
-            for home in homes:
-                if path != home and path.is_relative_to(home):
-                    parts = path.relative_to(home).parts
-                    if home == Path("/home"):  # a directory of homes: /home/<user>/<tool folder>
-                        if len(parts) < 2:
-                            continue
-                        parts = (f"{parts[0]}/{parts[1]}",)
-                    top = home / parts[0]
-                    if top not in found and top.exists():
-                        found.append(top)
-    return found
-
-
-def _exact_dirs(hidden: Sequence[Path]) -> list[Path]:
-    """``$PATH`` entries and the running Python's installation inside a hidden ``/tmp`` or ``/run``.
-
-    A virtualenv or a checkout under ``/tmp`` (a CI clone) would vanish behind the private ``/tmp``
-    and ``python3`` would stop working in the sandbox. Unlike a home's tool folders, only those exact
-    directories come back (read-only), never their neighbours in ``/tmp``.
-    """
-    candidates = [p for p in os.environ.get("PATH", "").split(os.pathsep) if p]
-    candidates += [sys.prefix, sys.exec_prefix]
-    found: list[Path] = []
-    for raw in candidates:
-        path = Path(os.path.realpath(raw))
-        if path.is_dir() and path not in found and any(path != h and path.is_relative_to(h) for h in hidden):
-            found.append(path)
-    return found
-
-
-def _hidden_paths(policy: ExecShellPermission, root: Path) -> tuple[list[Path], list[Path]]:
-    """``.env``, ``.env.*``, ``.envrc`` and ``permissions.execShell.hide``: directories, files."""
-    candidates = [p for p in root.glob(".env*") if p.name in (".env", ".envrc") or p.name.startswith(".env.")]
-    candidates += [root / Path(raw).expanduser() for raw in policy.hide]
-    dirs: list[Path] = []
-    files: list[Path] = []
-    for candidate in candidates:
-        if not os.path.lexists(candidate):
-            continue
-        real = candidate.resolve()
-        if real == root or real == Path("/"):
-            continue  # hiding the project (or everything) would leave nothing to work on
-        if real.is_dir():
-            dirs.append(real)
-        elif real.exists():
-            files.append(real)
-    return dirs, files
-
-
 def _pid_max_per_namespace() -> bool:
     """Whether ``kernel.pid_max`` belongs to a PID namespace (Linux 6.14+).
 
@@ -332,19 +270,19 @@ def _layout(
     ship_dir = (root / ".ship").resolve()
     ship_dir.mkdir(parents=True, exist_ok=True)  # mounted over: it must exist before the command
     hidden: list[Path] = []
-    for candidate in (Path("/tmp"), Path("/run"), Path("/root"), Path("/home"), *_homes()):
+    for candidate in (Path("/tmp"), Path("/run"), Path("/root"), Path("/home"), *homes()):
         real = candidate.resolve()
         if real != Path("/") and real.is_dir() and real not in hidden:
             hidden.append(real)  # a project inside is mounted back over it
     system = [h for h in hidden if h in (Path("/tmp"), Path("/run"))]
-    readable = _tool_dirs([h for h in hidden if h not in system]) + _exact_dirs(system)
+    readable = tool_dirs([h for h in hidden if h not in system]) + exact_dirs(system)
     if policy.network:  # DNS: resolv.conf is often a symlink into /run (systemd-resolved)
         resolv = Path("/etc/resolv.conf").resolve()
         if any(resolv.is_relative_to(h) for h in hidden):
             readable.append(resolv)
-    writable = tuple((root / Path(p).expanduser()).resolve() for p in policy.writable_paths)
+    writable = tuple(writable_paths(policy, root))
     protected = tuple(agent_files(config, root, writable)) if config is not None else ()
-    masked_dirs, masked_files = _hidden_paths(policy, root)
+    masked_dirs, masked_files = hidden_paths(policy, root)
     masked_files += [p.resolve() for p in secret_files()]
     return SandboxLayout(
         root,
@@ -456,7 +394,18 @@ def sandbox_report(config: ShipConfig, project_root: Path | None = None) -> list
     if project_root is not None:
         root = project_root.resolve()
         for raw in policy.writable_paths:
-            if not (root / Path(raw).expanduser()).exists():
+            named = root / Path(raw).expanduser()
+            if Path(os.path.normpath(named)).is_relative_to(root) and not named.resolve().is_relative_to(
+                root
+            ):
+                report.append(
+                    (
+                        "warning",
+                        f"permissions.execShell.writablePaths: {raw!r} leads outside the project "
+                        "through a symlink; it is not mounted (name the target itself)",
+                    )
+                )
+            elif not named.exists():
                 report.append(
                     (
                         "warning",

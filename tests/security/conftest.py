@@ -120,6 +120,8 @@ class Hostile:
     log: Path
     port: int = field(default_factory=free_port)
     process: subprocess.Popen[bytes] | None = None
+    extra_env: dict[str, str] = field(default_factory=dict)
+    """More variables for the server's environment (``PYTHONPATH`` with a project folder)."""
 
     @property
     def url(self) -> str:
@@ -127,7 +129,7 @@ class Hostile:
 
     def start(self) -> None:
         env = {**os.environ, "OPENAI_API_KEY": OPENAI_KEY, "ADMIN_KEY": ADMIN_KEY, "WEB_KEY": WEB_KEY}
-        env |= {"EXTRA_ALLOWED": EXTRA_ALLOWED, "NAMED": NAMED}
+        env |= {"EXTRA_ALLOWED": EXTRA_ALLOWED, "NAMED": NAMED, **self.extra_env}
         command = [SHIPAGENT, "serve", "-C", str(self.root), "--port", str(self.port)]
         command += ["--model-factory", "hostile_model:build"]
         # Descriptor 8 open on a host file and inheritable, as with ``shipagent serve 8>>host.log``.
