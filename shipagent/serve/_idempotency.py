@@ -81,7 +81,7 @@ class IdempotencyKeys:
         self.remembered = remembered
         self._seen: OrderedDict[str, str] = OrderedDict()
 
-    def claim(self, key: str | None, scope: str | None = None) -> Claim:
+    def claim(self, key: str | None, scope: str) -> Claim:
         """Hold ``key`` for a new turn; 409 when a turn with it runs or ran.
 
         ``scope`` (the chat key) keeps one chat's keys apart from another's: unscoped, a user allowed
@@ -91,8 +91,7 @@ class IdempotencyKeys:
         if not self.enabled or key is None:
             return Claim(None, None)
         sent = key
-        if scope is not None:
-            key = f"{scope}\n{key}"  # a chat key holds no newline
+        key = f"{scope}\n{key}"  # a chat key holds no newline
         state = self._seen.get(key)
         if state == "running":
             raise ApiError(

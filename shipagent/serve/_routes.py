@@ -202,13 +202,13 @@ class Api:
                 approval_timeout=self.state.settings.approval_timeout_seconds,
                 request_id=idempotency_key,
             )
-            events = self.state.idempotency.claim(idempotency_key).watch(events)  # 409 if reused
+            events = self.state.idempotency.claim(idempotency_key, chat_key).watch(events)  # 409 if reused
             approvals = _TurnApprovals(self.state, key, chat_key)
             body_iter = terminated(native_events(events, approvals.opened), "native", idempotency_key)
             return EventStream(self._counted(body_iter, approvals), headers=SSE_HEADERS)
         self.state.turn_started()
         try:
-            with self.state.idempotency.claim(idempotency_key) as claim:  # 409 if reused
+            with self.state.idempotency.claim(idempotency_key, chat_key) as claim:  # 409 if reused
                 result = claim.settle(await self.agent.run(chat_key, text, request_id=idempotency_key))
         finally:
             self.state.turn_ended()
@@ -230,13 +230,15 @@ class Api:
                 approval_timeout=self.state.settings.approval_timeout_seconds,
                 request_id=idempotency_key,
             )
-            events = self.state.idempotency.claim(idempotency_key).watch(events)  # 409 if reused
+            events = self.state.idempotency.claim(idempotency_key, turn.chat_key).watch(
+                events
+            )  # 409 if reused
             approvals = _TurnApprovals(self.state, key, turn.chat_key)
             chunks = terminated(openai_chunks(events, turn.model, approvals.opened), "openai")
             return EventStream(self._counted(chunks, approvals), headers={**SSE_HEADERS, **headers})
         self.state.turn_started()
         try:
-            with self.state.idempotency.claim(idempotency_key) as claim:  # 409 if reused
+            with self.state.idempotency.claim(idempotency_key, turn.chat_key) as claim:  # 409 if reused
                 result = claim.settle(
                     await self.agent.run(turn.chat_key, turn.text, request_id=idempotency_key)
                 )

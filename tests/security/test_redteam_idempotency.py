@@ -37,10 +37,6 @@ def _post(hostile: Hostile, chat: str, key: str, idempotency: str) -> httpx.Resp
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the message routes must pass the chat key: idempotency.claim(key, scope=chat_key)",
-)
 def test_another_chats_idempotency_key_is_not_shared(hostile: Hostile) -> None:
     assert _post(hostile, "api:chat:carol", ADMIN_KEY, "order-4711").status_code == 200
     answer = _post(hostile, "web:eve", WEB_KEY, "order-4711")
