@@ -310,3 +310,23 @@ async def test_background_children_that_released_the_output_do_not_outlive_the_c
     )
     assert run.exit_code == 0
     assert await _dies_soon(int((tmp_path / "bg.pid").read_text()))
+
+
+async def test_parallel_calls_in_one_response_run_one_after_another(tmp_path: Path) -> None:
+    """Per-command limits must not multiply: two calls of one response never overlap."""
+    root = make_project(tmp_path / "p", {"permissions": {"execShell": {"mode": "allow"}}})
+
+    def probe(me: str, other: str) -> str:  # is the other command running while this one runs?
+        return (
+            f"touch running-{me}; seen=no; for i in 1 2 3 4 5 6 7 8 9 10; do "
+            f"[ -e running-{other} ] && seen=yes; sleep 0.1; done; rm running-{me}; echo overlap=$seen"
+        )
+
+    calls = [
+        Call("exec_shell", {"command": probe("a", "b")}),
+        Call("exec_shell", {"command": probe("b", "a")}),
+    ]
+    script = Script([calls, "done"])
+    await make_agent(root, script).run(KEY, "run both")
+    outputs = [r["stdout"].strip() for r in tool_results(script.requests[1], "exec_shell")]
+    assert outputs == ["overlap=no", "overlap=no"]

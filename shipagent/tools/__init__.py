@@ -95,7 +95,10 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
     cache = skills_cache if skills_cache is not None else SkillsCache()
     # exec_shell bounds its own output and keeps the full text on disk: spilling its result again
     # would replace the head/tail view the model needs with a second, less useful preview.
-    shell = Tool(exec_shell, metadata=dict(NO_SPILL_METADATA))
+    # sequential: a barrier. A model that asks for twelve commands in one response gets them one
+    # after another, so the per-command limits (processes, output, /tmp) hold for the chat's turn
+    # instead of multiplying by the number of parallel calls.
+    shell = Tool(exec_shell, metadata=dict(NO_SPILL_METADATA), sequential=True)
     return FunctionToolset(
         [chat_send, chat_load_history, agent_load_context, *make_skills_tools(cache), shell],
         id="shipagent-builtin",
