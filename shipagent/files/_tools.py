@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
+from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
+from .._deps import TurnDeps, deps_of
 from ..errors import ShipAgentError
 from ..execution import ToolExecutionContext, current_tool_context
 from ..history.stores import MessageLog
@@ -33,7 +34,9 @@ from ._ref import CONTEXT_KINDS, ContextRef
 from ._store import ContextFiles
 
 
-async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -> dict[str, Any]:
+async def context_expand(
+    ctx: RunContext[TurnDeps], summary_id: str, offset: int = 0, limit: int = 32768
+) -> dict[str, Any]:
     """Return, verbatim, the messages a compaction summary replaced (its id is in the summary).
 
     Args:
@@ -41,12 +44,16 @@ async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -
         offset: byte offset into the rendered messages (default 0); continue from `nextOffset`.
         limit: bytes to return (default 32768, at most 65536).
     """
-    ctx = current_tool_context()
-    source = expand_source.get()
+    return await expand_page(deps_of(ctx), summary_id, offset, limit)
+
+
+async def expand_page(deps: TurnDeps, summary_id: str, offset: int = 0, limit: int = 32768) -> dict[str, Any]:
+    """:func:`context_expand` for the run of ``deps``."""
+    run, source = deps.tool, deps.stores.message_log
 
     def work() -> dict[str, Any]:
-        log = source(ctx.chat_key) if source is not None else MessageLog(ctx.paths)
-        return expand_result(log, ctx.chat_key, summary_id, offset, limit, token_cap(ctx))
+        log = source(run.chat_key) if source is not None else MessageLog(run.paths)
+        return expand_result(log, run.chat_key, summary_id, offset, limit, token_cap(run))
 
     try:
         return await anyio.to_thread.run_sync(work)
@@ -54,14 +61,7 @@ async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -
         return {"success": False, "error": str(exc)}
 
 
-expand_source: ContextVar[Callable[[str], MessageLog] | None] = ContextVar(
-    "shipagent_expand_source", default=None
-)
-"""Set by a turn whose message log is not the ``.ship/`` file (a durable worker on Postgres):
-reads the chat's log (blocking) for :func:`context_expand`."""
-
-
-__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset", "expand_source"]
+__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset", "expand_page"]
 
 CONTEXT_TOOL_NAMES = frozenset(
     {"context_list", "context_read", "context_tail", "context_grep", "context_expand"}
