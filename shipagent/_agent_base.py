@@ -179,7 +179,7 @@ class AgentBase:
         self.turn_executor_options: dict[str, Any] = {}
         self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
         self._local: LocalModel | None = None  # ship.json llm.provider "local": started with the agent
-        self.parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
+        self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
 
     @classmethod
     def from_project(
@@ -276,7 +276,7 @@ class AgentBase:
         # ship.json MCP servers are this agent's, already running: a delegation must not spawn
         # another set of server processes per sub-agent (a fork_join of four would start four of each).
         sub.mcp = self.mcp
-        sub.parent_stores = partial(self.turn_hooks.tool_stores, self)  # its history tools read ours
+        sub._parent_stores = self._tool_stores  # its history tools read where ours do
         return sub
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -459,6 +459,10 @@ class AgentBase:
         await self.chats.reset(key, uuid.uuid4().hex)
 
     # -- the turn's parts -------------------------------------------------------------------------
+
+    def _tool_stores(self) -> TurnStores:
+        """Where this agent's history tools read (a sub-agent: where the delegating agent reads)."""
+        return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
 
     def _context_window(self, deps: TurnDeps) -> ContextWindow:
         """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""

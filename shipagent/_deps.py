@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic_ai import RunContext
 
+from .execution import ToolExecutionContext, current_tool_context, running_tool_context
+
 if TYPE_CHECKING:
-    from .execution import ToolExecutionContext
     from .history.stores import MessageLog
 
-__all__ = ["RecordTail", "TurnDeps", "TurnStores", "deps_of"]
+__all__ = ["RecordTail", "TurnDeps", "TurnStores", "deps_of", "run_of"]
 
 
 class RecordTail(Protocol):
@@ -78,6 +79,13 @@ def deps_of(ctx: RunContext[Any]) -> TurnDeps:
     """
     if isinstance(ctx.deps, TurnDeps):
         return ctx.deps
-    from .execution import current_tool_context  # (execution imports nothing of this module)
-
     return TurnDeps(current_tool_context())
+
+
+def run_of(ctx: RunContext[Any]) -> ToolExecutionContext | None:
+    """The run's :class:`~shipagent.execution.ToolExecutionContext`, ``None`` outside any run.
+
+    For toolset wrappers: ``ctx.deps`` in a shipagent run, else the context a plain pydantic-ai
+    agent runs in (:func:`~shipagent.execution.use_tool_context`), else ``None``.
+    """
+    return ctx.deps.tool if isinstance(ctx.deps, TurnDeps) else running_tool_context()

@@ -409,7 +409,7 @@ class ShipAgent(AgentBase):
         """
         base, base_compaction = history, None
         keep = self.config.context.chat_history.compact_keep_last_messages
-        loop = partial(self._tool_loop, TurnDeps(ctx, self.turn_hooks.tool_stores(self)), text)
+        loop = partial(self._tool_loop, TurnDeps(ctx, self._tool_stores()), text)
         for attempt in range(MAX_OVERFLOW_RETRIES + 1):
             try:
                 return await loop(base, model, instructions, steps), base, base_compaction

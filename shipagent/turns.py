@@ -83,12 +83,8 @@ class TurnHooks(Generic[AgentT]):
         return await load()
 
     def tool_stores(self, agent: AgentT) -> TurnStores:
-        """Where the turn's history tools read the chat's logs (the run's ``deps.stores``).
-
-        A sub-agent reads where the agent that delegated to it reads (its ``parent_stores``).
-        """
-        parent: Callable[[], TurnStores] | None = getattr(agent, "parent_stores", None)
-        return parent() if parent is not None else FILE_STORES
+        """Where the turn's history tools read the chat's logs (the run's ``deps.stores``)."""
+        return FILE_STORES
 
     async def commit(
         self, agent: AgentT, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]

@@ -20,7 +20,7 @@ from pydantic_ai import RunContext
 
 from .._deps import RecordTail, TurnDeps, deps_of
 from .._patterns import InvalidPatternError, UnsupportedPatternError, compile_pattern
-from ..execution import ToolExecutionContext, current_tool_context, fingerprint_of
+from ..execution import ToolExecutionContext, fingerprint_of
 from ..jsonl import iter_objects_backward
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
 
@@ -37,13 +37,13 @@ __all__ = [
 _ROLES = ("user", "assistant")
 
 
-async def chat_send(text: str) -> dict[str, Any]:
+async def chat_send(run: RunContext[TurnDeps], text: str) -> dict[str, Any]:
     """Send a message to the user in this chat. Use it at most once per user message.
 
     Args:
         text: the message, written for the user (conclusions, not raw tool output).
     """
-    ctx = current_tool_context()
+    ctx = deps_of(run).tool
     if not text.strip():
         return failure("text is empty; nothing was sent")
     delivered = "output"
