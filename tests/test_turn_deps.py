@@ -148,3 +148,18 @@ async def test_history_tools_read_the_stores_the_turn_hooks_chose(tmp_path: Path
     assert result["success"] and result["inserted"] == 1 and result["picked"] == 1
     # the model's next request carries the store's line (the project has no transcript file to read)
     assert "STORED-IN-THE-SHARED-STORE" in injected_history_block(script, "what did I say?")
+
+
+async def test_a_sub_agent_reads_the_stores_of_the_agent_that_delegated(tmp_path: Path) -> None:
+    """A delegation in a durable worker on Postgres: the expert's history tools read the shared store."""
+    root = make_project(tmp_path / "p", {"profiles": {"expert": {"instructions": "You are the expert."}}})
+    store = _Transcript()
+    expert = Script([Call("chat_load_history", {"count": 3}), "Use a B-tree."])
+    boss = Script([Call("ask_expert", {"profile_name": "expert", "question": "Which index?"}), "done"])
+    agent = make_agent(root, boss, profile_models={"expert": expert.model()})
+    agent.turn_hooks = _SharedHooks(store)
+    assert (await agent.run(KEY, "ask the expert")).success
+    (result,) = tool_results(expert.requests[1], "chat_load_history")
+    assert result["success"] and result["inserted"] == 1
+    assert store.asked and store.asked[0][0] != KEY  # the expert's own chat, in the shared store
+    assert "STORED-IN-THE-SHARED-STORE" in injected_history_block(expert, "Which index?")
