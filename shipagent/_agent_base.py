@@ -158,7 +158,6 @@ class AgentBase:
         # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
         self._pa_agent: Agent[TurnDeps, str] = Agent(
             output_type=str,
-            deps_type=TurnDeps,
             name=config.name,
             retries=1,
             capabilities=[*_instrumentation(config), _RunWindow(make=self._context_window)],
