@@ -28,6 +28,7 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from . import instructions as _instructions
 from ._combined import SequentialCombinedToolset
+from ._deps import TurnDeps, TurnStores
 from ._guard import GuardedToolset
 from ._lock import ProjectLock
 from ._streaming import PendingApprovals
@@ -35,7 +36,7 @@ from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError
-from .execution import ApprovalCallback, ToolExecutionContext, current_tool_context
+from .execution import ApprovalCallback, ToolExecutionContext
 from .files import ContextFiles, SpillToolset, context_toolset
 from .handover import Handover, ResolvedProfile
 from .handover._delegation import profile_agent_md
@@ -74,10 +75,10 @@ def _instrumentation(config: ShipConfig) -> list[Any]:
 class _RunWindow(ContextWindow):
     """The agent-level stand-in for each run's :class:`ContextWindow` (``make`` builds the run's)."""
 
-    make: Callable[[], ContextWindow] | None = None
+    make: Callable[[TurnDeps], ContextWindow] | None = None
 
     async def for_run(self, ctx: RunContext[Any]) -> ContextWindow:
-        return self.make() if self.make is not None else self
+        return self.make(ctx.deps) if self.make is not None and isinstance(ctx.deps, TurnDeps) else self
 
 
 class AgentBase:
@@ -155,7 +156,7 @@ class AgentBase:
         # The context window is the agent's own capability, made afresh for each run by its
         # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
         # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
-        self._pa_agent: Agent[None, str] = Agent(
+        self._pa_agent: Agent[TurnDeps, str] = Agent(
             output_type=str,
             name=config.name,
             retries=1,
@@ -177,6 +178,7 @@ class AgentBase:
         self.turn_executor_options: dict[str, Any] = {}
         self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
         self._local: LocalModel | None = None  # ship.json llm.provider "local": started with the agent
+        self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
 
     @classmethod
     def from_project(
@@ -273,6 +275,7 @@ class AgentBase:
         # ship.json MCP servers are this agent's, already running: a delegation must not spawn
         # another set of server processes per sub-agent (a fork_join of four would start four of each).
         sub.mcp = self.mcp
+        sub._parent_stores = self._tool_stores  # its history tools read where ours do
         return sub
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -456,9 +459,13 @@ class AgentBase:
 
     # -- the turn's parts -------------------------------------------------------------------------
 
-    def _context_window(self) -> ContextWindow:
+    def _tool_stores(self) -> TurnStores:
+        """Where this agent's history tools read (a sub-agent: where the delegating agent reads)."""
+        return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
+
+    def _context_window(self, deps: TurnDeps) -> ContextWindow:
         """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""
-        ctx, context = current_tool_context(), self.config.context
+        ctx, context = deps.tool, self.config.context
         return ContextWindow(
             context.chat_history.max_history_tokens,
             max_injected_messages=context.injection.max_injected_messages,

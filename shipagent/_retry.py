@@ -45,6 +45,9 @@ _TRANSIENT_STATUS = frozenset({408, 409, 429, 500, 502, 503, 504, 529})
 _listener: contextvars.ContextVar[RetryListener | None] = contextvars.ContextVar(
     "shipagent_retry_listener", default=None
 )
+"""The run's retry listener. pydantic-ai calls ``Model.request(messages, settings, parameters)``
+without the run's ``RunContext`` (only ``request_stream`` gets one), so no parameter carries the
+run to :class:`RetryingModel`; the turn sets this for its duration instead."""
 
 
 @contextmanager

@@ -27,6 +27,7 @@ from .results import StepEvent, ToolCallRecord
 __all__ = [
     "StepReporter",
     "call_outcomes",
+    "final_output",
     "tool_call_records",
     "tool_failure",
     "tool_output_text",
@@ -181,3 +182,15 @@ class StepReporter:
             await self.emit(
                 StepEvent("step_finish", summary, {"tool": call.tool_name, "toolCallId": call.tool_call_id})
             )
+
+
+def final_output(output: str, sent: Sequence[str], records: Sequence[ToolCallRecord]) -> str:
+    """A turn's ``AgentResult.output``: what ``chat_send`` sent without a channel, the answer, failures."""
+    pieces: list[str] = [t for t in sent if t.strip()]
+    if output.strip() and (not pieces or output.strip() != pieces[-1].strip()):
+        pieces.append(output.strip())
+    failures = [r for r in records if not r.success]
+    if failures:
+        lines = "\n".join(f"- {r.tool}: {(r.error or '')[:200]}" for r in failures)
+        pieces.append(f"Tool errors:\n{lines}")
+    return "\n\n".join(pieces)

@@ -31,10 +31,11 @@ from pydantic_ai.toolsets import AbstractToolset
 from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
 from ._agent_base import AgentBase
 from ._combined import SequentialCombinedToolset
+from ._deps import TurnDeps
 from ._explain import explain_failure
 from ._paths import OutsideProjectError
 from ._retry import report_retries
-from ._steps import StepCallback, StepReporter, call_outcomes, tool_call_records
+from ._steps import StepCallback, StepReporter, call_outcomes, final_output, tool_call_records
 from ._streaming import (
     Emit,
     approval_bridge,
@@ -49,8 +50,7 @@ from ._streaming import (
 from .chatkeys import validate_chat_key
 from .errors import ShipAgentError
 from .events import Compacted, RunEvent
-from .execution import ToolExecutionContext, use_tool_context
-from .execution import _current as _current_tool_context
+from .execution import ToolExecutionContext, running_tool_context, use_tool_context
 from .files import CatalogToolset
 from .history.compaction import CompactionResult, compact
 from .models import build_model_settings
@@ -166,7 +166,7 @@ class ShipAgent(AgentBase):
             isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
         ):
             raise ShipAgentError("request_id must be 1-200 printable characters")
-        if self.turn_executor is None and self.config.durable.enabled and _current_tool_context.get() is None:
+        if self.turn_executor is None and self.config.durable.enabled and running_tool_context() is None:
             # (a run started by a tool of a running turn — a delegation — is part of that turn's
             # step and runs inline; any other run must go through the durable queue)
             raise ShipAgentError(
@@ -249,7 +249,7 @@ class ShipAgent(AgentBase):
         return stream_turn(turn)
 
     def _context(self, chat_key: str, request_id: str, channel: Any) -> ToolExecutionContext:
-        ctx = ToolExecutionContext(
+        return ToolExecutionContext(
             chat_key=chat_key,
             request_id=request_id,
             project_root=self.project_root,
@@ -260,7 +260,6 @@ class ShipAgent(AgentBase):
             on_approval=self.on_approval,
             context_files=self.context_files,
         )
-        return ctx
 
     async def _run_locked(
         self,
@@ -307,7 +306,7 @@ class ShipAgent(AgentBase):
         new = _run_tail(messages, run_id)
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
-        output = self._final_output(output, ctx, channel, records)
+        output = final_output(output, ctx.sent_texts if channel is None else (), records)
         turn = TurnCommit(
             chat_key,
             request_id,
@@ -410,9 +409,10 @@ class ShipAgent(AgentBase):
         """
         base, base_compaction = history, None
         keep = self.config.context.chat_history.compact_keep_last_messages
+        loop = partial(self._tool_loop, TurnDeps(ctx, self._tool_stores()), text)
         for attempt in range(MAX_OVERFLOW_RETRIES + 1):
             try:
-                return await self._tool_loop(text, base, model, instructions, steps), base, base_compaction
+                return await loop(base, model, instructions, steps), base, base_compaction
             except Exception as exc:
                 if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
                     return exc
@@ -432,6 +432,7 @@ class ShipAgent(AgentBase):
 
     async def _tool_loop(
         self,
+        deps: TurnDeps,
         text: str,
         history: list[ModelMessage],
         model: Model,
@@ -443,6 +444,7 @@ class ShipAgent(AgentBase):
             text,
             message_history=history,
             model=model,
+            deps=deps,  # what the tools read: ctx.deps
             instructions=instructions,
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
             toolsets=[
@@ -469,18 +471,6 @@ class ShipAgent(AgentBase):
             result = agent_run.result
             assert result is not None
             return result.run_id, result.all_messages(), str(result.output), result.usage
-
-    def _final_output(self, output: str, ctx: ToolExecutionContext, channel: Any, records: list[Any]) -> str:
-        pieces: list[str] = []
-        if channel is None:
-            pieces.extend(t for t in ctx.sent_texts if t.strip())
-        if output.strip() and (not pieces or output.strip() != pieces[-1].strip()):
-            pieces.append(output.strip())
-        failures = [r for r in records if not r.success]
-        if failures:
-            lines = "\n".join(f"- {r.tool}: {(r.error or '')[:200]}" for r in failures)
-            pieces.append(f"Tool errors:\n{lines}")
-        return "\n\n".join(pieces)
 
     async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""

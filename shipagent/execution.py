@@ -1,8 +1,10 @@
 """The tool execution context: what a tool can reach of the run it is called from.
 
-A run sets one :class:`ToolExecutionContext` in a :mod:`contextvars` variable; any tool — builtin,
-user-written, provider — calls :func:`current_tool_context` to read the chat key, the project and
-to inject messages the model sees on every later request of the same run.
+A run passes its :class:`ToolExecutionContext` to pydantic-ai as ``deps`` (``ctx.deps.tool`` of a
+``RunContext[TurnDeps]``, see ``shipagent._deps``); a tool written without a ``ctx`` parameter
+(user-written, provider) calls :func:`current_tool_context` for the same object. Either way it
+reads the chat key and the project and injects messages the model sees on every later request of
+the same run.
 
 Injected messages never enter the chat's persisted history. They travel as data: the injecting
 tool call's ``ToolReturn`` carries them in its metadata (``shipagent.history.injections``), the
@@ -155,9 +157,7 @@ class ToolExecutionContext:
         self._fingerprints.add(fingerprint)
         message = InjectedMessage(role, content, fingerprint)
         self._injected.append(message)
-        call = _call_injections.get()
-        if call is not None:  # the tool call's own record, returned with its result as metadata
-            call.append(message)
+        _recording(message)
         return InjectionResult(True)
 
     def inject_system_message_once(self, content: str, *, fingerprint: str) -> InjectionResult:
@@ -187,32 +187,62 @@ class ToolExecutionContext:
         return tuple(self._injected)
 
 
-_current: contextvars.ContextVar[ToolExecutionContext | None] = contextvars.ContextVar(
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What :data:`_current` holds: the run, and the injections of the tool call running here."""
+
+    run: ToolExecutionContext
+    call: list[InjectedMessage] | None = None
+
+
+_current: contextvars.ContextVar[_Scope | ToolExecutionContext | None] = contextvars.ContextVar(
     "shipagent_tool_context", default=None
 )
+"""The run this code executes in, for code pydantic-ai calls without a ``RunContext``.
+
+Tools that take ``ctx: RunContext[TurnDeps]`` read the run from ``ctx.deps``. A tool written
+without that parameter (a user's plain function, a context provider's handler, a sync tool in a
+worker thread) has no other way to reach its run: pydantic-ai calls it with its arguments only.
+So a run sets this one variable for its duration, and each tool call narrows it to a scope with
+that call's own injection list (see :func:`collect_call_injections`). A bare context (set by code
+that predates the scopes) counts as a run without a call list.
+"""
 
 
-_call_injections: contextvars.ContextVar[list[InjectedMessage] | None] = contextvars.ContextVar(
-    "shipagent_call_injections", default=None
-)
-"""The injections of the tool call running in this task (see :func:`collect_call_injections`)."""
+def _recording(message: InjectedMessage) -> None:
+    scope = _current.get()
+    if (
+        isinstance(scope, _Scope) and scope.call is not None
+    ):  # the call's own record, returned with its result
+        scope.call.append(message)
 
 
 @contextmanager
-def collect_call_injections() -> Iterator[list[InjectedMessage]]:
+def collect_call_injections(run: ToolExecutionContext | None = None) -> Iterator[list[InjectedMessage]]:
     """Collect what one tool call injects, separately from concurrent calls of the same step.
 
     pydantic-ai runs a step's tool calls as separate asyncio tasks, each with a copy of the
-    context; a list set here inside the task is therefore that call's alone, even though the
+    context; a scope set here inside the task is therefore that call's alone, even though the
     :class:`ToolExecutionContext` (and its dedupe state) is shared by the whole run. Sync tools
     run in a worker thread with a copy of the same context, so they append to the same list.
+    ``run`` is the call's run (``ctx.deps.tool``); by default the current one.
     """
     found: list[InjectedMessage] = []
-    token = _call_injections.set(found)
+    run = run if run is not None else running_tool_context()
+    if run is None:  # no run: nothing can inject
+        yield found
+        return
+    token = _current.set(_Scope(run, found))
     try:
         yield found
     finally:
-        _call_injections.reset(token)
+        _current.reset(token)
+
+
+def running_tool_context() -> ToolExecutionContext | None:
+    """The current run's context, or ``None`` outside a run (never raises)."""
+    scope = _current.get()
+    return scope.run if isinstance(scope, _Scope) else scope
 
 
 def current_tool_context() -> ToolExecutionContext:
@@ -221,7 +251,7 @@ def current_tool_context() -> ToolExecutionContext:
     Raises:
         ToolContextError: when called outside a run (a tool invoked directly, a script).
     """
-    ctx = _current.get()
+    ctx = running_tool_context()
     if ctx is None:
         raise ToolContextError(
             "current_tool_context() was called outside a shipagent run; tools get a context only "
@@ -233,7 +263,7 @@ def current_tool_context() -> ToolExecutionContext:
 @contextmanager
 def use_tool_context(ctx: ToolExecutionContext) -> Iterator[ToolExecutionContext]:
     """Make ``ctx`` the current tool context for the duration of the block."""
-    token = _current.set(ctx)
+    token = _current.set(_Scope(ctx))
     try:
         yield ctx
     finally:

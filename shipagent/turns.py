@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
+from ._deps import FILE_STORES, TurnStores
 from ._executors import SharedChats, TurnExecutor, executor_factories, shared_factories
 
 if TYPE_CHECKING:
@@ -80,6 +81,10 @@ class TurnHooks(Generic[AgentT]):
     ) -> list[ModelMessage]:
         """The chat's history at the start of the turn."""
         return await load()
+
+    def tool_stores(self, agent: AgentT) -> TurnStores:
+        """Where the turn's history tools read the chat's logs (the run's ``deps.stores``)."""
+        return FILE_STORES
 
     async def commit(
         self, agent: AgentT, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]

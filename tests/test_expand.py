@@ -101,11 +101,10 @@ async def test_context_expand_pages_the_original_messages_verbatim(tmp_path: Pat
 
 
 async def _expand_missing(agent: ShipAgent) -> dict[str, Any]:
-    from shipagent.execution import use_tool_context
-    from shipagent.files._tools import context_expand
+    from shipagent._deps import TurnDeps
+    from shipagent.files._tools import expand_page
 
-    with use_tool_context(agent._context(KEY, "r", None)):
-        return await context_expand("S404-405")
+    return await expand_page(TurnDeps(agent._context(KEY, "r", None)), "S404-405")
 
 
 def test_a_log_written_before_seqs_gets_implicit_ones(tmp_path: Path) -> None:

@@ -129,9 +129,9 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
 
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
+    from shipagent._deps import TurnDeps
     from shipagent.durable._pgturns import PgTurnHooks, commit_to_postgres
-    from shipagent.execution import use_tool_context
-    from shipagent.files._tools import context_expand, expand_source
+    from shipagent.files._tools import expand_page
     from shipagent.turns import TurnCommit
 
     ship = {"context": {"chatHistory": {"inMemoryMaxMessages": 6, "compactKeepLastMessages": 2}}}
@@ -160,9 +160,8 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
         expanded = second.expand(KEY, sid)
         assert [m.parts[0].content for m in expanded] == [f"{x}{n}" for n in range(3) for x in "qa"]  # type: ignore[union-attr]
         # the model's tool on machine two, mid-turn, reads the shared log
-        with use_tool_context(second._context(KEY, "r-x", None)):
-            expand_source.set(second.shared.message_log if second.shared else None)
-            page = await context_expand(sid)
+        deps = TurnDeps(second._context(KEY, "r-x", None), hooks[id(second)].tool_stores(second))
+        page = await expand_page(deps, sid)
         assert (
             page["success"] and page["messages"] == 6 and "q0" in page["content"] and "a2" in page["content"]
         )

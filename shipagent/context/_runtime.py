@@ -21,9 +21,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset
 
 from .._cache import BoundedCache
+from .._deps import run_of
 from ..config import McpConfig, McpHttpServer, McpStdioServer, ShipConfig
-from ..errors import ToolContextError
-from ..execution import ToolExecutionContext, current_tool_context
+from ..execution import ToolExecutionContext
 from ._events import EventSink
 from ._injector import MAX_CACHED_SESSIONS, SessionContextInjector
 from ._pool import ResourcePool
@@ -135,9 +135,8 @@ class AgentContextRuntime:
         return text or None
 
     def _current_toolset(self, run: RunContext[Any]) -> AbstractToolset[Any] | None:
-        try:
-            ctx = current_tool_context()
-        except ToolContextError:
+        ctx = run_of(run)
+        if ctx is None:
             return None  # used outside a ShipAgent run: no session, no provider tools
         session = ctx.session
         if session is None or not session.tools:

@@ -28,14 +28,12 @@ from typing import TYPE_CHECKING
 import anyio
 from pydantic_ai.messages import ModelMessage
 
+from .._deps import TurnStores
 from .._steps import call_outcomes
-from ..files._tools import expand_source
 from ..history.compaction import CompactionResult
 from ..history.injections import strip_injections
 from ..stores import PgStores, TurnWrite
 from ..stores._shared import load_numbered
-from ..tools._agent_context import agent_context_store
-from ..tools._chat import transcript_store
 from ..turns import CommitOutcome, TurnCommit
 from ._hooks import DurableTurnHooks
 
@@ -112,16 +110,20 @@ class PgTurnHooks(DurableTurnHooks):
     async def load(
         self, agent: ShipAgent, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
     ) -> list[ModelMessage]:
-        transcript_store.set(self.stores.transcript)  # chat_load_history reads the shared transcript
-        agent_context_store.set(self.stores.agent_context)  # agent_load_context the shared log
-        if agent.shared is not None:  # context_expand the shared message log
-            expand_source.set(agent.shared.message_log)
         committed = await self.stores.messages.last_committed(chat_key)
         stale = self._pg_seen.get(chat_key, _UNSEEN) != committed.request_id
         if stale or chat_key not in agent.chats.resident():  # another worker committed, or evicted
             agent.chats.install(chat_key, *await load_numbered(self.stores, agent.paths, chat_key))
             self._pg_seen[chat_key] = committed.request_id
         return await load()
+
+    def tool_stores(self, agent: ShipAgent) -> TurnStores:
+        """The history tools read the chat's shared logs in Postgres, not this machine's files."""
+        return TurnStores(
+            transcript=self.stores.transcript,
+            agent_context=self.stores.agent_context,
+            message_log=agent.shared.message_log if agent.shared is not None else None,
+        )
 
     async def commit(
         self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]

@@ -25,7 +25,7 @@ from dbos import DBOS
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..execution import _current
+from .._deps import TurnDeps
 
 __all__ = ["READ_ONLY_TOOLS", "StepToolset"]
 
@@ -60,7 +60,7 @@ class StepToolset(WrapperToolset[Any]):
     ) -> Any:
         if name in READ_ONLY_TOOLS:
             return await super().call_tool(name, tool_args, ctx, tool)
-        run_ctx = _current.get()
+        run_ctx = ctx.deps.tool if isinstance(ctx.deps, TurnDeps) else None
         ran = False
 
         async def step() -> tuple[Any, list[str]]:

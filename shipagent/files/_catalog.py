@@ -17,8 +17,9 @@ import anyio
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..errors import ShipAgentError, ToolContextError
-from ..execution import ToolExecutionContext, current_tool_context
+from .._deps import run_of
+from ..errors import ShipAgentError
+from ..execution import ToolExecutionContext
 from ._catalog_memo import already_written, forget_catalog, remember_catalog, remembered_catalog
 from ._render import render_catalog
 from ._store import ContextFiles
@@ -60,9 +61,8 @@ class CatalogToolset(WrapperToolset[Any]):
 
     async def get_tools(self, ctx: RunContext[Any]) -> dict[str, ToolsetTool[Any]]:
         tools = await self.wrapped.get_tools(ctx)
-        try:
-            run = current_tool_context()
-        except ToolContextError:
+        run = run_of(ctx)
+        if run is None:  # outside any run: nothing to write to
             return tools
         try:
             skills = [_pair(s) for s in await self.skills(run)] if self.skills else []

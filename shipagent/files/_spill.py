@@ -26,8 +26,8 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ToolReturn
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..errors import ShipAgentError, ToolContextError
-from ..execution import current_tool_context
+from .._deps import run_of
+from ..errors import ShipAgentError
 from ._ref import ContextRef
 from ._render import render_preview
 from ._store import ContextFiles
@@ -125,7 +125,7 @@ def spill_value(files: ContextFiles, chat_key: str, value: Any, *, tool_name: st
 class SpillToolset(WrapperToolset[Any]):
     """Wrap ``wrapped`` so its oversized results are spilled to context files.
 
-    The chat key, project and threshold come from the run's :func:`current_tool_context`; outside
+    The chat key, project and threshold come from the run (``ctx.deps``); outside
     a shipagent run results pass through unchanged.
     """
 
@@ -140,9 +140,8 @@ class SpillToolset(WrapperToolset[Any]):
         result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         if self._skips(name, tool):
             return result
-        try:
-            run = current_tool_context()
-        except ToolContextError:
+        run = run_of(ctx)
+        if run is None:  # outside any run: nothing to write to
             return result
         threshold = run.config.context.files.spill_threshold_bytes
         files = context_files_for(run)

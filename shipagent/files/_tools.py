@@ -1,6 +1,6 @@
 """The four ``context_*`` tools, as one pydantic-ai ``FunctionToolset``.
 
-Each tool reads the chat key and project from :func:`current_tool_context`, so a chat can only
+Each tool reads the chat key and project from its run (``RunContext[TurnDeps]``), so a chat can only
 ever reach its own files. Limits are enforced here, not in the JSON schema: a value out of range
 is clamped and the result says so in ``notes`` (a schema violation would make the model retry
 blindly). Failures — unknown id, invalid regex, missing file — come back as
@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from contextvars import ContextVar
 from typing import Any
 
 import anyio
+from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
+from .._deps import TurnDeps, deps_of
 from ..errors import ShipAgentError
-from ..execution import ToolExecutionContext, current_tool_context
+from ..execution import ToolExecutionContext
 from ..history.stores import MessageLog
 from ..history.tokens import count_tokens
 from ._expand import expand_result
@@ -33,7 +34,9 @@ from ._ref import CONTEXT_KINDS, ContextRef
 from ._store import ContextFiles
 
 
-async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -> dict[str, Any]:
+async def context_expand(
+    ctx: RunContext[TurnDeps], summary_id: str, offset: int = 0, limit: int = 32768
+) -> dict[str, Any]:
     """Return, verbatim, the messages a compaction summary replaced (its id is in the summary).
 
     Args:
@@ -41,12 +44,16 @@ async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -
         offset: byte offset into the rendered messages (default 0); continue from `nextOffset`.
         limit: bytes to return (default 32768, at most 65536).
     """
-    ctx = current_tool_context()
-    source = expand_source.get()
+    return await expand_page(deps_of(ctx), summary_id, offset, limit)
+
+
+async def expand_page(deps: TurnDeps, summary_id: str, offset: int = 0, limit: int = 32768) -> dict[str, Any]:
+    """:func:`context_expand` for the run of ``deps``."""
+    run, source = deps.tool, deps.stores.message_log
 
     def work() -> dict[str, Any]:
-        log = source(ctx.chat_key) if source is not None else MessageLog(ctx.paths)
-        return expand_result(log, ctx.chat_key, summary_id, offset, limit, token_cap(ctx))
+        log = source(run.chat_key) if source is not None else MessageLog(run.paths)
+        return expand_result(log, run.chat_key, summary_id, offset, limit, token_cap(run))
 
     try:
         return await anyio.to_thread.run_sync(work)
@@ -54,14 +61,7 @@ async def context_expand(summary_id: str, offset: int = 0, limit: int = 32768) -
         return {"success": False, "error": str(exc)}
 
 
-expand_source: ContextVar[Callable[[str], MessageLog] | None] = ContextVar(
-    "shipagent_expand_source", default=None
-)
-"""Set by a turn whose message log is not the ``.ship/`` file (a durable worker on Postgres):
-reads the chat's log (blocking) for :func:`context_expand`."""
-
-
-__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset", "expand_source"]
+__all__ = ["CONTEXT_TOOL_NAMES", "NO_SPILL_METADATA", "context_files_for", "context_toolset", "expand_page"]
 
 CONTEXT_TOOL_NAMES = frozenset(
     {"context_list", "context_read", "context_tail", "context_grep", "context_expand"}
@@ -121,10 +121,10 @@ def _clamp(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
 Work = Callable[[ContextFiles, str, int], dict[str, Any]]
 
 
-async def _run(work: Work) -> dict[str, Any]:
+async def _run(run: RunContext[TurnDeps], work: Work) -> dict[str, Any]:
     """Run blocking file work in a thread; turn every expected failure into a result."""
     try:
-        ctx = current_tool_context()
+        ctx = deps_of(run).tool
         files = context_files_for(ctx)
         result = await anyio.to_thread.run_sync(work, files, ctx.chat_key, token_cap(ctx))
     except (ShipAgentError, InvalidPatternError, OSError) as exc:
@@ -144,7 +144,7 @@ def _ref_for_model(ref: ContextRef) -> dict[str, Any]:
     return data
 
 
-async def context_list(kind: str | None = None, limit: int = 50) -> dict[str, Any]:
+async def context_list(run: RunContext[TurnDeps], kind: str | None = None, limit: int = 50) -> dict[str, Any]:
     """List this chat's context files (spilled tool outputs, compacted history, the catalog), newest first.
 
     Args:
@@ -165,10 +165,12 @@ async def context_list(kind: str | None = None, limit: int = 50) -> dict[str, An
             notes.append(f"only the newest {len(items)} of {len(refs)} fit the token budget; filter by kind")
         return _with_notes({"items": items}, notes)
 
-    return await _run(work)
+    return await _run(run, work)
 
 
-async def context_read(id: str, offset: int = 0, limit: int = 8192) -> dict[str, Any]:
+async def context_read(
+    run: RunContext[TurnDeps], id: str, offset: int = 0, limit: int = 8192
+) -> dict[str, Any]:
     """Read a page of a context file by UTF-8 byte offset. Continue from `nextOffset` until `done`.
 
     Args:
@@ -213,10 +215,10 @@ async def context_read(id: str, offset: int = 0, limit: int = 8192) -> dict[str,
         }
         return _with_notes(result, notes)
 
-    return await _run(work)
+    return await _run(run, work)
 
 
-async def context_tail(id: str, lines: int = 200) -> dict[str, Any]:
+async def context_tail(run: RunContext[TurnDeps], id: str, lines: int = 200) -> dict[str, Any]:
     """Read the last lines of a context file — start here when looking for an error.
 
     Args:
@@ -249,7 +251,7 @@ async def context_tail(id: str, lines: int = 200) -> dict[str, Any]:
         }
         return _with_notes(result, notes)
 
-    return await _run(work)
+    return await _run(run, work)
 
 
 def _cap_line(text: str) -> str:
@@ -267,7 +269,12 @@ def _match_json(match: GrepMatch, with_context: bool) -> dict[str, Any]:
 
 
 async def context_grep(
-    id: str, pattern: str, maxResults: int = 50, contextLines: int = 0, caseSensitive: bool = False
+    run: RunContext[TurnDeps],
+    id: str,
+    pattern: str,
+    maxResults: int = 50,
+    contextLines: int = 0,
+    caseSensitive: bool = False,
 ) -> dict[str, Any]:
     """Search a context file with a regular expression; returns matching lines with 1-based line numbers.
 
@@ -314,7 +321,7 @@ async def context_grep(
             notes.append(f"only the first {len(matches)} matches fit the token budget; narrow the pattern")
         return _with_notes({"id": id, "totalMatches": found.total_matches, "matches": matches}, notes)
 
-    return await _run(work)
+    return await _run(run, work)
 
 
 _TOOLS: tuple[Callable[..., Awaitable[dict[str, Any]]], ...] = (

@@ -13,11 +13,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, Protocol
 
 import anyio
+from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 from typing_extensions import TypedDict
 
+from .._deps import TurnDeps, deps_of
 from ..errors import NotFoundError, ShipAgentError
-from ..execution import current_tool_context
 from ._delegation import DELEGATE_MARK, DelegationTask
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
         return await handover.output_box_id(source)
 
     async def delegate_async(
+        run: RunContext[TurnDeps],
         profile_name: str,
         instruction: str,
         input_box_ids: list[str] | None = None,
@@ -120,7 +122,7 @@ def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
                 `target_ref` (a task id or chat key; this chat when omitted).
             target_ref: the clone source for `clone`.
         """
-        ctx = current_tool_context()
+        ctx = deps_of(run).tool
         try:
             boxes: list[Any] = list(input_box_ids or [])
             if target_strategy == "clone":
@@ -151,7 +153,9 @@ def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
             return _error(exc)
         return {"success": True, **task.as_dict()}
 
-    async def fork_join(tasks: list[ForkTask], max_parallel: int = 4) -> dict[str, Any]:
+    async def fork_join(
+        run: RunContext[TurnDeps], tasks: list[ForkTask], max_parallel: int = 4
+    ) -> dict[str, Any]:
         """Run several delegated tasks concurrently and return every answer, in order.
 
         Each task reports its own `status` (`done` or `failed`) with its `output` or `error`; one
@@ -161,7 +165,7 @@ def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
             tasks: `[{profile_name, instruction, input_box_ids?}]`.
             max_parallel: how many run at the same time.
         """
-        ctx = current_tool_context()
+        ctx = deps_of(run).tool
         slots: list[DelegationTask | dict[str, Any]] = []
         for spec in tasks:
             try:
@@ -195,7 +199,9 @@ def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
         failed = sum(1 for r in results if r["status"] != "done")
         return {"success": True, "failed": failed, "results": results}
 
-    async def ask_expert(profile_name: str, question: str, include_history: bool = False) -> dict[str, Any]:
+    async def ask_expert(
+        run: RunContext[TurnDeps], profile_name: str, question: str, include_history: bool = False
+    ) -> dict[str, Any]:
         """Ask another agent profile a question and wait for its answer.
 
         Args:
@@ -203,7 +209,7 @@ def handover_toolset(handover: Delegations) -> FunctionToolset[Any]:
             question: the question, self-contained.
             include_history: also give it this conversation's earlier completed turns.
         """
-        ctx = current_tool_context()
+        ctx = deps_of(run).tool
         try:
             boxes = [await handover.output_box_id(ctx.chat_key)] if include_history else []
             task = await handover.prepare(

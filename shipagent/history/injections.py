@@ -26,6 +26,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
+from .._deps import TurnDeps
 from ..execution import InjectedMessage, collect_call_injections
 
 __all__ = [
@@ -76,9 +77,9 @@ def attach_injections(result: Any, injected: Sequence[InjectedMessage]) -> Any:
 class InjectionToolset(WrapperToolset[Any]):
     """Wrap a toolset so each tool call's injections come back in its result's metadata.
 
-    The collecting list lives in a contextvar set inside the call, and pydantic-ai runs each tool
-    call of a step in its own task (a context copy), so concurrent calls never see each other's
-    injections. An injection made by a call that then raises ``ModelRetry`` is lost with the
+    The collecting list is the call's own scope of the run's context (see
+    :func:`~shipagent.execution.collect_call_injections`): pydantic-ai runs each tool call of a
+    step in its own task (a context copy), so concurrent calls never see each other's injections. An injection made by a call that then raises ``ModelRetry`` is lost with the
     call's result (the retry is a new call that may inject again — dedupe allows it then only if
     the fingerprint differs).
     """
@@ -86,7 +87,8 @@ class InjectionToolset(WrapperToolset[Any]):
     async def call_tool(
         self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
     ) -> Any:
-        with collect_call_injections() as injected:
+        run = ctx.deps.tool if isinstance(ctx.deps, TurnDeps) else None
+        with collect_call_injections(run) as injected:
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
         return attach_injections(result, injected)
 

@@ -47,6 +47,10 @@ __all__ = ["ShipStdioTransport", "server_environment"]
 logger = logging.getLogger("shipagent.mcp")
 
 _current: ContextVar[ShipStdioTransport | None] = ContextVar("shipagent_stdio_transport", default=None)
+"""The transport connecting in this task. The MCP SDK spawns the server process
+(``_create_platform_compatible_process``) and decodes its stdout (``TextReceiveStream``) deep
+inside its own connection task, calling our hooks with its arguments only: no context of ours is
+passed down to them, so they find their transport here (set around ``connect``)."""
 
 
 class ShipStdioTransport(StdioTransport):

@@ -6,8 +6,10 @@
 - skills: ``skills_list``, ``skills_load`` (a SKILL.md, injected as a system message);
 - shell: ``exec_shell`` (permission policy, process-group timeout, capped output).
 
-Every tool reads its run through :func:`shipagent.current_tool_context` and reports failures as
-``{"success": false, "error": ...}`` so the model can react instead of the run dying.
+Every tool takes pydantic-ai's ``RunContext[TurnDeps]`` and reads its run from ``ctx.deps`` (the
+same :class:`~shipagent.ToolExecutionContext` :func:`shipagent.current_tool_context` returns), and
+reports failures as ``{"success": false, "error": ...}`` so the model can react instead of the run
+dying.
 """
 
 from __future__ import annotations
@@ -89,8 +91,9 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
 
     Each call returns a fresh toolset with its own skills cache (or ``skills_cache``, shared with
     :func:`skills_overview_source` so the overview and ``skills_list`` agree), so two agents in one
-    process never share state. The tools need a run's :class:`~shipagent.ToolExecutionContext`;
-    outside ``ShipAgent.run`` set one with :func:`shipagent.execution.use_tool_context`.
+    process never share state. The tools need a run's :class:`~shipagent.ToolExecutionContext`:
+    ``ShipAgent.run`` passes it as the run's ``deps``; a plain pydantic-ai agent running them
+    inside :func:`shipagent.execution.use_tool_context` gives them that one.
     """
     cache = skills_cache if skills_cache is not None else SkillsCache()
     # exec_shell bounds its own output and keeps the full text on disk: spilling its result again

@@ -8,21 +8,18 @@ without replaying the conversation itself.
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Annotated, Any
 
 import anyio.to_thread
 from pydantic import Field
+from pydantic_ai import RunContext
 
-from ..execution import current_tool_context, fingerprint_of
+from .._deps import TurnDeps, deps_of
+from ..execution import fingerprint_of
 from ..jsonl import read_last
-from ._chat import RecordTail
 from ._common import MAX_BLOCK_CHARS, fit_block
 
-__all__ = ["agent_context_store", "agent_load_context", "format_agent_context_entry"]
-
-agent_context_store: ContextVar[RecordTail | None] = ContextVar("shipagent_agent_context_store", default=None)
-"""Set by a turn whose agent-context log is not the ``.ship/`` file (a durable worker on Postgres)."""
+__all__ = ["agent_load_context", "format_agent_context_entry"]
 
 _PREVIEW = 400  # per field: an entry is a summary, a window of 200 must stay readable
 
@@ -67,6 +64,7 @@ def format_agent_context_entry(entry: dict[str, Any]) -> str:
 
 
 async def agent_load_context(
+    run: RunContext[TurnDeps],
     count: Annotated[int, Field(ge=1, le=200)] = 20,
     offset: Annotated[int, Field(ge=0, le=2000)] = 0,
 ) -> dict[str, Any]:
@@ -79,8 +77,8 @@ async def agent_load_context(
         count: how many run summaries to load (the newest ones).
         offset: how many of the newest summaries to skip, to page further back.
     """
-    ctx = current_tool_context()
-    store = agent_context_store.get()
+    deps = deps_of(run)
+    ctx, store = deps.tool, deps.stores.agent_context
     if store is not None:  # the chat lives in a shared store (Postgres), not in this machine's files
         raw: list[Any] = await store.last(ctx.chat_key, count, skip=offset)
     else:

@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any
 
 import anyio.to_thread
 from pydantic import Field
+from pydantic_ai import RunContext
 
+from .._deps import RecordTail, TurnDeps, deps_of
 from .._patterns import InvalidPatternError, UnsupportedPatternError, compile_pattern
-from ..execution import ToolExecutionContext, current_tool_context, fingerprint_of
+from ..execution import ToolExecutionContext, fingerprint_of
 from ..jsonl import iter_objects_backward
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
 
@@ -31,19 +32,18 @@ __all__ = [
     "chat_send",
     "read_store_window",
     "read_transcript_window",
-    "transcript_store",
 ]
 
 _ROLES = ("user", "assistant")
 
 
-async def chat_send(text: str) -> dict[str, Any]:
+async def chat_send(run: RunContext[TurnDeps], text: str) -> dict[str, Any]:
     """Send a message to the user in this chat. Use it at most once per user message.
 
     Args:
         text: the message, written for the user (conclusions, not raw tool output).
     """
-    ctx = current_tool_context()
+    ctx = deps_of(run).tool
     if not text.strip():
         return failure("text is empty; nothing was sent")
     delivered = "output"
@@ -172,15 +172,6 @@ def read_transcript_window(
     return picker.window()
 
 
-class RecordTail(Protocol):
-    """What the history tools need of a store's per-chat log (``RecordLog.last``)."""
-
-    async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]: ...
-
-
-transcript_store: ContextVar[RecordTail | None] = ContextVar("shipagent_transcript_store", default=None)
-"""Set by a turn whose transcript is not the ``.ship/`` file (a durable worker on Postgres)."""
-
 _PAGE = 200
 
 
@@ -216,6 +207,7 @@ def _history_block(
 
 
 async def chat_load_history(
+    run: RunContext[TurnDeps],
     count: Annotated[int, Field(ge=1, le=200)] = 20,
     offset: Annotated[int, Field(ge=0, le=2000)] = 0,
     keyword: Annotated[str | None, Field(min_length=1, max_length=200)] = None,
@@ -231,8 +223,8 @@ async def chat_load_history(
             when it is not a regex). Backreferences and lookaround are not supported: search for
             a literal word of the message instead.
     """
-    ctx = current_tool_context()
-    store = transcript_store.get()
+    deps = deps_of(run)
+    ctx, store = deps.tool, deps.stores.transcript
     try:
         if store is not None:  # the chat lives in a shared store (Postgres), not in this machine's files
             window = await read_store_window(store, ctx.chat_key, count=count, offset=offset, keyword=keyword)

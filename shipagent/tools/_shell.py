@@ -44,10 +44,12 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 from pydantic import Field
+from pydantic_ai import RunContext
 
+from .._deps import TurnDeps, deps_of
 from ..config import ExecShellPermission
 from ..errors import ShipAgentError
-from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext, current_tool_context
+from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext
 from ..files import context_files_for
 from ._common import failure
 from ._confine import (
@@ -341,6 +343,7 @@ def _shown(path: Path | None, root: Path) -> str | None:
 
 
 async def exec_shell(
+    turn: RunContext[TurnDeps],
     command: Annotated[str, Field(min_length=1, max_length=20000)],
     timeoutMs: Annotated[int, Field(ge=1, le=600000)] = 30000,  # camelCase: the pinned tool schema
 ) -> dict[str, Any]:
@@ -354,7 +357,7 @@ async def exec_shell(
         command: the command line, run with bash (or sh).
         timeoutMs: time limit in milliseconds; the command and everything it started are killed then.
     """
-    ctx = current_tool_context()
+    ctx = deps_of(turn).tool
     policy = ctx.config.permissions.exec_shell
     decision = await anyio.to_thread.run_sync(decide_exec_shell, command, policy, ctx.project_root)
     if decision.action == "deny":

@@ -16,9 +16,10 @@ from typing import Annotated, Any
 
 import anyio.to_thread
 from pydantic import Field
+from pydantic_ai import RunContext
 
+from .._deps import TurnDeps, deps_of
 from ..config import ShipConfig
-from ..execution import current_tool_context
 from ..skills import Skill, find_skill, scan_skills
 from ._common import failure
 
@@ -71,13 +72,13 @@ def _describe(skill: Skill, root: Path) -> dict[str, Any]:
 def make_skills_tools(cache: SkillsCache) -> list[Any]:
     """The two skills tools bound to ``cache`` (one cache per builtin toolset)."""
 
-    async def skills_list(refresh: bool = False) -> dict[str, Any]:
+    async def skills_list(run: RunContext[TurnDeps], refresh: bool = False) -> dict[str, Any]:
         """List the skills available in this project.
 
         Args:
             refresh: rescan the skill directories (after skills were added or edited).
         """
-        ctx = current_tool_context()
+        ctx = deps_of(run).tool
         skills = await cache.get(ctx.project_root, ctx.config, refresh=refresh)
         return {
             "success": True,
@@ -92,13 +93,15 @@ def make_skills_tools(cache: SkillsCache) -> list[Any]:
             ],
         }
 
-    async def skills_load(name: Annotated[str, Field(min_length=1, max_length=200)]) -> dict[str, Any]:
+    async def skills_load(
+        run: RunContext[TurnDeps], name: Annotated[str, Field(min_length=1, max_length=200)]
+    ) -> dict[str, Any]:
         """Load a skill's full instructions (its SKILL.md) into your system context, then follow them.
 
         Args:
             name: the skill's id or name (a unique part of it also works).
         """
-        ctx = current_tool_context()
+        ctx = deps_of(run).tool
         skills = await cache.get(ctx.project_root, ctx.config)
         found = find_skill(skills, name)
         if found is None:
