@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from ._checks import Problem, check_project
+    from ._deps import TurnDeps
     from .agent import ShipAgent
     from .config import ShipConfig, load_config
     from .errors import (
@@ -86,6 +87,7 @@ _HOME = {
     "ToolExecutionContext": "execution",
     "ToolFinished": "events",
     "ToolStarted": "events",
+    "TurnDeps": "_deps",
     "check_project": "_checks",
     "current_tool_context": "execution",
     "load_config": "config",
@@ -115,6 +117,7 @@ __all__ = [
     "ToolExecutionContext",
     "ToolFinished",
     "ToolStarted",
+    "TurnDeps",
     "check_project",
     "current_tool_context",
     "load_config",

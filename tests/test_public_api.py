@@ -46,6 +46,7 @@ def test_all_is_pinned() -> None:
         "ToolExecutionContext",
         "ToolFinished",
         "ToolStarted",
+        "TurnDeps",
         "check_project",
         "current_tool_context",
         "load_config",
