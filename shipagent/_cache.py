@@ -4,8 +4,9 @@ Several components remember something per chat (the last ledger record written, 
 provider toolset, a toolset's tool listing) so the next turn can skip work. Each such memo must
 stay bounded — an agent serving many chats must not grow without end — and each used to carry its
 own ``OrderedDict`` with ``move_to_end`` / ``popitem(last=False)`` bookkeeping. This class is that
-bookkeeping once: reading or writing an entry makes it the most recent, and a write beyond
-``max_size`` drops the least recent. It is not thread-safe; callers that share one across threads
+bookkeeping once: reading (``get``) or writing an entry makes it the most recent, and a write
+beyond ``max_size`` drops the least recent; ``peek`` reads without touching the order, for memos
+that drop the least recently *written* entry first. It is not thread-safe; callers that share one across threads
 hold their own lock, as they did around the ``OrderedDict``.
 """
 
@@ -44,6 +45,18 @@ class BoundedCache(Generic[K, V]):
         except KeyError:
             return default
         return self._data[key]
+
+    @overload
+    def peek(self, key: K) -> V | None: ...
+    @overload
+    def peek(self, key: K, default: D) -> V | D: ...
+    def peek(self, key: K, default: object = None) -> object:
+        """The entry for ``key``, or ``default``, leaving its recency alone.
+
+        For memos whose order is the order of writes (a lookup must not keep an entry alive
+        longer than its last write would).
+        """
+        return self._data.get(key, default)
 
     def __setitem__(self, key: K, value: V) -> None:
         """Store ``value`` as the most recent entry, dropping the least recent beyond the bound."""

@@ -13,11 +13,13 @@ from __future__ import annotations
 import functools
 import inspect
 import stat
+import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from ._cache import BoundedCache
 from ._paths import OutsideProjectError, resolve_inside
 from .execution import ToolExecutionContext
 
@@ -26,7 +28,9 @@ __all__ = ["InstructionSource", "agent_md_problem", "default_prompt", "read_agen
 InstructionSource = Callable[[ToolExecutionContext], "str | Awaitable[str | None] | None"]
 
 
-_agent_md_cache: dict[Path, tuple[tuple[int, int, int], str]] = {}
+_agent_md_cache: BoundedCache[Path, tuple[tuple[int, int, int], str]] = BoundedCache(64)
+"""A few projects per process; read from worker threads, so used under the lock."""
+_agent_md_lock = threading.Lock()
 
 
 def read_agent_md(project_root: Path) -> str:
@@ -42,24 +46,26 @@ def read_agent_md(project_root: Path) -> str:
     """
     path = project_root / "Agent.md"
     if not path.is_symlink() and not path.exists():
-        _agent_md_cache.pop(path, None)
+        with _agent_md_lock:
+            _agent_md_cache.pop(path, None)
         return ""
     real = resolve_inside(project_root, path, "Agent.md")
     try:
         st = real.stat()
     except (FileNotFoundError, NotADirectoryError):
-        _agent_md_cache.pop(path, None)
+        with _agent_md_lock:
+            _agent_md_cache.pop(path, None)
         return ""
     if not stat.S_ISREG(st.st_mode):
         return ""
     key = (st.st_ino, st.st_mtime_ns, st.st_size)
-    cached = _agent_md_cache.get(path)
+    with _agent_md_lock:
+        cached = _agent_md_cache.get(path)
     if cached is not None and cached[0] == key:
         return cached[1]
     text = real.read_text(encoding="utf-8").strip()
-    if len(_agent_md_cache) >= 64:  # a few projects per process; never grows without bound
-        _agent_md_cache.clear()
-    _agent_md_cache[path] = (key, text)
+    with _agent_md_lock:
+        _agent_md_cache[path] = (key, text)
     return text
 
 

@@ -35,3 +35,11 @@ def test_missing_keys_give_the_default_and_pop_removes() -> None:
 def test_a_cache_of_no_entries_is_refused_with_the_size() -> None:
     with pytest.raises(ValueError, match="max_size=0"):
         BoundedCache(0)
+
+
+def test_peek_reads_without_making_the_entry_recent() -> None:
+    cache: BoundedCache[str, int] = BoundedCache(2)
+    cache["a"], cache["b"] = 1, 2
+    assert cache.peek("a") == 1 and cache.peek("x") is None and cache.peek("x", 5) == 5
+    cache["c"] = 3  # "a" was only peeked at: still the least recently written, so it goes
+    assert list(cache) == ["b", "c"] and "a" not in cache

@@ -9,13 +9,14 @@ wrapper both use it without importing each other.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
+
+from .._cache import BoundedCache
 
 __all__ = ["already_written", "forget_catalog", "remember_catalog", "remembered_catalog"]
 
 _REMEMBERED_CHATS = 1024
-_written: OrderedDict[str, tuple[str, str]] = OrderedDict()
-"""chat folder -> (catalog text, the ref's ``created_at``)."""
+_written: BoundedCache[str, tuple[str, str]] = BoundedCache(_REMEMBERED_CHATS)
+"""chat folder -> (catalog text, the ref's ``created_at``); the least recently written goes first."""
 _written_lock = threading.Lock()
 
 
@@ -28,20 +29,17 @@ def forget_catalog(folder: str) -> None:
 def already_written(folder: str, text: str) -> bool:
     """Whether ``text`` is what was last written to the chat's catalog (stamp not checked)."""
     with _written_lock:
-        seen = _written.get(folder)
+        seen = _written.peek(folder)
     return seen is not None and seen[0] == text
 
 
 def remembered_catalog(folder: str) -> tuple[str, str] | None:
     """``(text, created_at)`` last written to the chat's catalog, if remembered."""
     with _written_lock:
-        return _written.get(folder)
+        return _written.peek(folder)
 
 
 def remember_catalog(folder: str, text: str, created_at: str) -> None:
     """Record a write; the least recently written chats are forgotten past 1024."""
     with _written_lock:
         _written[folder] = (text, created_at)
-        _written.move_to_end(folder)
-        while len(_written) > _REMEMBERED_CHATS:
-            _written.popitem(last=False)

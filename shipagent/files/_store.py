@@ -22,12 +22,12 @@ import os
 import secrets
 import shutil
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from .._cache import BoundedCache
 from .._paths import resolve_inside
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import BadRequestError, NotFoundError
@@ -58,7 +58,7 @@ class _IndexState:
     refs: dict[str, ContextRef] = field(default_factory=dict)
 
 
-_cache: OrderedDict[Path, _IndexState] = OrderedDict()
+_cache: BoundedCache[Path, _IndexState] = BoundedCache(_CACHE_SIZE)
 _cache_lock = threading.Lock()
 
 
@@ -127,13 +127,10 @@ class ContextFiles:
     def _refs(self, chat_key: str) -> dict[str, ContextRef]:
         index = self.folder(chat_key) / INDEX_NAME
         with _cache_lock:
-            state = _cache.pop(index, None)
+            state = _cache.get(index)  # a use: this chat's folder is now the most recent
             if state is None:  # first look at this chat's folder in this process
-                state = _IndexState()
                 remove_stale_tmp(index.parent)  # temp files of writes a killed process never renamed
-            _cache[index] = state
-            while len(_cache) > _CACHE_SIZE:
-                _cache.popitem(last=False)
+                state = _cache[index] = _IndexState()
             try:
                 size = index.stat().st_size
             except FileNotFoundError:

@@ -13,13 +13,13 @@ import asyncio
 import contextlib
 import fnmatch
 import logging
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
 from pydantic_ai.toolsets import AbstractToolset
 
+from .._cache import BoundedCache
 from ..chatkeys import ShipPaths
 from ..config import HandoverConfig, ShipConfig
 from ..errors import BadRequestError, NotFoundError, ShipAgentError
@@ -88,7 +88,7 @@ class Handover:
         self._owns_store = owns_store
         self._background: set[asyncio.Task[DelegationTask]] = set()
         self._toolset: AbstractToolset[Any] | None = None
-        self._output_boxes: OrderedDict[str, str] = OrderedDict()  # LRU, bounded
+        self._output_boxes: BoundedCache[str, str] = BoundedCache(MAX_REMEMBERED_BOXES)
 
     @classmethod
     def for_project(
@@ -148,9 +148,6 @@ class Handover:
         box_id = self._output_boxes.get(chat_key)
         if box_id is None:  # named boxes never change: one lookup per chat while it is in use
             box_id = self._output_boxes[chat_key] = await self.store.named_box(f"output:{chat_key}")
-            while len(self._output_boxes) > MAX_REMEMBERED_BOXES:
-                self._output_boxes.popitem(last=False)
-        self._output_boxes.move_to_end(chat_key)
         return box_id
 
     @staticmethod
@@ -183,13 +180,14 @@ class Handover:
         the store has no blocking append or the chat's output box is not known yet (its first
         turn in this process): the caller awaits :meth:`record_turn` instead.
         """
-        box_id = self._output_boxes.get(chat_key)
         append: Callable[[str, list[NewCard]], object] | None = getattr(
             self.store, "append_to_box_sync", None
         )
-        if box_id is None or append is None:
+        if append is None:
             return None
-        self._output_boxes.move_to_end(chat_key)
+        box_id = self._output_boxes.get(chat_key)  # a use: the chat is now the most recent
+        if box_id is None:
+            return None
         cards = self._turn_cards(chat_key, request_id, user_text, output)
 
         def write() -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any, TypeVar
 
 import anyio.to_thread
 
+from .._cache import BoundedCache
 from ..errors import BadRequestError, NotFoundError
 from ._cards import Box, Card, CardContent, NewCard, content_from_json, content_to_json, to_content
 from ._ids import new_id
@@ -106,7 +106,8 @@ class SqliteCardBoxStore:
         # box id -> (project id, next position) as of this store's last append to it: lets a
         # turn's append skip reading them; another writer's append makes the insert fail and
         # the append read them after all (see append_to_box_sync).
-        self._box_ends: OrderedDict[str, tuple[str, int]] = OrderedDict()
+        # The least recently appended-to box goes first (a lookup does not count).
+        self._box_ends: BoundedCache[str, tuple[str, int]] = BoundedCache(_REMEMBERED_BOXES)
 
     @property
     def project_id(self) -> str:
@@ -289,7 +290,7 @@ class SqliteCardBoxStore:
 
         def write(conn: sqlite3.Connection) -> tuple[list[str], str, int]:
             self._require_cards(conn, [i for i in items if isinstance(i, str)])
-            known = self._box_ends.get(bid)
+            known = self._box_ends.peek(bid)
             if known is not None and 0 < len(items) <= _QUICK_APPEND:
                 # The usual turn: this store appended to the box last, so it knows the box's
                 # project and next position. The positions go in with one statement: if another
@@ -324,9 +325,6 @@ class SqliteCardBoxStore:
 
     def _remember_end(self, box_id: str, project_id: str, end: int) -> None:
         self._box_ends[box_id] = (project_id, end)
-        self._box_ends.move_to_end(box_id)
-        while len(self._box_ends) > _REMEMBERED_BOXES:
-            self._box_ends.popitem(last=False)
 
     async def named_box(
         self, name: str, *, initial: Sequence[NewCard] = (), project_id: str | None = None

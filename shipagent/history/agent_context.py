@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from .. import jsonl
+from .._cache import BoundedCache
 from ..chatkeys import ShipPaths
 from ._appends import cached_paths, now_iso
 
@@ -97,8 +97,9 @@ class AgentContextLog:
         self._paths = paths
         self._path = cached_paths(paths.agent_context)
         self.window = window
-        self._counts: OrderedDict[str, int] = OrderedDict()  # recent chats only (a miss re-counts)
-        self._dirty: set[str] = set()  # counted chats whose file has a line that is not an entry
+        # chat -> (entry count, whether its file holds a line that is not an entry): recent chats
+        # only (a miss re-counts), the least recently appended to going first.
+        self._counts: BoundedCache[str, tuple[int, bool]] = BoundedCache(_REMEMBERED_COUNTS)
         self._swept = False
 
     def path(self, chat_key: str) -> Path:
@@ -119,34 +120,31 @@ class AgentContextLog:
             entry["recovered"] = True
         line = jsonl.dumps(entry)
         path = self.path(chat_key)
-        count = self._counts.get(chat_key)
+        known = self._counts.peek(chat_key)
         data: bytes | None = None
-        if count is None:  # first append in this process (or after forget): look at the file
+        if known is not None:
+            count, dirty = known
+        else:  # first append in this process (or after forget): look at the file
             self._sweep_once()
             data = _read(path)
-            if _clean(data):
-                count = data.count(b"\n")
-            else:  # a torn or damaged line: count the others; the next rewrite drops it
-                count = len(_entry_lines(data))
-                self._dirty.add(chat_key)
+            dirty = not _clean(data)
+            # a torn or damaged line: count the others; the next rewrite drops it
+            count = len(_entry_lines(data)) if dirty else data.count(b"\n")
         try:
             if count < self.window:
                 jsonl.append_raw(path, line)
                 count += 1
             else:
                 data = _read(path) if data is None else data
-                if chat_key in self._dirty:
-                    self._dirty.discard(chat_key)
+                if dirty:
+                    dirty = False
                     count = self._rewrite_lines(chat_key, [*_entry_lines(data), line.rstrip(b"\n")])
                 else:
                     count = self._rewrite_full(chat_key, data, count, line)
         except BaseException:  # disk full mid-write: the file may hold a torn line now
             self.forget(chat_key)
             raise
-        self._counts[chat_key] = count
-        self._counts.move_to_end(chat_key)
-        while len(self._counts) > _REMEMBERED_COUNTS:
-            self._dirty.discard(self._counts.popitem(last=False)[0])
+        self._counts[chat_key] = count, dirty
 
     def _sweep_once(self) -> None:
         """Remove temp files that an interrupted window rewrite left behind (once per process)."""
@@ -157,7 +155,6 @@ class AgentContextLog:
     def forget(self, chat_key: str) -> None:
         """Drop the cached entry count (another process appended: the next append recounts)."""
         self._counts.pop(chat_key, None)
-        self._dirty.discard(chat_key)
 
     def _rewrite_full(self, chat_key: str, data: bytes, count: int, line: bytes) -> int:
         """The window rewrite of a full, clean file of ``count`` entries: the per-turn case.

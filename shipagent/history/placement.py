@@ -17,11 +17,10 @@ Since the input is the untouched run history every time, the hook is idempotent 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
-from collections import OrderedDict
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -40,6 +39,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 
+from .._cache import BoundedCache
 from .budget import Budget, Plan, plan_request, render_prior
 from .compaction import MARKER, is_summary
 from .injections import RunInjection, run_injections, strip_injections
@@ -205,17 +205,18 @@ class PriorItems:
     """
 
     def __init__(self, max_chats: int = 64) -> None:
-        self.max_chats = max_chats
-        self._chats: OrderedDict[str, list[Item]] = OrderedDict()
+        # The least recently *kept* chat goes first: a lookup does not count as use.
+        self._chats: BoundedCache[str, list[Item]] = BoundedCache(max_chats)
+
+    @property
+    def max_chats(self) -> int:
+        return self._chats.max_size
 
     def get(self, chat_key: str) -> list[Item]:
-        return self._chats.get(chat_key) or []
+        return self._chats.peek(chat_key) or []
 
     def keep(self, chat_key: str, items: list[Item]) -> None:
         self._chats[chat_key] = items
-        self._chats.move_to_end(chat_key)
-        while len(self._chats) > self.max_chats:
-            self._chats.popitem(last=False)
 
     def forget(self, chat_key: str) -> None:
         self._chats.pop(chat_key, None)
@@ -236,8 +237,10 @@ def render_plan(prior: list[Item], injections: list[Item], current: list[Item]) 
     return lay_injections(render_prior(prior), run, systems, assistants)
 
 
-_PREFIXES: OrderedDict[tuple[Any, ...], tuple[list[Any], tuple[str, int, int]]] = OrderedDict()
 _PREFIXES_MAX = 64
+_PREFIXES: BoundedCache[tuple[Any, ...], tuple[list[Any], tuple[str, int, int]]] = BoundedCache(_PREFIXES_MAX)
+"""The oldest *counted* prefix goes first (a hit does not count as use); shared by threads."""
+_PREFIXES_LOCK = threading.Lock()
 
 
 def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, int, int]:
@@ -251,7 +254,8 @@ def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, i
     """
     defs = [*params.function_tools, *params.output_tools]
     key = (instructions, *((t.name, t.description, id(t.parameters_json_schema)) for t in defs))
-    found = _PREFIXES.get(key)
+    with _PREFIXES_LOCK:
+        found = _PREFIXES.peek(key)
     if found is not None:
         return found[1]
     tools = [
@@ -260,10 +264,8 @@ def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, i
     tools_json = json.dumps(tools, sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(f"{instructions}\x00{tools_json}".encode()).hexdigest()
     result = digest[:16], count_tokens(instructions), count_tokens(tools_json)
-    _PREFIXES[key] = ([t.parameters_json_schema for t in defs], result)
-    while len(_PREFIXES) > _PREFIXES_MAX:
-        with contextlib.suppress(KeyError):  # another thread evicted it first
-            _PREFIXES.popitem(last=False)
+    with _PREFIXES_LOCK:
+        _PREFIXES[key] = ([t.parameters_json_schema for t in defs], result)
     return result
 
 

@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 from .. import jsonl
+from .._cache import BoundedCache
 from ..chatkeys import ShipPaths
 from ._records import LedgerItem, RequestRecord, record_label
 
@@ -38,7 +40,8 @@ class LedgerStore:
         self._paths = paths
         self.keep_requests = keep_requests
         self._counts: dict[str, int] = {}
-        self._paths_of: dict[str, tuple[Path, Path]] = {}
+        self._paths_of: BoundedCache[str, tuple[Path, Path]] = BoundedCache(_MAX_PATHS)
+        self._paths_lock = threading.Lock()  # turns of different chats append from different threads
 
     def path(self, chat_key: str) -> Path:
         return self._files(chat_key)[0]
@@ -49,13 +52,13 @@ class LedgerStore:
     def _files(self, chat_key: str) -> tuple[Path, Path]:
         """The chat's two files, remembered: a turn asks for them several times, and each ``Path``
         built costs more than the append's own bookkeeping."""
-        found = self._paths_of.get(chat_key)
+        with self._paths_lock:
+            found = self._paths_of.get(chat_key)
         if found is None:
             folder = self._paths.chat_dir(chat_key)
             found = folder / "requests.jsonl", folder / "requests.1.jsonl"
-            if len(self._paths_of) >= _MAX_PATHS:
-                self._paths_of.clear()
-            self._paths_of[chat_key] = found
+            with self._paths_lock:
+                self._paths_of[chat_key] = found
         return found
 
     def blob_path(self, chat_key: str, key: str) -> Path:
