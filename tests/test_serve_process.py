@@ -153,8 +153,12 @@ def _openai_sdk_round(served: Served) -> None:
     assert len(pieces) > 2 and "".join(pieces) == "echo: again"
     assert [m.id for m in client.models.list()] == ["proc-agent"]
     assert len(_pids_running(served.marker)) == 1  # the MCP server runs with the app
+    # the access log, one line per request: written as the response ends, so it may trail the client
+    deadline = time.monotonic() + 30
+    while "GET /v1/models 200" not in served.stderr() and time.monotonic() < deadline:
+        time.sleep(0.05)
     log = served.stderr()
-    assert "POST /v1/chat/completions 200" in log  # the access log, one line per request
+    assert "POST /v1/chat/completions 200" in log
     assert "GET /v1/models 200" in log
 
 
