@@ -28,6 +28,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from shipagent._deps import RecordTail, TurnStores
 from shipagent.agent import ShipAgent
 from shipagent.chatkeys import ShipPaths
 from shipagent.files import ContextFiles, find_ripgrep
@@ -35,7 +36,7 @@ from shipagent.files import _grep as grep_module
 from shipagent.jsonl import append_lines
 from shipagent.stores import MemoryStores
 from shipagent.tools import _chat as chat_module
-from shipagent.tools._chat import transcript_store
+from shipagent.turns import TurnHooks
 
 pytestmark = pytest.mark.anyio
 
@@ -150,29 +151,42 @@ def _records(lines: list[str], key: str) -> list[dict[str, Any]]:
     ]
 
 
+class _SharedTranscript(TurnHooks[Any]):
+    """The history tools read the chat's transcript from a store, as a durable worker's do."""
+
+    def __init__(self, transcript: RecordTail) -> None:
+        self.transcript = transcript
+
+    def tool_stores(self, agent: Any) -> TurnStores:
+        return TurnStores(transcript=self.transcript)
+
+
 @asynccontextmanager
 async def _entry_point(
     entry: str, root: Path, lines: list[str], monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[str, dict[str, Any]]]:
-    """Put ``lines`` where ``entry`` searches (chat A); yield the tool and its non-pattern arguments."""
+) -> AsyncIterator[tuple[str, dict[str, Any], TurnHooks[Any]]]:
+    """Put ``lines`` where ``entry`` searches (chat A); yield the tool, its non-pattern arguments
+    and the turn hooks that make the agent read there."""
     if entry == "chat_load_history":
         append_lines(ShipPaths(root).transcript(KEY_A), _records(lines, KEY_A))
-        yield "chat_load_history", {}
+        yield "chat_load_history", {}, TurnHooks()
     elif entry == "chat_load_history/store":
         stores = MemoryStores()
         await stores.transcript.append_records(KEY_A, _records(lines, KEY_A))
-        token = transcript_store.set(stores.transcript)
-        try:
-            yield "chat_load_history", {}
-        finally:
-            transcript_store.reset(token)
+        yield "chat_load_history", {}, _SharedTranscript(stores.transcript)
     else:
         if entry == "context_grep/re2":
             monkeypatch.setattr(grep_module, "find_ripgrep", lambda: None)
         ref = ContextFiles(ShipPaths(root)).add_artifact(
             KEY_A, "\n".join(lines) + "\n", name="log", source="test"
         )
-        yield "context_grep", {"id": ref.id}
+        yield "context_grep", {"id": ref.id}, TurnHooks()
+
+
+def _agent(root: Path, script: Any, hooks: TurnHooks[Any]) -> ShipAgent:
+    agent = ShipAgent.from_project(root, model=FunctionModel(script))
+    agent.turn_hooks = hooks
+    return agent
 
 
 def _pattern_args(tool: str, pattern: str) -> dict[str, Any]:
@@ -203,9 +217,9 @@ async def test_a_hostile_pattern_returns_promptly_with_the_right_answer(
 ) -> None:
     root = _project(tmp_path / "p")
     lines = [*FILLER[:10], *HOSTILE_LINES, planted, *FILLER[10:]]
-    async with _entry_point(entry, root, lines, monkeypatch) as (tool, args):
+    async with _entry_point(entry, root, lines, monkeypatch) as (tool, args, hooks):
         script = OneCall(tool, {**args, **_pattern_args(tool, pattern)})
-        agent = ShipAgent.from_project(root, model=FunctionModel(script))
+        agent = _agent(root, script, hooks)
         with anyio.fail_after(BOUND):
             result = await agent.run(KEY_A, "find it")
     assert result.success, result.output
@@ -250,14 +264,11 @@ async def test_another_chat_completes_its_turn_while_the_hostile_search_runs(
         return ModelResponse(parts=[TextPart("hello bob")])
 
     agent = ShipAgent.from_project(root, model=FunctionModel(model))
+    if store:
+        agent.turn_hooks = _SharedTranscript(stores.transcript)
 
     async def turn(key: str, text: str) -> None:
-        token = transcript_store.set(stores.transcript) if store else None
-        try:
-            results[key] = await agent.run(key, text)
-        finally:
-            if token is not None:
-                transcript_store.reset(token)
+        results[key] = await agent.run(key, text)
 
     with anyio.fail_after(BOUND):
         async with anyio.create_task_group() as tg:
@@ -278,9 +289,10 @@ async def test_an_unsupported_construct_is_refused_by_name_with_a_literal_sugges
     async with _entry_point(entry, root, ["foobar", "bazbar", "abab", "abc", "the end"], monkeypatch) as (
         tool,
         args,
+        hooks,
     ):
         script = OneCall(tool, {**args, **_pattern_args(tool, pattern)})
-        result = await ShipAgent.from_project(root, model=FunctionModel(script)).run(KEY_A, "find it")
+        result = await _agent(root, script, hooks).run(KEY_A, "find it")
     assert result.success
     assert script.result["success"] is False
     error = script.result["error"]
@@ -293,9 +305,9 @@ async def test_a_possessive_quantifier_is_refused_by_context_grep(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entry: str
 ) -> None:
     root = _project(tmp_path / "p")
-    async with _entry_point(entry, root, ["aab"], monkeypatch) as (tool, args):
+    async with _entry_point(entry, root, ["aab"], monkeypatch) as (tool, args, hooks):
         script = OneCall(tool, {**args, "pattern": "a++b"})
-        await ShipAgent.from_project(root, model=FunctionModel(script)).run(KEY_A, "find it")
+        await _agent(root, script, hooks).run(KEY_A, "find it")
     assert script.result["success"] is False
     assert "possessive quantifier" in script.result["error"]
 
