@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -170,7 +171,14 @@ def test_access_log_has_one_line_per_request_and_never_a_key(
     httpx.post(f"{url}/v1/chats/web:alice/messages", json={"text": "secret body"}, headers=_bearer(K_WEB))
     httpx.get(f"{url}/v1/chats?limit=5", headers=_bearer(K_ALL))
     httpx.get(f"{url}/v1/chats", headers=_bearer("a-wrong-key-that-must-not-be-logged"))
-    lines = [r.getMessage() for r in caplog.records if r.name == "shipagent.serve.access"]
+
+    def access_lines() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.name == "shipagent.serve.access"]
+
+    deadline = time.monotonic() + 30  # a line is written as its response ends, maybe after the client has it
+    while len(access_lines()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    lines = access_lines()
     assert len(lines) == 3
     assert lines[0].startswith("127.0.0.1 POST /v1/chats/web:alice/messages 200 ")
     assert " GET /v1/chats 200 " in lines[1] and " GET /v1/chats 401 " in lines[2]
