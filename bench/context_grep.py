@@ -26,7 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shipagent.chatkeys import ShipPaths
-from shipagent.files import ContextFiles, find_ripgrep
+from shipagent.files import ContextFiles
+from shipagent.files._grep import find_ripgrep
 
 KEY = "bench:chat:1"
 _WORDS = [

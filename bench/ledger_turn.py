@@ -43,7 +43,8 @@ from turn_overhead import make_history
 
 from shipagent import ShipAgent
 from shipagent.history.stores import MessageLog, Transcript
-from shipagent.ledger import Ledger, LedgerRecorder
+from shipagent.ledger import Ledger
+from shipagent.ledger._ledger import LedgerRecorder
 
 KEY = "bench:ledger"
 cpu: dict[str, float] = {"capture": 0.0, "write": 0.0}

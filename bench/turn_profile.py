@@ -46,7 +46,8 @@ from shipagent.handover import Handover
 from shipagent.history.chats import ChatHistories
 from shipagent.history.placement import ContextWindow
 from shipagent.history.stores import AgentContextLog, MessageLog, Transcript
-from shipagent.ledger import LedgerRecorder, LedgerStore
+from shipagent.ledger._ledger import LedgerRecorder
+from shipagent.ledger._store import LedgerStore
 
 spent: dict[str, list[float]] = defaultdict(list)
 

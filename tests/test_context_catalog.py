@@ -9,17 +9,15 @@ from inline_snapshot import snapshot
 
 from shipagent.config import parse_config
 from shipagent.context import (
-    AgentContextProvider,
     AgentInstanceMeta,
-    Capability,
-    CapabilityEntry,
     Resource,
     ResourcePool,
-    ResourcePoolSummary,
     build_agent_context,
     context_to_system_prompt,
-    generate_dynamic_system_prompt,
 )
+from shipagent.context._capability_catalog import generate_dynamic_system_prompt
+from shipagent.context._pool import Capability, CapabilityEntry, ResourcePoolSummary
+from shipagent.context._providers import CapabilityCatalogProvider
 from shipagent.errors import NotFoundError
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
@@ -222,7 +220,7 @@ def test_pool_from_config_has_a_resource_per_profile_with_shipjson_capabilities(
 
 def test_agent_context_provider_renders_the_live_pool_each_time() -> None:
     pool = ResourcePool([Resource("worker", "agent", tools=("read_file",))])
-    provider = AgentContextProvider(pool)
+    provider = CapabilityCatalogProvider(pool)
     meta = AgentInstanceMeta("orchestrator", "employee")
     before = provider.get_system_context("orchestrator", meta)
     assert "## Capability catalog" not in before

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from shipagent.context import load_template, render_template
+from shipagent.context._templates import load_template, render_template
 from shipagent.errors import NotFoundError
 
 

@@ -14,7 +14,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
-from shipagent.context import ProviderTool, provider_toolset
+from shipagent.context import ProviderTool
+from shipagent.context._toolset import provider_toolset
 from shipagent.execution import ToolExecutionContext, current_tool_context, use_tool_context
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,8 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.errors import BadRequestError, NotFoundError
-from shipagent.files import CATALOG_ID, ContextFiles, _paging
+from shipagent.files import ContextFiles, _paging
+from shipagent.files._store import CATALOG_ID
 
 KEY = "telegram:chat:42"
 

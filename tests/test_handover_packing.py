@@ -12,17 +12,15 @@ import pytest
 from shipagent.config import ProfileConfig
 from shipagent.errors import BadRequestError, NotFoundError
 from shipagent.handover import (
-    CARD_PARENT_POINTER,
-    CARD_PROFILE,
-    CARD_TASK_INSTRUCTION,
     FieldsSchemaContent,
     HandoverPacker,
     JsonContent,
-    ResourceStore,
     SqliteCardBoxStore,
     TextContent,
-    pack_context_with_instruction,
 )
+from shipagent.handover._cards import CARD_PARENT_POINTER, CARD_PROFILE, CARD_TASK_INSTRUCTION
+from shipagent.handover._packer import pack_context_with_instruction
+from shipagent.handover._resources import ResourceStore
 
 pytestmark = pytest.mark.anyio
 

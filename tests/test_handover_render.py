@@ -17,13 +17,11 @@ from shipagent.handover import (
     FieldsSchemaContent,
     HandoverPacker,
     JsonContent,
-    ResourceStore,
     SqliteCardBoxStore,
     TextContent,
-    load_sub_agent_input,
-    render_content,
-    render_context,
 )
+from shipagent.handover._render import load_sub_agent_input, render_content, render_context
+from shipagent.handover._resources import ResourceStore
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 from shipagent.chatkeys import ShipPaths
-from shipagent.ledger import LedgerItem, LedgerStore, RequestRecord
+from shipagent.ledger import LedgerItem, RequestRecord
+from shipagent.ledger._store import LedgerStore
 
 KEY = "web:user:9"
 

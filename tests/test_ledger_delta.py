@@ -29,10 +29,11 @@ from shipagent.chatkeys import ShipPaths
 from shipagent.history.budget import Budget, Plan
 from shipagent.history.placement import RequestReport
 from shipagent.history.sections import Item
-from shipagent.ledger import LedgerReferenceError, LedgerStore, RequestRecord
+from shipagent.ledger import LedgerReferenceError, RequestRecord
 from shipagent.ledger._encode import WHOLE_EVERY, Base, encode_report
 from shipagent.ledger._inspect import find_record
 from shipagent.ledger._records import record_from_report
+from shipagent.ledger._store import LedgerStore
 
 KEY = "web:user:delta"
 

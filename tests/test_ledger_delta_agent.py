@@ -30,7 +30,8 @@ from typer.testing import CliRunner
 
 from shipagent import ShipAgent, cli, current_tool_context
 from shipagent.history.placement import RequestReport
-from shipagent.ledger import LedgerRecorder, RequestRecord
+from shipagent.ledger import RequestRecord
+from shipagent.ledger._ledger import LedgerRecorder
 from shipagent.ledger._records import record_from_report
 
 pytestmark = pytest.mark.anyio

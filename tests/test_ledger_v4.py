@@ -19,9 +19,9 @@ from shipagent.chatkeys import ShipPaths
 from shipagent.history.budget import Budget, Plan
 from shipagent.history.placement import RequestReport
 from shipagent.history.sections import Item
-from shipagent.ledger import LedgerStore
 from shipagent.ledger._encode import Base, encode_report
 from shipagent.ledger._records import items_fingerprint, record_from_report
+from shipagent.ledger._store import LedgerStore
 
 KEY = "web:user:v4"
 

@@ -19,7 +19,8 @@ from test_handover_delegation import Recorder, all_text
 
 from shipagent import ShipAgent
 from shipagent.errors import NotFoundError
-from shipagent.handover import CARD_CHAT_MESSAGE, CARD_TASK_INSTRUCTION, SqliteCardBoxStore, TextContent
+from shipagent.handover import CARD_CHAT_MESSAGE, SqliteCardBoxStore, TextContent
+from shipagent.handover._cards import CARD_TASK_INSTRUCTION
 from shipagent.stores import PgStores
 from shipagent.turns import TurnHooks
 

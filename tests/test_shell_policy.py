@@ -20,16 +20,9 @@ import pytest
 from tools_support import Call, Script, make_agent, make_project, tool_results
 
 from shipagent.config import ExecShellPermission, ShipConfig
-from shipagent.tools import (
-    SandboxLayout,
-    allow_blocker,
-    bwrap_argv,
-    decide_exec_shell,
-    sandbox_check_hook,
-    sandbox_report,
-    sandbox_status,
-)
-from shipagent.tools._sandbox import TMPFS_BYTES
+from shipagent.tools import decide_exec_shell, sandbox_check_hook, sandbox_report
+from shipagent.tools._sandbox import TMPFS_BYTES, SandboxLayout, bwrap_argv, sandbox_status
+from shipagent.tools._shellwords import allow_blocker
 
 KEY = "cli:chat:policy"
 needs_bwrap = pytest.mark.skipif(not sandbox_status().available, reason="no working bwrap")

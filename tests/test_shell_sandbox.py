@@ -24,7 +24,7 @@ import pytest
 from shell_escapes import ATTEMPTS, ENOENT, EROFS, NETWORK, READABLE, Attempt, World, scaffold_ship
 from tools_support import Call, Script, make_agent, make_project, tool_results
 
-from shipagent.tools import sandbox_status
+from shipagent.tools._sandbox import sandbox_status
 
 # Skipped on a developer machine without a working bwrap; never in CI (CI=true, which installs
 # bubblewrap) or with SHIPAGENT_REQUIRE_SANDBOX set: there the battery runs and fails, so an image

@@ -12,7 +12,7 @@ from tools_support import Call, Script, index_of_user, make_agent, make_project,
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.jsonl import append_lines, read_all
-from shipagent.tools import read_transcript_window
+from shipagent.tools._chat import read_transcript_window
 
 pytestmark = pytest.mark.anyio
 KEY = "telegram:chat:42"

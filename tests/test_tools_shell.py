@@ -15,7 +15,8 @@ from tools_support import Call, Script, make_agent, make_project, tool_results
 
 from shipagent.config import ExecShellPermission
 from shipagent.execution import ApprovalRequest
-from shipagent.tools import decide_exec_shell, run_shell
+from shipagent.tools import decide_exec_shell
+from shipagent.tools._shell import run_shell
 
 pytestmark = pytest.mark.anyio
 KEY = "cli:chat:ops"

@@ -1,13 +1,13 @@
-"""Context providers, the session context injector, and the capability catalog.
+"""Context providers, the provider injector, and the capability catalog.
 
 Subsystems and user code extend an agent by registering a :class:`ContextProvider` — a
-system-prompt fragment, tools, MCP servers — with the agent's :class:`SessionContextInjector`
-. The resource pool and the agent context render which capabilities are available
-where into an orchestrating agent's prompt.
+system-prompt fragment, tools, MCP servers — with the agent's :class:`ProviderInjector`
+(``agent.injector``). The resource pool, snapshotted with its task (:class:`PoolSnapshot`), renders
+which capabilities are available where into an orchestrating agent's prompt: the capability catalog.
 
 Quick tour::
 
-    from shipagent.context import ProviderTool, SessionContextInjector
+    from shipagent.context import ProviderTool
 
     class Tickets:
         name = "tickets"
@@ -20,86 +20,33 @@ Quick tour::
             return "Open a ticket for every bug you find."
 """
 
-from ._agent_context import (
-    AgentContext,
-    TaskInfo,
-    build_agent_context,
-    context_to_system_prompt,
-    generate_dynamic_system_prompt,
-)
-from ._events import EventBus, EventListener, EventSink
-from ._injector import SessionContextInjector, render_tool_list
-from ._pool import (
-    DEFAULT_CAPABILITY_TOOLS,
-    Capability,
-    CapabilityEntry,
-    Resource,
-    ResourcePool,
-    ResourcePoolSummary,
-    ResourceStatus,
-)
-from ._providers import (
-    ARCHETYPE_DESCRIPTIONS,
-    AgentContextProvider,
-    CoreContextProvider,
-    SkillsContextProvider,
-)
-from ._runtime import AgentContextRuntime, meta_from_config
-from ._templates import load_template, render_template
-from ._tokens import SessionToken, SessionTokenStore
-from ._toolset import provider_toolset
-from ._types import (
-    ARCHETYPE_LEVEL,
-    SCOPE_MIN_LEVEL,
-    AgentInstanceMeta,
-    Archetype,
-    ContextProvider,
-    McpServerStdio,
-    ProviderTool,
-    SessionContext,
-    ToolHandler,
-    ToolScope,
-    scope_allows,
-)
+from ._capability_catalog import PoolSnapshot, build_agent_context, context_to_system_prompt
+from ._events import EventBus
+from ._injector import ProviderInjector
+from ._pool import Resource, ResourcePool
+from ._runtime import ProviderRuntime
+from ._tokens import SessionTokenStore
+from ._types import AgentInstanceMeta, ContextProvider, McpServerStdio, ProviderSession, ProviderTool
+
+# former names, kept importable (not part of ``__all__``)
+AgentContext = PoolSnapshot
+AgentContextRuntime = ProviderRuntime
+SessionContext = ProviderSession
+SessionContextInjector = ProviderInjector
 
 __all__ = [
-    "ARCHETYPE_DESCRIPTIONS",
-    "ARCHETYPE_LEVEL",
-    "DEFAULT_CAPABILITY_TOOLS",
-    "SCOPE_MIN_LEVEL",
-    "AgentContext",
-    "AgentContextProvider",
-    "AgentContextRuntime",
     "AgentInstanceMeta",
-    "Archetype",
-    "Capability",
-    "CapabilityEntry",
     "ContextProvider",
-    "CoreContextProvider",
     "EventBus",
-    "EventListener",
-    "EventSink",
     "McpServerStdio",
+    "PoolSnapshot",
+    "ProviderInjector",
+    "ProviderRuntime",
+    "ProviderSession",
     "ProviderTool",
     "Resource",
     "ResourcePool",
-    "ResourcePoolSummary",
-    "ResourceStatus",
-    "SessionContext",
-    "SessionContextInjector",
-    "SessionToken",
     "SessionTokenStore",
-    "SkillsContextProvider",
-    "TaskInfo",
-    "ToolHandler",
-    "ToolScope",
     "build_agent_context",
     "context_to_system_prompt",
-    "generate_dynamic_system_prompt",
-    "load_template",
-    "meta_from_config",
-    "provider_toolset",
-    "render_template",
-    "render_tool_list",
-    "scope_allows",
 ]

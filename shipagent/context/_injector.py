@@ -1,4 +1,4 @@
-"""SessionContextInjector: collects what the registered providers contribute to a session.
+"""ProviderInjector: collects what the registered providers contribute to a session.
 
 Subsystems extend an agent by registering a provider instead of editing the prompt assembly or
 the toolset wiring. ``prepare`` asks every provider, in registration order, for MCP servers, then
@@ -23,17 +23,17 @@ from ._types import (
     ContextProvider,
     McpServerStdio,
     ProviderOutputs,
+    ProviderSession,
     ProviderTool,
-    SessionContext,
     scope_allows,
 )
 
-__all__ = ["MAX_CACHED_SESSIONS", "SessionContextInjector", "render_tool_list"]
+__all__ = ["MAX_CACHED_SESSIONS", "ProviderInjector", "render_tool_list"]
 
 log = logging.getLogger(__name__)
 
 MAX_CACHED_SESSIONS = 4096
-"""Session contexts kept per injector; idle chats beyond it are prepared again when they return."""
+"""Provider sessions kept per injector; idle chats beyond it are prepared again when they return."""
 
 
 async def _call(provider: ContextProvider, method: str, agent_name: str, meta: AgentInstanceMeta) -> Any:
@@ -86,14 +86,14 @@ def render_tool_list(tools: Sequence[ProviderTool]) -> str:
 
 @dataclass(slots=True)
 class _Cached:
-    context: SessionContext
+    context: ProviderSession
     meta: AgentInstanceMeta
     revisions: tuple[object, ...]
     generation: int
 
 
-class SessionContextInjector:
-    """Aggregates the contributions of registered :class:`ContextProvider` s into a session context.
+class ProviderInjector:
+    """Aggregates the contributions of registered :class:`ContextProvider` s into a provider session.
 
     Events (when a bus is set): ``session:preparing {agentName, providerCount}`` before collecting,
     ``session:provider-error {agentName, provider, error}`` for a provider that raised (its whole
@@ -144,7 +144,7 @@ class SessionContextInjector:
         return list(self._providers)
 
     def revoke_tokens(self, agent_name: str) -> None:
-        """Revoke every session token of ``agent_name`` and forget its cached session contexts."""
+        """Revoke every session token of ``agent_name`` and forget its cached provider sessions."""
         if self._tokens is not None:
             self._tokens.revoke(agent_name)
         for key in [k for k in self._cache if k[0] == agent_name]:
@@ -152,7 +152,7 @@ class SessionContextInjector:
 
     @property
     def generation(self) -> int:
-        """Bumped by every (un)registration: a session context prepared earlier may be stale."""
+        """Bumped by every (un)registration: a provider session prepared earlier may be stale."""
         return self._generation
 
     def _changed(self) -> None:
@@ -193,7 +193,7 @@ class SessionContextInjector:
 
     async def prepare(
         self, agent_name: str, meta: AgentInstanceMeta, session_id: str | None = None
-    ) -> SessionContext:
+    ) -> ProviderSession:
         """Collect, dedupe, filter, issue a token and append the tool instructions."""
         providers = list(self._providers.values())
         self._emit("session:preparing", {"agentName": agent_name, "providerCount": len(providers)})
@@ -224,7 +224,7 @@ class SessionContextInjector:
                 )
             )
 
-        context = SessionContext(
+        context = ProviderSession(
             mcp_servers=tuple(servers.values()),
             tools=tuple(tools.values()),
             system_context_additions=tuple(additions),
@@ -258,8 +258,8 @@ class SessionContextInjector:
 
     async def session_context(
         self, agent_name: str, meta: AgentInstanceMeta, session_id: str
-    ) -> SessionContext:
-        """The session context for ``session_id`` (a chat key), prepared once and reused.
+    ) -> ProviderSession:
+        """The provider session for ``session_id`` (a chat key), prepared once and reused.
 
         It is prepared again when a provider was registered or unregistered, when the token store
         changed, when ``meta`` differs, or when a provider's ``revision()`` returns a different

@@ -13,7 +13,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ._agent_context import build_agent_context, context_to_system_prompt
+from ._capability_catalog import build_agent_context, context_to_system_prompt
 from ._pool import ResourcePool
 from ._templates import load_template, render_template
 from ._types import AgentInstanceMeta
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ARCHETYPE_DESCRIPTIONS",
-    "AgentContextProvider",
+    "CapabilityCatalogProvider",
     "CoreContextProvider",
     "SkillsContextProvider",
 ]
@@ -60,7 +60,7 @@ class SkillsContextProvider:
     Give it a project (``SkillsContextProvider(root, config)``, scanning with
     :mod:`shipagent.skills` on every call) or any ``overview`` callable, sync or async (the agent
     passes one reading its skills cache). Skills change on disk while the agent runs, so
-    :meth:`revision` is the overview itself: a chat's cached session context is re-prepared when
+    :meth:`revision` is the overview itself: a chat's cached provider session is re-prepared when
     it changes.
     """
 
@@ -91,7 +91,7 @@ class SkillsContextProvider:
         return text.strip() if text and text.strip() else None
 
     async def revision(self) -> object:
-        """The current overview text (equal text → the cached session context is still right)."""
+        """The current overview text (equal text → the cached provider session is still right)."""
         return await self._text()
 
     async def get_system_context(self, agent_name: str, meta: AgentInstanceMeta) -> str | None:
@@ -99,11 +99,11 @@ class SkillsContextProvider:
         return await self._text()
 
 
-class AgentContextProvider:
+class CapabilityCatalogProvider:
     """``agent-context``: the resource pool and capability catalog, freshly rendered every run.
 
     The catalog is live state — a resource turns busy, a tool is granted — so :meth:`revision`
-    follows the pool's revision: a run after a change re-prepares the session context and the
+    follows the pool's revision: a run after a change re-prepares the provider session and the
     model sees the pool as it is now; between changes the text stays the same.
 
     Its "As of" is the day of the agent's clock (midnight UTC), not the moment of rendering: every

@@ -1,7 +1,7 @@
 """The context machinery of one ShipAgent: providers in, instructions, tools and MCP servers out.
 
-``ShipAgent`` holds one :class:`AgentContextRuntime`. Each run calls :meth:`instructions` (an
-instruction source): the chat's session context is prepared — or reused while no provider
+``ShipAgent`` holds one :class:`ProviderRuntime`. Each run calls :meth:`instructions` (an
+instruction source): the chat's provider session is prepared — or reused while no provider
 changed —, its token is put on the run's ``ToolExecutionContext`` and its system-context additions
 come back for the prompt. :attr:`toolset` then offers exactly that session's provider tools.
 Provider MCP servers are started with the agent (``async with agent``) by the same
@@ -25,18 +25,18 @@ from .._deps import run_of
 from ..config import McpConfig, McpHttpServer, McpStdioServer, ShipConfig
 from ..execution import ToolExecutionContext
 from ._events import EventSink
-from ._injector import MAX_CACHED_SESSIONS, SessionContextInjector
+from ._injector import MAX_CACHED_SESSIONS, ProviderInjector
 from ._pool import ResourcePool
-from ._providers import AgentContextProvider, SkillsContextProvider
+from ._providers import CapabilityCatalogProvider, SkillsContextProvider
 from ._tokens import SessionTokenStore
 from ._toolset import provider_toolset
-from ._types import AgentInstanceMeta, ContextProvider, SessionContext
+from ._types import AgentInstanceMeta, ContextProvider, ProviderSession
 
 if TYPE_CHECKING:
     from ..mcp import McpManager
     from ..skills import Skill
 
-__all__ = ["AgentContextRuntime", "meta_from_config"]
+__all__ = ["ProviderRuntime", "meta_from_config"]
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ def meta_from_config(config: ShipConfig) -> AgentInstanceMeta:
     )
 
 
-class AgentContextRuntime:
+class ProviderRuntime:
     """Injector, token store, meta, resource pool, provider tools and MCP servers of one agent.
 
     Registration order, and so the order of the additions in the instructions: the skills overview
@@ -89,7 +89,7 @@ class AgentContextRuntime:
         self.project_root = project_root
         self.meta = meta_from_config(config)
         self.tokens = SessionTokenStore()
-        self.injector = SessionContextInjector()
+        self.injector = ProviderInjector()
         self.injector.set_token_store(self.tokens)
         self.injector.set_event_bus(event_bus)
         self.pool = ResourcePool.from_config(config)
@@ -99,15 +99,15 @@ class AgentContextRuntime:
         for provider in providers:
             self.injector.register(provider)
         if config.capabilities:
-            self.injector.register(AgentContextProvider(self.pool, clock=clock))
-        self._toolsets: BoundedCache[str, tuple[SessionContext, FunctionToolset[Any]]] = BoundedCache(
+            self.injector.register(CapabilityCatalogProvider(self.pool, clock=clock))
+        self._toolsets: BoundedCache[str, tuple[ProviderSession, FunctionToolset[Any]]] = BoundedCache(
             MAX_CACHED_SESSIONS
         )
         self._mcp: McpManager | None = None
         self.toolset: AbstractToolset[Any] = DynamicToolset(
             self._current_toolset, per_run_step=False, id="context-providers"
         )
-        """The provider tools of the running chat's session context (empty outside a run)."""
+        """The provider tools of the running chat's provider session (empty outside a run)."""
 
     def _skills_overview(self, skills: _SkillsSource) -> Callable[[], Awaitable[str]]:
         async def overview() -> str:
@@ -119,12 +119,12 @@ class AgentContextRuntime:
 
     # -- per run ---------------------------------------------------------------------------------
 
-    async def session_context(self, chat_key: str) -> SessionContext:
-        """The chat's session context: prepared on first use, reused until a provider changes."""
+    async def session_context(self, chat_key: str) -> ProviderSession:
+        """The chat's provider session: prepared on first use, reused until a provider changes."""
         return await self.injector.session_context(self.meta.name, self.meta, chat_key)
 
     async def instructions(self, ctx: ToolExecutionContext) -> str | None:
-        """Instruction source: prepare the chat's session context and return its additions.
+        """Instruction source: prepare the chat's provider session and return its additions.
 
         Also sets ``ctx.session_token`` so tools can present it to their backends.
         """
@@ -142,7 +142,7 @@ class AgentContextRuntime:
         if session is None or not session.tools:
             return None
         cached = self._toolsets.get(ctx.chat_key)
-        if cached is None or cached[0] is not session:  # built once per prepared session context
+        if cached is None or cached[0] is not session:  # built once per prepared provider session
             cached = (session, provider_toolset(session.tools))
             self._toolsets[ctx.chat_key] = cached
         return cached[1]

@@ -1,8 +1,8 @@
-"""The data that flows through the session context injector.
+"""The data that flows through the provider injector.
 
 Providers produce three kinds of resources — MCP servers, provider tools and system-prompt
 fragments — for one agent described by an :class:`AgentInstanceMeta`. The injector aggregates them
-into a :class:`SessionContext`. Everything here is plain data, validated on construction, so a
+into a :class:`ProviderSession`. Everything here is plain data, validated on construction, so a
 provider that builds something unusable fails inside its own call (and is skipped) instead of
 breaking the run later.
 """
@@ -21,8 +21,8 @@ __all__ = [
     "Archetype",
     "ContextProvider",
     "McpServerStdio",
+    "ProviderSession",
     "ProviderTool",
-    "SessionContext",
     "ToolHandler",
     "ToolScope",
     "scope_allows",
@@ -135,7 +135,7 @@ class ProviderTool:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionContext:
+class ProviderSession:
     """What the injector collected for one session.
 
     Attributes:
@@ -152,6 +152,10 @@ class SessionContext:
     token: str | None = None
 
 
+SessionContext = ProviderSession
+"""The former name of :class:`ProviderSession`, kept importable."""
+
+
 @runtime_checkable
 class ContextProvider(Protocol):
     """Something that contributes to every session an agent starts.
@@ -164,8 +168,8 @@ class ContextProvider(Protocol):
     - ``get_system_context`` → ``str | None``
 
     and optionally ``revision() -> object`` (sync or async): while it returns an equal value the
-    injector may reuse a session context prepared earlier for the same chat
-    (:meth:`SessionContextInjector.session_context`); a provider that renders live state returns a
+    injector may reuse a provider session prepared earlier for the same chat
+    (:meth:`ProviderInjector.session_context`); a provider that renders live state returns a
     new value whenever that state may have changed. A provider without it is reused until it is
     registered again or unregistered.
 

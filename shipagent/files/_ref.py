@@ -19,7 +19,9 @@ from ..errors import BadRequestError
 __all__ = ["CONTEXT_KINDS", "ContextKind", "ContextRef", "utc_now_iso"]
 
 ContextKind = Literal["artifact", "history", "catalog"]
+"""What a context file holds: spilled tool output, compacted conversation, or the tool catalog."""
 CONTEXT_KINDS: tuple[ContextKind, ...] = ("artifact", "history", "catalog")
+"""Every :data:`ContextKind`, in the order listings show them."""
 
 
 def utc_now_iso() -> str:

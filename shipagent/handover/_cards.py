@@ -71,6 +71,7 @@ class FieldsSchemaContent:
 
 
 CardContent: TypeAlias = TextContent | JsonContent | FieldsSchemaContent
+"""What a card carries: text, a JSON value, or a schema of fields to fill in."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,34 +5,7 @@ package keeps those reports per chat in ``.ship/chats/<key>/requests.jsonl``, re
 recorded request exactly (``agent.reconstruct``) and renders them (``shipagent inspect``).
 """
 
-from typing import TYPE_CHECKING, Any
-
-from ._inspect import ItemChange, diff_records, ledger_stats
-from ._ledger import Ledger, LedgerRecorder
+from ._ledger import Ledger
 from ._records import LedgerItem, LedgerReferenceError, RequestRecord
-from ._store import LedgerStore
 
-if TYPE_CHECKING:
-    from ._cli import inspect_command
-
-__all__ = [
-    "ItemChange",
-    "Ledger",
-    "LedgerItem",
-    "LedgerRecorder",
-    "LedgerReferenceError",
-    "LedgerStore",
-    "RequestRecord",
-    "diff_records",
-    "inspect_command",
-    "ledger_stats",
-]
-
-
-def __getattr__(name: str) -> Any:
-    """``inspect_command`` loads the CLI (typer, rich) only when asked for (PEP 562)."""
-    if name == "inspect_command":
-        from ._cli import inspect_command
-
-        return inspect_command
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["Ledger", "LedgerItem", "LedgerReferenceError", "RequestRecord"]

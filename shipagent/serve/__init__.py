@@ -7,8 +7,8 @@ which an embedding program passes to its own ``uvicorn.run`` too. See docs/guide
 the endpoints.
 """
 
-from ._app import ServeState, create_app
-from ._auth import ApiKey, Auth, is_loopback
+from ._app import create_app
+from ._auth import ApiKey, Auth
 from ._conn import uvicorn_options
 
-__all__ = ["ApiKey", "Auth", "ServeState", "create_app", "is_loopback", "uvicorn_options"]
+__all__ = ["ApiKey", "Auth", "create_app", "uvicorn_options"]

@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 import pytest
 
-from shipagent.tools import sandbox_status
+from shipagent.tools._sandbox import sandbox_status
 
 _REQUIRED = bool(os.environ.get("SHIPAGENT_REQUIRE_SANDBOX") or os.environ.get("CI"))
 SANDBOX_MISSING = not sandbox_status().available and not _REQUIRED

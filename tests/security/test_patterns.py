@@ -31,8 +31,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from shipagent._deps import RecordTail, TurnStores
 from shipagent.agent import ShipAgent
 from shipagent.chatkeys import ShipPaths
-from shipagent.files import ContextFiles, find_ripgrep
+from shipagent.files import ContextFiles
 from shipagent.files import _grep as grep_module
+from shipagent.files._grep import find_ripgrep
 from shipagent.jsonl import append_lines
 from shipagent.stores import MemoryStores
 from shipagent.tools import _chat as chat_module

@@ -1,4 +1,4 @@
-"""Agent context: the pool's state and a task, rendered into an agent's system prompt.
+"""The capability catalog: a snapshot of the pool and a task, rendered into an agent's system prompt.
 
 An orchestrator decides whom to dispatch to from its prompt, so the prompt must carry the live
 capability catalog; an executor that receives a task gets the same structure with the task and the
@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from ._pool import CapabilityEntry, ResourcePool, ResourcePoolSummary
 
 __all__ = [
-    "AgentContext",
+    "PoolSnapshot",
     "TaskInfo",
     "build_agent_context",
     "context_to_system_prompt",
@@ -35,7 +35,7 @@ class TaskInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class AgentContext:
+class PoolSnapshot:
     """A snapshot of what an agent should know about the pool and its task.
 
     Attributes:
@@ -68,7 +68,7 @@ def build_agent_context(
     bd_task_id: str | None = None,
     orchestrator_note: str | None = None,
     now: datetime | None = None,
-) -> AgentContext:
+) -> PoolSnapshot:
     """Snapshot ``pool`` (and the task, when given) for one agent's prompt.
 
     Args:
@@ -85,7 +85,7 @@ def build_agent_context(
     required = tuple(dict.fromkeys(required_capabilities or ()))
     has_task = any(v is not None for v in (task_id, task_description, bd_task_id)) or bool(required)
     moment = (now or datetime.now(UTC)).astimezone(UTC)
-    return AgentContext(
+    return PoolSnapshot(
         timestamp=moment.isoformat().replace("+00:00", "Z"),
         resource_pool=pool.summary(),
         available_capabilities=tuple(e.capability for e in catalog if e.available > 0),
@@ -105,7 +105,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def context_to_system_prompt(ctx: AgentContext) -> str:
+def context_to_system_prompt(ctx: PoolSnapshot) -> str:
     """Render ``ctx`` as markdown: pool status, capability table, task, shortage, note.
 
     Sections with nothing to say are left out (no table for an empty pool, no task section
@@ -168,6 +168,6 @@ def context_to_system_prompt(ctx: AgentContext) -> str:
     return "\n\n".join(sections)
 
 
-def generate_dynamic_system_prompt(base_prompt: str, ctx: AgentContext) -> str:
+def generate_dynamic_system_prompt(base_prompt: str, ctx: PoolSnapshot) -> str:
     """``base_prompt`` followed by the rendered context, separated by a blank line."""
     return f"{base_prompt}\n\n{context_to_system_prompt(ctx)}"

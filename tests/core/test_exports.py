@@ -1,0 +1,231 @@
+"""What ``shipagent`` and each of its packages export: pinned, small, and every name documented.
+
+A package's ``__all__`` is its promise to users and to the other layers. Names only its own
+modules (or tests) need are imported from the private module that defines them, so the facades
+stay small enough to read; a name that joins or leaves one is a deliberate change made here.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import inspect
+import itertools
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import shipagent
+
+EXPORTS: dict[str, list[str]] = {
+    "shipagent": [
+        "AgentResult",
+        "ApprovalRequest",
+        "ApprovalRequired",
+        "BadRequestError",
+        "ChatKeyError",
+        "Compacted",
+        "ConfigError",
+        "Done",
+        "InjectionResult",
+        "NotFoundError",
+        "Problem",
+        "ProjectLockedError",
+        "ShipAgent",
+        "ShipAgentError",
+        "ShipConfig",
+        "StepEvent",
+        "TextDelta",
+        "ToolCallRecord",
+        "ToolContextError",
+        "ToolExecutionContext",
+        "ToolFinished",
+        "ToolStarted",
+        "TurnDeps",
+        "check_project",
+        "current_tool_context",
+        "load_config",
+    ],
+    "shipagent.context": [
+        "AgentInstanceMeta",
+        "ContextProvider",
+        "EventBus",
+        "McpServerStdio",
+        "PoolSnapshot",
+        "ProviderInjector",
+        "ProviderRuntime",
+        "ProviderSession",
+        "ProviderTool",
+        "Resource",
+        "ResourcePool",
+        "SessionTokenStore",
+        "build_agent_context",
+        "context_to_system_prompt",
+    ],
+    "shipagent.durable": [
+        "DurableExecutor",
+        "DurableSettings",
+        "claim_executor_id",
+        "recover_executors",
+        "resolve_settings",
+    ],
+    "shipagent.files": [
+        "NO_SPILL_METADATA",
+        "CatalogToolset",
+        "ContextFiles",
+        "ContextKind",
+        "ContextRef",
+        "Page",
+        "SpillToolset",
+        "Tail",
+        "context_files_for",
+        "context_toolset",
+    ],
+    "shipagent.handover": [
+        "CARD_CHAT_MESSAGE",
+        "Box",
+        "BoxId",
+        "Card",
+        "CardBoxStore",
+        "CardContent",
+        "FieldsSchemaContent",
+        "Handover",
+        "HandoverPacker",
+        "JsonContent",
+        "NewCard",
+        "ResolvedProfile",
+        "SqliteCardBoxStore",
+        "TextContent",
+    ],
+    "shipagent.history": [],
+    "shipagent.ledger": ["Ledger", "LedgerItem", "LedgerReferenceError", "RequestRecord"],
+    "shipagent.mcp": ["McpManager", "McpServerStatus"],
+    "shipagent.serve": ["ApiKey", "Auth", "create_app", "uvicorn_options"],
+    "shipagent.stores": [
+        "AgentContextStore",
+        "Committed",
+        "ContextFileStore",
+        "FileStores",
+        "LogRecord",
+        "MemoryStores",
+        "MessageLogStore",
+        "MigrationRow",
+        "PgStores",
+        "RecordLog",
+        "Stores",
+        "TranscriptStore",
+        "TurnWrite",
+        "migrate",
+        "open_stores",
+    ],
+    "shipagent.tools": [
+        "BUILTIN_TOOL_NAMES",
+        "ShellDecision",
+        "SkillsCache",
+        "builtin_toolset",
+        "decide_exec_shell",
+        "load_tool_modules",
+        "request_approval",
+        "sandbox_check_hook",
+        "sandbox_report",
+        "warn_if_unsandboxed",
+    ],
+}
+"""Every package of ``shipagent`` and the names its ``__all__`` lists, as users may import them."""
+
+FORMER_NAMES = {
+    "shipagent.context": {
+        "AgentContext": "PoolSnapshot",
+        "AgentContextRuntime": "ProviderRuntime",
+        "SessionContext": "ProviderSession",
+        "SessionContextInjector": "ProviderInjector",
+    },
+}
+"""Names renamed so that each word has one meaning, still importable as the object they became."""
+
+PACKAGE_ROOT = Path(shipagent.__file__).parent
+
+
+def _packages() -> list[str]:
+    found = ["shipagent"]
+    for init in sorted(PACKAGE_ROOT.glob("*/__init__.py")):
+        found.append(f"shipagent.{init.parent.name}")
+    return found
+
+
+def test_every_package_is_pinned() -> None:
+    # a package added without a line in EXPORTS (or a folder left without ``__init__.py``, a
+    # namespace package whose documentation has nowhere to live) fails here
+    folders = sorted(
+        f"shipagent.{p.name}" for p in PACKAGE_ROOT.iterdir() if p.is_dir() and any(p.glob("*.py"))
+    )
+    assert sorted(EXPORTS) == sorted(["shipagent", *folders])
+    assert _packages() == sorted(EXPORTS, key=lambda n: (n != "shipagent", n))
+
+
+@pytest.mark.parametrize("package", sorted(EXPORTS))
+def test_exports_are_pinned_and_sorted(package: str) -> None:
+    module = importlib.import_module(package)
+    exported = list(getattr(module, "__all__", []))
+    assert exported == EXPORTS[package]
+    # sorted the way ruff's RUF022 sorts ``__all__``: constants, then classes, then functions
+    assert exported == sorted(exported, key=lambda n: (not n.isupper(), not n[:1].isupper(), n))
+
+
+@pytest.mark.parametrize("package", sorted(EXPORTS))
+def test_exports_are_importable_and_documented(package: str) -> None:
+    module = importlib.import_module(package)
+    assert inspect.getdoc(module), f"{package} has no docstring"
+    for name in EXPORTS[package]:
+        value = getattr(module, name)  # lazy names load here
+        assert _documented(module, name, value), f"{package}.{name} has no docstring"
+
+
+def test_former_names_still_import() -> None:
+    for package, renamed in FORMER_NAMES.items():
+        module = importlib.import_module(package)
+        for old, new in renamed.items():
+            assert getattr(module, old) is getattr(module, new)
+            assert old not in module.__all__  # importable, no longer advertised
+
+
+def _documented(package: ModuleType, name: str, value: object) -> bool:
+    """Whether ``name`` carries its own docstring where it is defined.
+
+    Classes and functions: a docstring written in their body (a dataclass without one gets its
+    signature as ``__doc__``, which documents nothing). Constants and type aliases: the string
+    literal right after the assignment, which is what the reference pages show.
+    """
+    if inspect.isclass(value) or inspect.isfunction(value):
+        try:
+            source = inspect.getsource(value)
+        except (OSError, TypeError):
+            return bool(value.__doc__)
+        node = ast.parse(inspect.cleandoc("\n" + source) if source[:1].isspace() else source).body[0]
+        assert isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        return bool(ast.get_docstring(node))
+    return _has_attribute_docstring(package, name)
+
+
+def _has_attribute_docstring(package: ModuleType, name: str) -> bool:
+    """Whether some module of ``package`` assigns ``name`` and follows it with a string literal."""
+    folder = Path(package.__file__ or "").parent
+    files = sorted(folder.glob("*.py")) if package.__name__ != "shipagent" else [Path(package.__file__ or "")]
+    for path in files:
+        body = ast.parse(path.read_text(encoding="utf-8")).body
+        for stmt, after in itertools.pairwise(body):
+            targets = (
+                [stmt.target]
+                if isinstance(stmt, ast.AnnAssign)
+                else stmt.targets
+                if isinstance(stmt, ast.Assign)
+                else []
+            )
+            if any(isinstance(t, ast.Name) and t.id == name for t in targets) and (
+                isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                return True
+    return False
