@@ -18,7 +18,6 @@ loaded. ``skills.allowExternalPaths`` admits whole skill directories and roots o
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -89,10 +88,6 @@ class Skill:
     @property
     def _what(self) -> str:
         return f"skill '{self.id}' SKILL.md ({self.path})"
-
-    def content_sha1(self) -> str:
-        """SHA-1 of the current ``SKILL.md`` text: changes whenever the skill is edited."""
-        return hashlib.sha1(self.read().encode("utf-8")).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ def test_an_agent_is_built_without_tiktoken_or_the_inspect_cli(tmp_path: Path) -
             sys.executable,
             "-c",
             "from shipagent.history.tokens import count_tokens\n"
-            "from shipagent.ledger import inspect_command\n"
+            "from shipagent.ledger._cli import inspect_command\n"
             "print(count_tokens('hello world'), callable(inspect_command))",
         ],
         capture_output=True,

@@ -36,7 +36,6 @@ __all__ = [
     "SummarySpan",
     "compact",
     "compaction_input",
-    "is_injected",
     "is_summary",
     "message_text",
     "safe_cut_index",
@@ -73,11 +72,6 @@ def _kind(message: ModelMessage) -> str | None:
 def is_summary(message: ModelMessage) -> bool:
     """Whether ``message`` is a compaction summary made by :func:`compact`."""
     return _kind(message) == "summary"
-
-
-def is_injected(message: ModelMessage) -> bool:
-    """Whether ``message`` was injected by a tool during a run (never persisted)."""
-    return _kind(message) == "injected"
 
 
 def _clip(text: str, limit: int) -> str:

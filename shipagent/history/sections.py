@@ -41,7 +41,6 @@ __all__ = [
     "elision_stub",
     "message_facts",
     "message_tokens",
-    "message_upper_bound",
     "part_text",
     "render_item",
 ]
@@ -112,11 +111,6 @@ def message_facts(message: ModelMessage) -> tuple[int, tuple[str, ...]]:
             del _facts[next(iter(_facts))]
     _facts[key] = (ref, parts, len(parts), tokens, ids)
     return tokens, ids
-
-
-def message_upper_bound(message: ModelMessage) -> int:
-    """A cheap upper bound of :func:`message_tokens` (no tokenising)."""
-    return _PER_MESSAGE_OVERHEAD + sum(token_upper_bound(part_text(p)) for p in message.parts)
 
 
 def _cuttable(part: Part) -> bool:

@@ -43,7 +43,7 @@ from ..history.placement import RequestReport
 from ..history.sections import Item
 from ._records import blob_key, injected_text, items_fingerprint, items_json
 
-__all__ = ["WHOLE_EVERY", "Base", "encode_report", "report_json"]
+__all__ = ["WHOLE_EVERY", "Base", "encode_report"]
 
 _TOKENS = operator.attrgetter("tokens")
 _ROW = operator.attrgetter("source", "tokens", "section", "edit", "original_tokens", "cap", "tool_call_ids")
@@ -274,19 +274,3 @@ def encode_report(
     made = Base(f"{request_id}:{report.step}", rows, summary, systems, size, prior_tokens, depth)
     made.fingerprint = items_fingerprint(everything)
     return out, made
-
-
-def report_json(
-    report: RequestReport,
-    *,
-    request_id: str,
-    chat_key: str,
-    ts: str,
-    blobs: dict[str, str],
-    usage: tuple[int, int] | None = None,
-) -> dict[str, Any]:
-    """The whole (version-2) record line of one request, the line ``record_from_report`` gives."""
-    line, _ = encode_report(
-        report, None, request_id=request_id, chat_key=chat_key, ts=ts, blobs=blobs, usage=usage
-    )
-    return line

@@ -189,14 +189,6 @@ class McpManager:
         """Whether ``name`` (as the model calls it) is a tool of a connected MCP server."""
         return name in self._tools
 
-    def tool_info(self, name: str) -> tuple[str, McpToolInfo] | None:
-        """``(server, tool)`` for an exposed tool name, or ``None`` if it is not an MCP tool."""
-        found = self._tools.get(name)
-        if found is None:
-            return None
-        toolset, tool = found
-        return toolset.server, McpToolInfo(exposed=tool.exposed, original=tool.original)
-
     # -- internals ------------------------------------------------------------------------------
 
     def _target(self, cfg: McpServerConfig) -> str:
