@@ -13,5 +13,5 @@ Two kinds of module live here, and none is re-exported (import from the module i
   message log), :mod:`.agent_context` (the agent-context log: one summary per run) and
   :mod:`.reconcile` (making the logs agree after a crash).
 
-The words are defined once in the documentation's concepts page (``docs/concepts/glossary.md``).
+The words are defined once, in the documentation's "Words and layers" page (``docs/concepts/glossary.md``).
 """
