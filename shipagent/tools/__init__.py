@@ -2,7 +2,8 @@
 
 - chat: ``chat_send`` (speak to the chat), ``chat_load_history`` (earlier transcript, injected as
   an assistant message before the user's message);
-- agent context: ``agent_load_context`` (summaries of earlier runs, injected as a system message);
+- the agent-context log: ``agent_load_context`` (summaries of earlier turns, injected as a system
+  message);
 - skills: ``skills_list``, ``skills_load`` (a SKILL.md, injected as a system message);
 - shell: ``exec_shell`` (permission policy, process-group timeout, capped output).
 
