@@ -229,3 +229,11 @@ def _has_attribute_docstring(package: ModuleType, name: str) -> bool:
             ):
                 return True
     return False
+
+
+def test_the_packages_page_shows_every_package() -> None:
+    # the reference renders each package's ``__all__`` with its docstrings; a package missing
+    # there would be importable but undocumented
+    page = PACKAGE_ROOT.parent / "docs" / "reference" / "packages.md"
+    shown = [line.removeprefix("::: ") for line in page.read_text(encoding="utf-8").splitlines()]
+    assert sorted(p for p in shown if p.startswith("shipagent.")) == sorted(set(EXPORTS) - {"shipagent"})
