@@ -106,7 +106,7 @@ async def test_collision_stops_agent_start(tmp_path: Path) -> None:
 
 
 def test_cli_mcp_list_shows_status_and_exposed_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_servers.http_server import LONG_TOOL_NAME, running_http_server
+    from tests.support.mcp_servers.http_server import LONG_TOOL_NAME, running_http_server
 
     monkeypatch.setenv("LIST_TOKEN", "tk-9911-secret")
     with running_http_server(token="tk-9911-secret") as url:

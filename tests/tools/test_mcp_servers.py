@@ -126,7 +126,7 @@ async def test_git_server_status_and_schemas_reach_the_model_whole(tmp_path: Pat
 async def test_http_server_awkward_names_schemas_and_content(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_servers.http_server import LONG_TOOL_NAME, running_http_server
+    from tests.support.mcp_servers.http_server import LONG_TOOL_NAME, running_http_server
 
     long_exposed = "http__" + LONG_TOOL_NAME
     monkeypatch.setenv("MCP_TEST_TOKEN", "tok-5f3a9c")
@@ -171,7 +171,7 @@ async def test_http_server_awkward_names_schemas_and_content(
 async def test_http_wrong_token_fails_without_leaking_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mcp_servers.http_server import running_http_server
+    from tests.support.mcp_servers.http_server import running_http_server
 
     monkeypatch.setenv("MCP_TEST_TOKEN", "wrong-secret-7781")
     with running_http_server(token="right-secret") as url:
@@ -187,7 +187,7 @@ async def test_http_wrong_token_fails_without_leaking_it(
 
 
 async def test_http_connection_refused_is_a_failed_server(tmp_path: Path) -> None:
-    from mcp_servers.http_server import free_port
+    from tests.support.mcp_servers.http_server import free_port
 
     url = f"http://127.0.0.1:{free_port()}/mcp?api_key=sk-live-123456"
     config = make_project(tmp_path, {"down": {"type": "http", "url": url}})
@@ -374,7 +374,7 @@ async def test_no_child_processes_after_exit_even_when_the_run_crashes(tmp_path:
 
 
 async def test_sse_server(tmp_path: Path) -> None:
-    from mcp_servers.http_server import running_http_server
+    from tests.support.mcp_servers.http_server import running_http_server
 
     with running_http_server(sse=True) as url:
         config = make_project(tmp_path, {"legacy": {"type": "sse", "url": url}})
@@ -385,7 +385,7 @@ async def test_sse_server(tmp_path: Path) -> None:
 
 
 async def test_http_server_that_goes_away_mid_session(tmp_path: Path) -> None:
-    from mcp_servers.http_server import running_http_server
+    from tests.support.mcp_servers.http_server import running_http_server
 
     server = running_http_server()
     url = server.__enter__()
@@ -429,7 +429,7 @@ async def test_secrets_never_reach_the_logs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """httpx logs request URLs at INFO and the MCP client its endpoint: a URL token must be masked."""
-    from mcp_servers.http_server import running_http_server
+    from tests.support.mcp_servers.http_server import running_http_server
 
     caplog.set_level("DEBUG")
     monkeypatch.setenv("URL_TOKEN", "tk-log-leak-4242")
