@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from pydantic_ai import models
 
 # one throwaway Postgres cluster per test session, and a fresh database on it per test
-from _durable_env import database, pg_database, postgres_server  # noqa: F401
-from pydantic_ai import models
+from tests.support.durable import database, pg_database, postgres_server  # noqa: F401
 
 models.ALLOW_MODEL_REQUESTS = False
 

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from _workload import make_agent, next_turn, text_of
 
 from shipagent import ShipAgent
 from shipagent.files import _store
 from shipagent.jsonl import read_all
+from tests.reliability._workload import make_agent, next_turn, text_of
 
 pytestmark = pytest.mark.anyio
 KEY = "rel:chat:damaged"

@@ -29,14 +29,14 @@ from typing import Any
 
 import anyio
 import pytest
-from _workload import (  # tests/reliability is on sys.path (pytest's rootdir)
+
+from shipagent.jsonl import read_all
+from tests.reliability._workload import (
     KEYS,
     make_agent,
     next_turn,
     text_of,
 )
-
-from shipagent.jsonl import read_all
 
 WORKLOAD = str(Path(__file__).with_name("_workload.py"))
 

@@ -14,7 +14,8 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from _server_attack_support import Served, json_body, raw_request, shipagent_serve, status_of
+
+from tests.support.server_attack import Served, json_body, raw_request, shipagent_serve, status_of
 
 BODY = json.dumps({"text": "drive me"}).encode()
 

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from tools_support import Script, make_agent, make_project
 
 from shipagent.chatkeys import ShipPaths
+from tests.support.tools import Script, make_agent, make_project
 
 pytestmark = pytest.mark.anyio
 

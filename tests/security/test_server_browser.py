@@ -17,10 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-from _core_support import make_project
-from _serve_support import serving
-from _server_attack_support import Served, json_body, raw_request, shipagent_serve, status_of
-from _web_support import launch_chromium
 from playwright.sync_api import expect, sync_playwright
 from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
@@ -28,6 +24,10 @@ from pydantic_ai.models.function import FunctionModel
 from shipagent import ShipAgent
 from shipagent.errors import ConfigError
 from shipagent.serve import create_app
+from tests.support.core import make_project
+from tests.support.serve import serving
+from tests.support.server_attack import Served, json_body, raw_request, shipagent_serve, status_of
+from tests.support.web import launch_chromium
 
 CHAT = "web:victim"
 KEY = "k-cors-0123456789abcdef"

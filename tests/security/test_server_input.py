@@ -16,13 +16,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from _core_support import make_project
-from _serve_support import serving
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.serve import create_app
+from tests.support.core import make_project
+from tests.support.serve import serving
 
 JSON = {"Content-Type": "application/json"}
 RELEASE = threading.Event()

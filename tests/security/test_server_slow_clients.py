@@ -15,7 +15,8 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from _server_attack_support import (
+
+from tests.support.server_attack import (
     Served,
     json_body,
     raw_request,

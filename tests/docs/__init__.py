@@ -1,0 +1,1 @@
+"""What the repository promises as a whole: the docs site, the README, docs hygiene, the wheel."""

@@ -1,0 +1,1 @@
+"""The command line: ``shipagent init``, ``chat``, ``check``, ``inspect`` and its errors."""

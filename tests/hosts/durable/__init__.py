@@ -1,0 +1,1 @@
+"""Durable mode: workers on SQLite or Postgres, clusters, and what a cluster shares."""

@@ -1,0 +1,1 @@
+"""``shipagent serve``: the REST/SSE and OpenAI-compatible APIs, auth, the web page."""

@@ -1,0 +1,1 @@
+"""What survives faults: SIGKILLs, damaged stores, failed commits, misbehaving servers."""
