@@ -6,11 +6,7 @@ Kept out of ``cli.py`` so the command table stays readable and other rooms can r
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
-import sys
-import threading
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -34,13 +30,10 @@ __all__ = [
     "interruptible",
     "preflight",
     "print_problems",
-    "read_line",
     "version_text",
 ]
 
 T = TypeVar("T")
-_prompt_threads: set[threading.Thread] = set()
-"""Prompt threads started by :func:`read_line` (one may still block on stdin after Ctrl-C)."""
 INTERRUPTED = 130
 """Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
@@ -125,17 +118,12 @@ def interruptible(run: Callable[[], T], err_console: Console) -> T:
     """Call ``run``; Ctrl-C ends the command with status 130 and one dim line, never a traceback.
 
     ``run`` has finished its own cleanup by then (the event loop cancelled the chat, and
-    ``async with agent`` stopped the MCP servers). If a prompt thread still waits on stdin, the
-    process exits at once: letting the interpreter finalize would wait for, or abort on, that read.
+    ``async with agent`` stopped the MCP servers).
     """
     try:
         return run()
     except KeyboardInterrupt:
         err_console.print("\n[dim]interrupted[/]")
-        if any(t.is_alive() for t in _prompt_threads):
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(INTERRUPTED)
         raise typer.Exit(INTERRUPTED) from None
 
 
@@ -166,36 +154,3 @@ def configure_logging(console: Console) -> None:
     if not any(isinstance(h, _ConsoleLogHandler) for h in logger.handlers):
         logger.addHandler(_ConsoleLogHandler(console))
         logger.propagate = False
-
-
-async def read_line(console: Console, prompt: str) -> str:
-    """``console.input(prompt)`` without blocking the event loop, in a *daemon* thread.
-
-    A worker thread of anyio or asyncio is joined when the process exits, so after Ctrl-C at the
-    prompt the process would hang until the user pressed Enter; a daemon thread blocked on stdin
-    is simply dropped. Raises ``EOFError`` at the end of input, like ``input``.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[str] = loop.create_future()
-
-    def settle(result: str | None, error: BaseException | None) -> None:
-        if future.done():  # the waiting task was cancelled (Ctrl-C): nobody wants the line
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
-            future.set_result(result or "")
-
-    def work() -> None:
-        try:
-            line = console.input(prompt)
-        except BaseException as exc:  # EOFError, or a closed stdin
-            loop.call_soon_threadsafe(settle, None, exc)
-        else:
-            loop.call_soon_threadsafe(settle, line, None)
-
-    thread = threading.Thread(target=work, name="shipagent-prompt", daemon=True)
-    _prompt_threads.difference_update([t for t in _prompt_threads if not t.is_alive()])
-    _prompt_threads.add(thread)
-    thread.start()
-    return await future
