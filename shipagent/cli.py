@@ -80,6 +80,12 @@ lazy_subcommand(
     "Serve the agent over HTTP: REST + SSE, OpenAI-compatible /v1/chat/completions, a web page.",
 )
 lazy_subcommand(
+    "channels",
+    "shipagent.channels._cli",
+    "channels_app",
+    "Run the chat channels (Telegram) without the HTTP server; approve senders (pair, pending).",
+)
+lazy_subcommand(
     "migrate",
     "shipagent.stores._cli",
     "migrate_command",

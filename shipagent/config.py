@@ -31,6 +31,7 @@ from pydantic.alias_generators import to_camel
 
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
 from ._strict import strict_scalar
+from .channels._config import ChannelsConfig
 from .errors import ConfigError
 
 __all__ = [
@@ -395,6 +396,8 @@ class ShipConfig(_Model):
     observability: ObservabilityConfig = Field(default_factory=ObservabilityConfig)
     durable: DurableConfig = Field(default_factory=DurableConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    """Chat platforms the agent answers on (``channels.telegram``)."""
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,107 @@
+"""Channels: the agent where people already talk (Telegram so far).
+
+A :class:`Channel` adapter holds only a platform's wire details; the :class:`Pipeline` does what
+is the same everywhere (access and pairing, dedupe, commands, per-chat queueing, streaming by
+edits, splitting, retries); :class:`ChannelHost` starts the channels ship.json enables. This
+package builds on the agent's public API only; the core never imports it (except the ship.json
+model, :mod:`shipagent.channels._config`, which carries no dependency).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._access import AccessRules, Decision
+    from ._commands import COMMANDS, Command, parse_command
+    from ._config import ChannelsConfig, GroupsConfig, TelegramConfig
+    from ._dedupe import Dedupe
+    from ._host import ChannelHost, channels_from_config
+    from ._pairing import PairingError, PairingStore, PendingCode
+    from ._pipeline import Pipeline, PipelineOptions
+    from ._split import split_markdown
+    from ._types import (
+        Attachment,
+        Capabilities,
+        Channel,
+        ChannelHealth,
+        InboundMessage,
+        MarkupRejected,
+        Outbound,
+        PermanentSendError,
+        SentMessage,
+        TransientSendError,
+    )
+    from ._writer import ReplyWriter
+
+__all__ = [
+    "COMMANDS",
+    "AccessRules",
+    "Attachment",
+    "Capabilities",
+    "Channel",
+    "ChannelHealth",
+    "ChannelHost",
+    "ChannelsConfig",
+    "Command",
+    "Decision",
+    "Dedupe",
+    "GroupsConfig",
+    "InboundMessage",
+    "MarkupRejected",
+    "Outbound",
+    "PairingError",
+    "PairingStore",
+    "PendingCode",
+    "PermanentSendError",
+    "Pipeline",
+    "PipelineOptions",
+    "ReplyWriter",
+    "SentMessage",
+    "TelegramConfig",
+    "TransientSendError",
+    "channels_from_config",
+    "parse_command",
+    "split_markdown",
+]
+
+_LAZY = {
+    "AccessRules": "._access",
+    "Attachment": "._types",
+    "COMMANDS": "._commands",
+    "Capabilities": "._types",
+    "Channel": "._types",
+    "ChannelHealth": "._types",
+    "ChannelHost": "._host",
+    "ChannelsConfig": "._config",
+    "Command": "._commands",
+    "Decision": "._access",
+    "Dedupe": "._dedupe",
+    "GroupsConfig": "._config",
+    "InboundMessage": "._types",
+    "MarkupRejected": "._types",
+    "Outbound": "._types",
+    "PairingError": "._pairing",
+    "PairingStore": "._pairing",
+    "PendingCode": "._pairing",
+    "PermanentSendError": "._types",
+    "Pipeline": "._pipeline",
+    "PipelineOptions": "._pipeline",
+    "ReplyWriter": "._writer",
+    "SentMessage": "._types",
+    "TelegramConfig": "._config",
+    "TransientSendError": "._types",
+    "channels_from_config": "._host",
+    "parse_command": "._commands",
+    "split_markdown": "._split",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Names load on first use: ``shipagent.config`` imports this package for its ship.json model,
+    and must not pay for the pipeline (pydantic-ai) or PTB when channels are off."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module, __name__), name)

@@ -1,0 +1,318 @@
+"""The one pipeline every channel shares: accept, admit, command, queue, answer.
+
+An adapter calls :meth:`Pipeline.accept` for each inbound message and confirms the message to its
+platform only after it returns (the dedupe record is on disk by then). Accepting is quick; the
+answer runs in the pipeline's own tasks, one turn at a time per chat key, in arrival order, so a
+slow answer in one chat never holds up the poll or another chat. ``/stop`` and ``/status`` are
+answered at once; ``/new`` waits its turn in the queue like a message (it clears what came before).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ..events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
+from ._access import AccessRules, decide
+from ._commands import Command, help_text, parse_command
+from ._dedupe import Dedupe
+from ._delivery import retrying, with_plain_fallback
+from ._pairing import PairingStore
+from ._types import ChannelHealth, InboundMessage, Outbound, PermanentSendError, TransientSendError
+from ._writer import ReplyWriter
+
+if TYPE_CHECKING:
+    from ..agent import ShipAgent
+
+__all__ = ["Pipeline", "PipelineOptions"]
+
+log = logging.getLogger("shipagent.channels")
+
+_TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineOptions:
+    """How a channel answers: streaming by edits or not, the message limit, the edit pace."""
+
+    stream: bool = True
+    limit: int = 4000
+    edit_interval: float = 1.0
+    stop_grace: float = 10.0
+
+
+@dataclass(slots=True)
+class _Chat:
+    """One chat's queue: messages waiting, and the turn running now (to stop it)."""
+
+    waiting: deque[tuple[InboundMessage, Command | None]] = field(default_factory=deque)
+    running: anyio.CancelScope | None = None
+    busy: bool = False
+
+
+class _Sink:
+    """What the turn's ``chat_send`` talks to (``ToolExecutionContext.channel``)."""
+
+    def __init__(self, writer: ReplyWriter) -> None:
+        self.writer = writer
+        self.sent: list[str] = []
+
+    async def send_text(self, chat_key: str, text: str) -> None:
+        await self.writer.send_separate(text)
+        self.sent.append(text)
+
+
+class Pipeline:
+    """Access, dedupe, commands, per-chat queueing and the reply of one channel."""
+
+    def __init__(
+        self,
+        agent: ShipAgent,
+        outbound: Outbound,
+        *,
+        channel: str,
+        rules: AccessRules,
+        pairing: PairingStore,
+        dedupe: Dedupe,
+        health: ChannelHealth,
+        options: PipelineOptions | None = None,
+    ) -> None:
+        self.agent = agent
+        self.outbound = outbound
+        self.channel = channel
+        self.rules = rules
+        self.pairing = pairing
+        self.dedupe = dedupe
+        self.health = health
+        self.options = options or PipelineOptions()
+        self.bot_username: str | None = None
+        self._chats: dict[str, _Chat] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._idle = anyio.Event()  # set whenever a chat's queue ran empty
+
+    async def __aenter__(self) -> Self:
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tasks is not None
+        with anyio.move_on_after(self.options.stop_grace):  # answer what was accepted, for a while
+            while any(chat.busy for chat in self._chats.values()):
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        self._tasks.cancel_scope.cancel()
+        return await self._tasks.__aexit__(kind, exc, tb)
+
+    # -- inbound ----------------------------------------------------------------------------------
+
+    async def accept(self, message: InboundMessage) -> None:
+        """Take ``message`` in; when this returns it is recorded and the platform may forget it."""
+        if not await self.dedupe.accept(message.chat_id, message.message_id):
+            log.info(
+                "%s: message %s of chat %s seen before; ignored",
+                self.channel,
+                message.message_id,
+                message.chat_id,
+            )
+            return
+        self.health.last_inbound_at = time.time()
+        command = parse_command(message.text, self.bot_username)
+        decision = await decide(message, self.rules, self.pairing, is_command=command is not None)
+        if decision.action == "ignore":
+            log.debug("%s: message from %s ignored: %s", self.channel, message.sender_id, decision.reason)
+            return
+        if decision.action == "pair":
+            assert decision.code is not None
+            self._spawn(self._say, message, _pairing_text(decision.code.code, self.channel))
+            return
+        if command is not None and command.name == "stop":
+            self._stop(message)
+            return
+        if command is not None and command.name in ("start", "help", "status"):
+            self._spawn(self._command, message, command)
+            return
+        chat = self._chats.setdefault(message.chat_key, _Chat())
+        chat.waiting.append((message, command))
+        self.health.backlog += 1
+        if not chat.busy:
+            chat.busy = True
+            self._spawn(self._drain, message.chat_key)
+
+    def _spawn(self, func: object, *args: object) -> None:
+        if self._tasks is None:
+            raise RuntimeError("use the pipeline inside `async with pipeline:`")
+        self._tasks.start_soon(func, *args)  # type: ignore[arg-type]
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def _stop(self, message: InboundMessage) -> None:
+        chat = self._chats.get(message.chat_key)
+        if chat is not None and chat.running is not None:
+            chat.running.cancel()
+        else:
+            self._spawn(self._say, message, "Nothing is running.")
+
+    async def _command(self, message: InboundMessage, command: Command) -> None:
+        if command.name == "start":
+            await self._say(message, "Hello! " + help_text())
+        elif command.name == "help":
+            await self._say(message, help_text())
+        else:
+            await self._say(message, await self._status(message.chat_key))
+
+    async def _status(self, chat_key: str) -> str:
+        model = getattr(self.agent.model, "model_name", "?")
+        records = await anyio.to_thread.run_sync(lambda: self.agent.ledger(chat_key, last=1))
+        lines = [f"Model: {model}"]
+        if records:
+            last = records[-1]
+            budget = last.budget.get("total") or last.budget.get("budget")
+            used = last.input_tokens if last.input_tokens is not None else last.total_tokens
+            lines.append(f"Last request: {used} tokens" + (f" of a {budget}-token budget" if budget else ""))
+        else:
+            lines.append("No model request in this chat yet.")
+        chat = self._chats.get(chat_key)
+        lines.append("An answer is being written." if chat and chat.running else "Idle.")
+        return "\n".join(lines)
+
+    async def _say(self, message: InboundMessage, text: str) -> None:
+        try:
+            await with_plain_fallback(lambda fmt: self.outbound.send(message, text, formatted=fmt))
+        except (TransientSendError, PermanentSendError) as exc:
+            self.health.last_error = f"could not send to chat {message.chat_id}: {exc}"
+            log.error("%s: %s", self.channel, self.health.last_error)
+
+    # -- turns ------------------------------------------------------------------------------------
+
+    async def _drain(self, chat_key: str) -> None:
+        chat = self._chats[chat_key]
+        try:
+            while chat.waiting:
+                message, command = chat.waiting.popleft()
+                try:
+                    if command is not None and command.name == "new":
+                        await self.agent.clear(chat_key)
+                        await self._say(message, "Started afresh: the model's context is empty.")
+                    else:
+                        await self._turn(chat, message)
+                except Exception as exc:  # one message's failure never stops the chat's queue
+                    self.health.last_error = f"{type(exc).__name__}: {exc}"
+                    log.exception("%s: answering chat %s failed", self.channel, chat_key)
+                finally:
+                    self.health.backlog -= 1
+        finally:
+            chat.busy = False
+            self._idle.set()
+
+    async def _turn(self, chat: _Chat, message: InboundMessage) -> None:
+        opts = self.options
+        writer = ReplyWriter(
+            self.outbound, message, limit=opts.limit, stream=opts.stream, interval=opts.edit_interval
+        )
+        sink = _Sink(writer)
+        tools_running = 0
+        failure: str | None = None
+        answer = ""
+        request_id = f"{self.channel}:{message.chat_id}:{message.message_id}"
+        async with anyio.create_task_group() as helpers:
+            helpers.start_soon(self._typing, message, writer, lambda: tools_running > 0)
+            if writer.stream:
+                helpers.start_soon(self._ticker, writer)
+            with anyio.CancelScope() as scope:
+                chat.running = scope
+                try:
+                    events = self.agent.run_stream(
+                        message.chat_key, _model_text(message), channel=sink, request_id=request_id
+                    )
+                    async with aclosing(events) as stream:
+                        async for event in stream:
+                            if isinstance(event, TextDelta):
+                                await writer.delta(event.text)
+                            elif isinstance(event, ToolStarted):
+                                tools_running += 1
+                            elif isinstance(event, ToolFinished):
+                                tools_running = max(0, tools_running - 1)
+                            elif isinstance(event, ApprovalRequired):
+                                self.agent.resolve_approval(event.approval_id, False)
+                                await sink.send_text(
+                                    message.chat_key,
+                                    f"Refused `{event.command}`: approving commands from this chat "
+                                    "is not available yet.",
+                                )
+                            elif isinstance(event, Done):
+                                result = event.result
+                                if not result.success:
+                                    failure = result.output.strip() or "The answer failed."
+                                else:
+                                    answer = _final_answer(result.output, sink.sent)
+                                    if result.cut:
+                                        answer += f"\n\n_(the answer was cut: {result.finish_reason})_"
+                except Exception as exc:
+                    failure = f"The answer failed: {exc}"
+            chat.running = None
+            if scope.cancelled_caught:
+                failure = "Stopped."
+            with anyio.CancelScope(shield=True):
+                if failure is None and not answer and not sink.sent:
+                    answer = "(no answer)"
+                try:
+                    await writer.finish(answer, failure=failure)
+                except (TransientSendError, PermanentSendError) as exc:
+                    self.health.last_error = f"could not deliver the answer in chat {message.chat_id}: {exc}"
+                    log.error("%s: %s", self.channel, self.health.last_error)
+            helpers.cancel_scope.cancel()
+
+    async def _typing(self, message: InboundMessage, writer: ReplyWriter, tools: object) -> None:
+        if not self.outbound.capabilities.typing:
+            return
+        while not writer.finished:
+            if not writer.has_text or tools():  # type: ignore[operator]
+                with suppress(TransientSendError, PermanentSendError):  # not worth a retry
+                    await retrying(lambda: self.outbound.typing(message), attempts=1)
+            await anyio.sleep(_TYPING_EVERY)
+
+    async def _ticker(self, writer: ReplyWriter) -> None:
+        while not writer.finished:
+            await anyio.sleep(writer.interval)
+            await writer.flush()
+
+
+def _model_text(message: InboundMessage) -> str:
+    """What the model reads: in a group, who said it; files named (they are not read yet)."""
+    text = message.text
+    if message.is_group:
+        text = f"{message.sender_name} (id {message.sender_id}): {text}"
+    for item in message.attachments:
+        size = f", {item.size} bytes" if item.size is not None else ""
+        text += (
+            f"\n[The user attached a {item.kind} ({item.name or 'unnamed'}{size}); files are not read yet.]"
+        )
+    return text
+
+
+def _final_answer(output: str, sent: list[str]) -> str:
+    """The answer still to send: none if ``chat_send`` already sent the same text."""
+    answer = output.strip()
+    if sent and answer == sent[-1].strip():
+        return ""
+    return answer
+
+
+def _pairing_text(code: str, channel: str) -> str:
+    return (
+        "I don't know you yet. Ask my owner to approve you by running:\n"
+        f"shipagent channels pair {code}\n"
+        "(the code is valid for one hour)"
+    )

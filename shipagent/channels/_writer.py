@@ -1,0 +1,184 @@
+"""One turn's reply in a chat: streamed by edits, rolled over before the limit, finished exactly once.
+
+With editing, the answer appears as one message that grows as the model writes: at most one
+send or edit per ``interval`` seconds, never an edit that would not change the text, and a new
+message started before ``limit`` is reached. The streamed text is shown plain (half-written
+Markdown does not render); :meth:`ReplyWriter.finish` then replaces the streamed messages with
+the final answer, formatted and split into valid pieces, editing each message once more, sending
+pieces that did not exist yet and deleting streamed messages the answer no longer needs. A failed
+turn says so in the same message. Without editing, only :meth:`finish` sends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+
+from ._delivery import retrying, with_plain_fallback
+from ._split import split_markdown
+from ._types import InboundMessage, Outbound, SentMessage
+
+__all__ = ["ReplyWriter"]
+
+
+@dataclass(slots=True)
+class _Shown:
+    message: SentMessage
+    text: str
+    formatted: bool
+
+
+class ReplyWriter:
+    """The messages of one reply; every method is safe to call from concurrent tasks."""
+
+    def __init__(
+        self,
+        outbound: Outbound,
+        chat: InboundMessage,
+        *,
+        limit: int,
+        stream: bool,
+        interval: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.outbound = outbound
+        self.chat = chat
+        self.limit = limit
+        self.stream = stream and outbound.capabilities.edit
+        self.interval = interval
+        self._clock = clock
+        self._buffer = ""
+        self._start = 0  # where the message being streamed begins in the buffer
+        self._shown: list[_Shown] = []  # every message of this reply, in order
+        self._streamed: list[int] = []  # which of them hold the streamed answer (indexes)
+        self._current = 0  # the one being streamed into (== len(_streamed): none yet)
+        self._last_op = float("-inf")
+        self._lock = anyio.Lock()
+        self._dirty = False
+        self.finished = False
+
+    @property
+    def has_text(self) -> bool:
+        """Whether any text of the answer arrived yet (the typing indicator stops then)."""
+        return bool(self._buffer.strip())
+
+    async def _pace(self) -> None:
+        wait = self._last_op + self.interval - self._clock()
+        if wait > 0:
+            await anyio.sleep(wait)
+        self._last_op = self._clock()
+
+    async def _send(self, text: str, formatted: bool) -> None:
+        await self._pace()
+
+        async def go(fmt: bool) -> SentMessage:
+            return await self.outbound.send(self.chat, text, formatted=fmt)
+
+        if formatted:
+            sent, used = await with_plain_fallback(go)
+        else:
+            sent, used = await retrying(lambda: go(False)), False
+        self._shown.append(_Shown(sent, text, used))
+
+    async def _edit(self, index: int, text: str, formatted: bool) -> None:
+        shown = self._shown[index]
+        if shown.text == text and shown.formatted == formatted:
+            return  # nothing would change: no edit
+        await self._pace()
+
+        async def go(fmt: bool) -> None:
+            await self.outbound.edit(self.chat, shown.message, text, formatted=fmt)
+
+        if formatted:
+            _, used = await with_plain_fallback(go)
+        else:
+            await retrying(lambda: go(False))
+            used = False
+        shown.text, shown.formatted = text, used
+
+    async def delta(self, text: str) -> None:
+        """More of the answer arrived; shown now if the last edit is ``interval`` old."""
+        self._buffer += text
+        if not self.stream:
+            return
+        self._dirty = True
+        if self._clock() - self._last_op >= self.interval:
+            await self.flush()
+
+    async def flush(self) -> None:
+        """Show what arrived since the last edit (the ticker calls this every ``interval``)."""
+        if not self.stream or self.finished:
+            return
+        async with self._lock:
+            if not self._dirty or self.finished:
+                return
+            self._dirty = False
+            current = self._buffer[self._start :]
+            while len(current) > self.limit:  # roll over: end this message, go on in a new one
+                cut = _cut_at(current, self.limit)
+                await self._show(current[:cut].rstrip())
+                self._start += cut
+                self._current += 1
+                current = self._buffer[self._start :]
+            if current.strip():
+                await self._show(current)
+
+    async def _show(self, text: str) -> None:
+        """Put ``text`` (plain) into the message being streamed, sending it if it is new."""
+        if self._current < len(self._streamed):
+            await self._edit(self._streamed[self._current], text, False)
+        elif text.strip():
+            await self._send(text, False)
+            self._streamed.append(len(self._shown) - 1)
+
+    async def send_separate(self, text: str) -> None:
+        """A message of its own (``chat_send``), formatted, paced with the stream.
+
+        What was streamed before it stays as it is; text streamed after it (and the final
+        answer) goes into new messages below it, so the chat reads in the order things were said.
+        """
+        async with self._lock:
+            for piece in split_markdown(text, self.limit):
+                await self._send(piece, True)
+            self._streamed = []
+            self._current = 0
+            self._start = len(self._buffer)
+
+    async def finish(self, answer: str, *, failure: str | None = None) -> None:
+        """End the reply: the final ``answer`` in place of the streamed text, or the ``failure``."""
+        async with self._lock:
+            if self.finished:
+                return
+            self.finished = True
+            if failure is not None:
+                await self._fail(failure)
+                return
+            pieces = split_markdown(answer, self.limit)
+            for offset, piece in enumerate(pieces):
+                if offset < len(self._streamed):
+                    await self._edit(self._streamed[offset], piece, True)
+                else:
+                    await self._send(piece, True)
+            for index in self._streamed[len(pieces) :]:
+                message = self._shown[index].message
+                await retrying(lambda m=message: self.outbound.delete(self.chat, m))  # type: ignore[misc]
+
+    async def _fail(self, failure: str) -> None:
+        note = f"⚠️ {failure}"
+        if self._streamed:
+            last = self._shown[self._streamed[-1]]
+            if len(last.text) + len(note) + 2 <= self.limit:
+                await self._edit(self._streamed[-1], f"{last.text}\n\n{note}", False)
+                return
+        await self._send(note[: self.limit], False)
+
+
+def _cut_at(text: str, limit: int) -> int:
+    for sep in ("\n\n", "\n", " "):
+        at = text.rfind(sep, 0, limit)
+        if at > limit // 4:
+            return at + len(sep)
+    return limit
