@@ -70,14 +70,6 @@ class TelegramChannel:
         self.poll_timeout = poll_timeout
         self.watchdog_margin = watchdog_margin
         self._token = TokenFilter(config.bot_token)
-        root = config.api_root
-        self.bot = Bot(
-            config.bot_token,
-            base_url=f"{root}/bot",
-            base_file_url=f"{root}/file/bot",
-            request=HTTPXRequest(connection_pool_size=32, read_timeout=20.0, pool_timeout=10.0),
-            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=5.0),
-        )
         self.pipeline = Pipeline(
             agent,
             self,
@@ -99,16 +91,32 @@ class TelegramChannel:
             ),
         )
         self._tasks: anyio.abc.TaskGroup | None = None
+        self._bot: Bot | None = None
         self._bot_id = 0
         self._username = ""
         self.offset: int | None = None
         """The next ``getUpdates`` offset: one past the last update the pipeline accepted."""
 
+    @property
+    def bot(self) -> Bot:
+        """PTB's bot (made by :meth:`start`, so the token filter is on before PTB logs a URL)."""
+        if self._bot is None:
+            raise RuntimeError("the Telegram channel is not started")
+        return self._bot
+
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
         """Check the token (``getMe``), drop any webhook, register the commands, start polling."""
-        self._token.install()
+        self._token.install()  # before the Bot exists: PTB logs its URLs (with the token) at once
+        root = self.config.api_root
+        self._bot = Bot(
+            self._token.token,
+            base_url=f"{root}/bot",
+            base_file_url=f"{root}/file/bot",
+            request=HTTPXRequest(connection_pool_size=32, read_timeout=20.0, pool_timeout=10.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=5.0),
+        )
         try:
             await self.bot.initialize()
             me = self.bot.bot
@@ -117,6 +125,7 @@ class TelegramChannel:
             await self.bot.delete_webhook(drop_pending_updates=False)
             await self.bot.set_my_commands([BotCommand(n, d) for n, d in COMMANDS.items()])
         except TelegramError as exc:
+            await self.bot.shutdown()
             self._token.remove()
             self.health.last_error = self._token.clean(f"could not start: {type(exc).__name__}: {exc}")
             raise

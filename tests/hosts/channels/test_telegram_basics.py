@@ -1,0 +1,32 @@
+"""The Telegram channel end to end: PTB talks HTTP to a local Bot API server; the model is scripted."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+from tests.hosts.channels._support import running
+from tests.support.stream import StreamScript
+from tests.support.telegram_server import TOKEN, telegram_server
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_dm_round_trip_registers_commands_and_never_logs_the_token(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    script = StreamScript()
+    async with telegram_server() as fake, running(tmp_path / "p", fake, script.model) as (agent, channel):
+        fake.user_message("hello there")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "echo: hello there")
+        assert channel.health.connected and channel.health.last_inbound_at is not None
+        assert fake.called("deleteWebhook") and fake.called("setMyCommands")
+        names = {c["command"] for c in fake.called("setMyCommands")[0].params["commands"]}
+        assert names == {"start", "help", "new", "status", "stop"}
+    assert len(fake.shown()) == 1  # one message, edited into the answer: never a duplicate
+    assert agent.paths.transcript("telegram:chat:42").exists()
+    assert any("getUpdates" in r.getMessage() for r in caplog.records)  # the HTTP log was there…
+    assert TOKEN not in caplog.text  # …without the token
