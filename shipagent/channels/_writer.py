@@ -167,13 +167,14 @@ class ReplyWriter:
                 await retrying(lambda m=message: self.outbound.delete(self.chat, m))  # type: ignore[misc]
 
     async def _fail(self, failure: str) -> None:
+        """The failure under what was written so far, in the message being streamed if it fits."""
         note = f"⚠️ {failure}"
-        if self._streamed:
-            last = self._shown[self._streamed[-1]]
-            if len(last.text) + len(note) + 2 <= self.limit:
-                await self._edit(self._streamed[-1], f"{last.text}\n\n{note}", False)
-                return
-        await self._send(note[: self.limit], False)
+        written = self._buffer[self._start :].strip()
+        text = f"{written}\n\n{note}" if written else note
+        if self._current < len(self._streamed) and len(text) <= self.limit:
+            await self._edit(self._streamed[self._current], text, False)
+            return
+        await self._send((text if len(text) <= self.limit else note)[: self.limit], False)
 
 
 def _cut_at(text: str, limit: int) -> int:
