@@ -13,8 +13,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ._access import AccessRules, Decision
-    from ._commands import COMMANDS, Command, parse_command
+    from ._access import AccessRules
+    from ._commands import COMMANDS
     from ._config import ChannelsConfig, GroupsConfig, TelegramConfig
     from ._dedupe import Dedupe
     from ._host import ChannelHost, channels_from_config
@@ -33,7 +33,6 @@ if TYPE_CHECKING:
         SentMessage,
         TransientSendError,
     )
-    from ._writer import ReplyWriter
 
 __all__ = [
     "COMMANDS",
@@ -44,8 +43,6 @@ __all__ = [
     "ChannelHealth",
     "ChannelHost",
     "ChannelsConfig",
-    "Command",
-    "Decision",
     "Dedupe",
     "GroupsConfig",
     "InboundMessage",
@@ -57,12 +54,10 @@ __all__ = [
     "PermanentSendError",
     "Pipeline",
     "PipelineOptions",
-    "ReplyWriter",
     "SentMessage",
     "TelegramConfig",
     "TransientSendError",
     "channels_from_config",
-    "parse_command",
     "split_markdown",
 ]
 
@@ -75,8 +70,6 @@ _LAZY = {
     "ChannelHealth": "._types",
     "ChannelHost": "._host",
     "ChannelsConfig": "._config",
-    "Command": "._commands",
-    "Decision": "._access",
     "Dedupe": "._dedupe",
     "GroupsConfig": "._config",
     "InboundMessage": "._types",
@@ -88,12 +81,10 @@ _LAZY = {
     "PermanentSendError": "._types",
     "Pipeline": "._pipeline",
     "PipelineOptions": "._pipeline",
-    "ReplyWriter": "._writer",
     "SentMessage": "._types",
     "TelegramConfig": "._config",
     "TransientSendError": "._types",
     "channels_from_config": "._host",
-    "parse_command": "._commands",
     "split_markdown": "._split",
 }
 

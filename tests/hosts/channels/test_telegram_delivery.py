@@ -29,7 +29,7 @@ async def test_new_clears_the_context_and_stop_cancels_the_running_answer(tmp_pa
         return ModelResponse(parts=[TextPart(f"echo: {text}")])
 
     script = StreamScript(reply, chunk=2, delay=0.05)  # "slow" takes 10 s: long enough to stop
-    async with telegram_server() as fake, running(tmp_path / "p", fake, script.model) as (agent, _):
+    async with telegram_server() as fake, running(tmp_path / "p", fake, script.model) as _:
         fake.user_message("one")
         await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "echo: one")
         fake.user_message("/new")
