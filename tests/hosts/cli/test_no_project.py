@@ -31,6 +31,9 @@ COMMANDS = {
     "context list": ["context", "list", "cli:default"],
     "context export": ["context", "export", "cli:default"],
     "context import": ["context", "import", "cli:default", "EXPORT"],
+    "channels run": ["channels", "run"],
+    "channels pending": ["channels", "pending"],
+    "channels pair": ["channels", "pair", "ABCD2345"],
 }
 
 
