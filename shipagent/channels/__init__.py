@@ -23,6 +23,8 @@ if TYPE_CHECKING:
     from ._split import split_markdown
     from ._types import (
         Attachment,
+        Button,
+        ButtonPress,
         Capabilities,
         Channel,
         ChannelHealth,
@@ -38,6 +40,8 @@ __all__ = [
     "COMMANDS",
     "AccessRules",
     "Attachment",
+    "Button",
+    "ButtonPress",
     "Capabilities",
     "Channel",
     "ChannelHealth",
@@ -64,6 +68,8 @@ __all__ = [
 _LAZY = {
     "AccessRules": "._access",
     "Attachment": "._types",
+    "Button": "._types",
+    "ButtonPress": "._types",
     "COMMANDS": "._commands",
     "Capabilities": "._types",
     "Channel": "._types",

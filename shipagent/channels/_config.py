@@ -59,6 +59,8 @@ class TelegramConfig(_Model):
     allow_from: list[int] = Field(default_factory=list)
     """Telegram user ids that may talk to the bot in direct messages without pairing."""
     groups: GroupsConfig = Field(default_factory=GroupsConfig)
+    admins: list[int] = Field(default_factory=list)
+    """User ids who may answer any approval question (besides the one who started the turn)."""
     streaming: Literal["edit", "off"] = "edit"
     """``edit``: the answer appears as one message edited as it is written; ``off``: sent when done."""
     text_chunk_limit: int = Field(default=4000, ge=200, le=4096)

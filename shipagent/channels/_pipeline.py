@@ -23,11 +23,19 @@ import anyio.to_thread
 
 from ..events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
 from ._access import AccessRules, decide
+from ._approvals import ApprovalDesk
 from ._commands import Command, help_text, parse_command
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
 from ._pairing import PairingStore
-from ._types import ChannelHealth, InboundMessage, Outbound, PermanentSendError, TransientSendError
+from ._types import (
+    ButtonPress,
+    ChannelHealth,
+    InboundMessage,
+    Outbound,
+    PermanentSendError,
+    TransientSendError,
+)
 from ._writer import ReplyWriter
 
 if TYPE_CHECKING:
@@ -48,6 +56,8 @@ class PipelineOptions:
     limit: int = 4000
     edit_interval: float = 1.0
     stop_grace: float = 10.0
+    approval_timeout: float = 300.0
+    """Seconds a tool waits for Approve / Deny; no answer is a refusal."""
 
 
 @dataclass(slots=True)
@@ -85,6 +95,7 @@ class Pipeline:
         dedupe: Dedupe,
         health: ChannelHealth,
         options: PipelineOptions | None = None,
+        admins: frozenset[str] = frozenset(),
     ) -> None:
         self.agent = agent
         self.outbound = outbound
@@ -95,6 +106,7 @@ class Pipeline:
         self.health = health
         self.options = options or PipelineOptions()
         self.bot_username: str | None = None
+        self.approvals = ApprovalDesk(agent, outbound, admins)
         self._chats: dict[str, _Chat] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()  # set whenever a chat's queue ran empty
@@ -154,6 +166,26 @@ class Pipeline:
         if self._tasks is None:
             raise RuntimeError("use the pipeline inside `async with pipeline:`")
         self._tasks.start_soon(func, *args)  # type: ignore[arg-type]
+
+    async def press(self, press: ButtonPress) -> None:
+        """A button was pressed (an approval); when this returns the press is recorded."""
+        if not await self.dedupe.accept(press.chat_id, f"press:{press.press_id}"):
+            return
+        self._spawn(self._press, press)
+
+    async def _press(self, press: ButtonPress) -> None:
+        try:
+            await self.approvals.press(press)
+        except (TransientSendError, PermanentSendError) as exc:
+            self.health.last_error = f"could not answer a button press in chat {press.chat_id}: {exc}"
+            log.error("%s: %s", self.channel, self.health.last_error)
+
+    async def _ask(self, writer: ReplyWriter, message: InboundMessage, event: ApprovalRequired) -> None:
+        if not self.outbound.capabilities.buttons:
+            self.agent.resolve_approval(event.approval_id, False)
+            await writer.send_separate(f"Refused `{event.command}`: this chat cannot show approval buttons.")
+            return
+        await self.approvals.ask(writer, message, event.approval_id, event.command)
 
     # -- commands ---------------------------------------------------------------------------------
 
@@ -234,7 +266,11 @@ class Pipeline:
                 chat.running = scope
                 try:
                     events = self.agent.run_stream(
-                        message.chat_key, _model_text(message), channel=sink, request_id=request_id
+                        message.chat_key,
+                        _model_text(message),
+                        channel=sink,
+                        request_id=request_id,
+                        approval_timeout=opts.approval_timeout,
                     )
                     async with aclosing(events) as stream:
                         async for event in stream:
@@ -245,12 +281,7 @@ class Pipeline:
                             elif isinstance(event, ToolFinished):
                                 tools_running = max(0, tools_running - 1)
                             elif isinstance(event, ApprovalRequired):
-                                self.agent.resolve_approval(event.approval_id, False)
-                                await sink.send_text(
-                                    message.chat_key,
-                                    f"Refused `{event.command}`: approving commands from this chat "
-                                    "is not available yet.",
-                                )
+                                await self._ask(writer, message, event)
                             elif isinstance(event, Done):
                                 result = event.result
                                 if not result.success:
@@ -265,6 +296,7 @@ class Pipeline:
             if scope.cancelled_caught:
                 failure = "Stopped."
             with anyio.CancelScope(shield=True):
+                await self.approvals.close(writer)
                 if failure is None and not answer and not sink.sent:
                     answer = "(no answer)"
                 try:

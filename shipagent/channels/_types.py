@@ -13,6 +13,8 @@ from typing import Protocol, runtime_checkable
 
 __all__ = [
     "Attachment",
+    "Button",
+    "ButtonPress",
     "Capabilities",
     "Channel",
     "ChannelHealth",
@@ -71,6 +73,28 @@ class InboundMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class Button:
+    """A button under a message: its label, and the data a press sends back (≤ 64 bytes)."""
+
+    label: str
+    data: str
+
+
+@dataclass(frozen=True, slots=True)
+class ButtonPress:
+    """Someone pressed a :class:`Button`: who, where, which, and the platform's id of the press."""
+
+    channel: str
+    chat_key: str
+    chat_id: str
+    press_id: str
+    sender_id: str
+    sender_name: str
+    data: str
+    message_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Capabilities:
     """What an adapter's platform can do; the pipeline uses only what is declared."""
 
@@ -110,12 +134,18 @@ class Outbound(Protocol):
 
     capabilities: Capabilities
 
-    async def send(self, chat: InboundMessage, text: str, *, formatted: bool) -> SentMessage:
-        """Send ``text`` into the chat (and topic) ``chat`` came from."""
+    async def send(
+        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
+    ) -> SentMessage:
+        """Send ``text`` into the chat (and topic) ``chat`` came from, with ``buttons`` under it."""
         ...
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
-        """Replace the text of a message the bot sent."""
+        """Replace the text of a message the bot sent (its buttons go away)."""
+        ...
+
+    async def acknowledge(self, press: ButtonPress, text: str) -> None:
+        """Answer a button press (a short notice to the one who pressed)."""
         ...
 
     async def delete(self, chat: InboundMessage, message: SentMessage) -> None:

@@ -19,7 +19,7 @@ import anyio
 
 from ._delivery import retrying, with_plain_fallback
 from ._split import split_markdown
-from ._types import InboundMessage, Outbound, SentMessage
+from ._types import Button, InboundMessage, Outbound, SentMessage
 
 __all__ = ["ReplyWriter"]
 
@@ -71,17 +71,18 @@ class ReplyWriter:
             await anyio.sleep(wait)
         self._last_op = self._clock()
 
-    async def _send(self, text: str, formatted: bool) -> None:
+    async def _send(self, text: str, formatted: bool, buttons: tuple[Button, ...] = ()) -> SentMessage:
         await self._pace()
 
         async def go(fmt: bool) -> SentMessage:
-            return await self.outbound.send(self.chat, text, formatted=fmt)
+            return await self.outbound.send(self.chat, text, formatted=fmt, buttons=buttons)
 
         if formatted:
             sent, used = await with_plain_fallback(go)
         else:
             sent, used = await retrying(lambda: go(False)), False
         self._shown.append(_Shown(sent, text, used))
+        return sent
 
     async def _edit(self, index: int, text: str, formatted: bool) -> None:
         shown = self._shown[index]
@@ -134,18 +135,28 @@ class ReplyWriter:
             await self._send(text, False)
             self._streamed.append(len(self._shown) - 1)
 
-    async def send_separate(self, text: str) -> None:
-        """A message of its own (``chat_send``), formatted, paced with the stream.
+    async def send_separate(self, text: str, buttons: tuple[Button, ...] = ()) -> SentMessage | None:
+        """A message of its own (``chat_send``, a question with ``buttons``), formatted, paced.
 
         What was streamed before it stays as it is; text streamed after it (and the final
         answer) goes into new messages below it, so the chat reads in the order things were said.
         """
         async with self._lock:
-            for piece in split_markdown(text, self.limit):
-                await self._send(piece, True)
+            pieces = split_markdown(text, self.limit)
+            sent = None
+            for n, piece in enumerate(pieces):
+                sent = await self._send(piece, True, buttons if n == len(pieces) - 1 else ())
             self._streamed = []
             self._current = 0
             self._start = len(self._buffer)
+            return sent
+
+    async def settle(self, message: SentMessage, text: str) -> None:
+        """Replace a question's text (and so remove its buttons), paced with the stream."""
+        async with self._lock:
+            for index, shown in enumerate(self._shown):
+                if shown.message == message:
+                    await self._edit(index, text, True)
 
     async def finish(self, answer: str, *, failure: str | None = None) -> None:
         """End the reply: the final ``answer`` in place of the streamed text, or the ``failure``."""

@@ -51,6 +51,8 @@ EXPORTS: dict[str, list[str]] = {
         "COMMANDS",
         "AccessRules",
         "Attachment",
+        "Button",
+        "ButtonPress",
         "Capabilities",
         "Channel",
         "ChannelHealth",

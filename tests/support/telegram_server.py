@@ -76,6 +76,8 @@ class BotMessage:
     parse_mode: str | None
     deleted: bool = False
     versions: list[str] = field(default_factory=list)
+    buttons: list[dict[str, Any]] = field(default_factory=list)
+    """The inline buttons under the message now (an edit without ``reply_markup`` removes them)."""
 
 
 class _Parse(HTMLParser):
@@ -194,6 +196,21 @@ class FakeTelegram:
                 "text": reply_to.text,
             }
         update = {"update_id": self._next_update, "message": message}
+        self._next_update += 1
+        self.updates.append(update)
+        self._wake()
+        return update
+
+    def press(self, message: BotMessage, data: str, *, user_id: int = 7, name: str = "Ada") -> dict[str, Any]:
+        """Queue an update: a user pressed the inline button with ``data`` under ``message``."""
+        query = {
+            "id": f"cb{self._next_update}",
+            "from": {"id": user_id, "is_bot": False, "first_name": name},
+            "chat_instance": "ci",
+            "data": data,
+            "message": self._message_json(message),
+        }
+        update = {"update_id": self._next_update, "callback_query": query}
         self._next_update += 1
         self.updates.append(update)
         self._wake()
@@ -326,6 +343,9 @@ class FakeTelegram:
             chat_id, self._msg_id(chat_id), text, params.get("message_thread_id"), params.get("parse_mode")
         )
         message.versions.append(text)
+        message.buttons = [
+            b for row in (params.get("reply_markup") or {}).get("inline_keyboard", []) for b in row
+        ]
         self.messages.append(message)
         return _ok(self._message_json(message))
 
@@ -349,6 +369,9 @@ class FakeTelegram:
             )
         message.text, message.parse_mode = text, mode
         message.versions.append(text)
+        message.buttons = [
+            b for row in (params.get("reply_markup") or {}).get("inline_keyboard", []) for b in row
+        ]
         return _ok(self._message_json(message))
 
     async def _deleteMessage(self, params: dict[str, Any]) -> JSONResponse:

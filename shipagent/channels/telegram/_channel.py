@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from telegram import Bot, BotCommand, LinkPreviewOptions
+from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import Conflict, Forbidden, InvalidToken, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
@@ -33,10 +33,10 @@ from .._config import TelegramConfig
 from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
-from .._types import Capabilities, ChannelHealth, InboundMessage, SentMessage
+from .._types import Button, ButtonPress, Capabilities, ChannelHealth, InboundMessage, SentMessage
 from ._html import markdown_to_html
 from ._redact import TokenFilter
-from ._wire import seconds, send_error, to_inbound
+from ._wire import seconds, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ...agent import ShipAgent
@@ -51,7 +51,7 @@ class TelegramChannel:
     """The agent as a Telegram bot (``channels.telegram`` in ship.json)."""
 
     name = "telegram"
-    capabilities = Capabilities(send_text=True, edit=True, typing=True)
+    capabilities = Capabilities(send_text=True, edit=True, typing=True, buttons=True)
 
     def __init__(
         self,
@@ -84,6 +84,7 @@ class TelegramChannel:
             pairing=PairingStore(state_dir),
             dedupe=Dedupe(state_dir, self.name),
             health=self.health,
+            admins=frozenset(str(i) for i in config.admins),
             options=PipelineOptions(
                 stream=config.streaming == "edit",
                 limit=config.text_chunk_limit,
@@ -164,7 +165,7 @@ class TelegramChannel:
                     updates = await self.bot.get_updates(
                         offset=self.offset,
                         timeout=int(self.poll_timeout),
-                        allowed_updates=["message"],
+                        allowed_updates=["message", "callback_query"],
                     )
             except (TimeoutError, TimedOut):
                 self.health.restarts += 1
@@ -197,10 +198,13 @@ class TelegramChannel:
 
     async def _accept(self, update: Any) -> None:
         message = to_inbound(update, self._bot_id, self._username)
+        press = to_press(update) if message is None else None
         while True:
             try:
                 if message is not None:
                     await self.pipeline.accept(message)
+                elif press is not None:
+                    await self.pipeline.press(press)
                 break
             except OSError as exc:  # the dedupe record could not be written: do not confirm it
                 self._fail(f"could not record update {update.update_id}: {exc}; retrying")
@@ -224,13 +228,21 @@ class TelegramChannel:
                 return None
             raise translated from None
 
-    async def send(self, chat: InboundMessage, text: str, *, formatted: bool) -> SentMessage:
+    async def send(
+        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
+    ) -> SentMessage:
         body = markdown_to_html(text) if formatted else text
+        keyboard = (
+            InlineKeyboardMarkup([[InlineKeyboardButton(b.label, callback_data=b.data) for b in buttons]])
+            if buttons
+            else None
+        )
         sent = await self._call(
             self.bot.send_message(
                 text=body,
                 parse_mode=ParseMode.HTML if formatted else None,
                 link_preview_options=_NO_PREVIEW,
+                reply_markup=keyboard,
                 **self._where(chat),
             )
         )
@@ -251,6 +263,9 @@ class TelegramChannel:
         await self._call(
             self.bot.delete_message(chat_id=int(chat.chat_id), message_id=int(message.message_id))
         )
+
+    async def acknowledge(self, press: ButtonPress, text: str) -> None:
+        await self._call(self.bot.answer_callback_query(press.press_id, text=text or None))
 
     async def typing(self, chat: InboundMessage) -> None:
         await self._call(self.bot.send_chat_action(action=ChatAction.TYPING, **self._where(chat)))

@@ -13,7 +13,14 @@ from typing import Any
 from telegram import Message, MessageEntity, Update
 from telegram.error import BadRequest, Forbidden, NetworkError, RetryAfter, TelegramError
 
-from .._types import Attachment, InboundMessage, MarkupRejected, PermanentSendError, TransientSendError
+from .._types import (
+    Attachment,
+    ButtonPress,
+    InboundMessage,
+    MarkupRejected,
+    PermanentSendError,
+    TransientSendError,
+)
 
 __all__ = ["chat_key_of", "seconds", "send_error", "to_inbound"]
 
@@ -94,6 +101,27 @@ def to_inbound(update: Update, bot_id: int, username: str) -> InboundMessage | N
         thread_id=str(thread) if thread is not None else None,
         reply_to=str(replied.message_id) if replied is not None else None,
         attachments=_attachments(message),
+    )
+
+
+def to_press(update: Update) -> ButtonPress | None:
+    """A callback query (a pressed inline button) as a :class:`ButtonPress`, if it has a chat."""
+    query = update.callback_query
+    if query is None or query.data is None or query.message is None:
+        return None
+    message = query.message
+    thread = (
+        getattr(message, "message_thread_id", None) if getattr(message, "is_topic_message", False) else None
+    )
+    return ButtonPress(
+        channel="telegram",
+        chat_key=chat_key_of(message.chat.id, thread),
+        chat_id=str(message.chat.id),
+        press_id=query.id,
+        sender_id=str(query.from_user.id),
+        sender_name=query.from_user.full_name,
+        data=query.data,
+        message_id=str(message.message_id),
     )
 
 
