@@ -8,6 +8,7 @@ the project, and a pairing takes effect on the sender's next message without a r
 from __future__ import annotations
 
 import logging
+import signal
 import time
 from pathlib import Path
 from typing import Annotated
@@ -18,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from .._cliopts import ProjectOpt
+from .._model_factory import FACTORY_HELP
 from ..chatkeys import ShipPaths
 from ..errors import ShipAgentError
 from ._pairing import PairingError, PairingStore, PendingCode
@@ -88,14 +90,21 @@ def run_command(
     model: Annotated[
         str | None, typer.Option("--model", "-m", help="Model string overriding ship.json llm.model.")
     ] = None,
+    model_factory: Annotated[str | None, typer.Option(help=FACTORY_HELP)] = None,
     project: ProjectOpt = Path("."),
 ) -> None:
     """Run the channels enabled in ship.json (no HTTP server) until Ctrl-C or SIGTERM."""
+    from pydantic_ai.models import Model
+
+    from .._model_factory import load_model_factory
     from ..agent import ShipAgent
     from ._host import ChannelHost
 
     try:
-        agent = ShipAgent.from_project(project.expanduser().resolve(), model=model)
+        root = project.expanduser().resolve()
+        # --model-factory, else -m, else $SHIPAGENT_MODEL_FACTORY, else ship.json (as `serve` does)
+        chosen: Model | str | None = load_model_factory(model_factory, root, use_env=model is None) or model
+        agent = ShipAgent.from_project(root, model=chosen)
         agent.model  # noqa: B018 - fail here, with one line, when no model is configured
     except ShipAgentError as exc:
         _err.print(f"[bold red]error:[/] {escape(str(exc))}")
@@ -115,7 +124,9 @@ def run_command(
         async with agent, host:
             for name, health in host.health.items():
                 _err.print(f"{name}: running {escape(health.details.get('bot', ''))}")
-            await anyio.sleep_forever()
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:  # stop: answers already accepted finish first (for a while)
+                    break
 
     try:
         anyio.run(main)

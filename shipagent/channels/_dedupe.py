@@ -1,4 +1,4 @@
-"""Which platform messages were already accepted, on disk, so a replayed update is not answered twice.
+"""Which platform messages were accepted (and which answered), on disk: no double answer, no loss.
 
 A long-poll platform redelivers an update until the bot confirms it (Telegram: the next
 ``getUpdates`` offset). The adapter confirms only after :meth:`Dedupe.accept` has written the
@@ -6,8 +6,13 @@ message's ``(chat id, message id)`` here, so a crash between the two replays the
 file says it was seen. The window is bounded: the newest ``window`` keys per channel are kept
 (older ids are never redelivered by a platform that has moved its offset past them).
 
-File: ``.ship/channels/<channel>-seen.jsonl``, one ``{"chat": …, "message": …}`` per line, appended
-with fsync and rewritten to the window when it grows to twice its size.
+An accepted message also carries its content until it is marked :meth:`Dedupe.done`, so a process
+killed while answering finds it again on start (:meth:`Dedupe.unfinished`) and answers it then:
+the platform will not send it again, since its offset was confirmed.
+
+File: ``.ship/channels/<channel>-seen.jsonl``, one ``{"chat": …, "message": …}`` per line (with
+``"payload"`` when accepted, ``"done": true`` when answered), appended with fsync and rewritten to
+the window when it grows to twice its size.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import json
 import os
 from collections import OrderedDict
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -30,6 +36,7 @@ class Dedupe:
         self.path = directory / f"{channel}-seen.jsonl"
         self.window = window
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._open: dict[tuple[str, str], dict[str, Any]] = {}  # accepted, not answered yet
         self._lines = 0
         self._lock = anyio.Lock()
         self._loaded = False
@@ -45,15 +52,19 @@ class Dedupe:
                 key = (str(row["chat"]), str(row["message"]))
             except (ValueError, KeyError, TypeError):
                 continue  # a torn last line after a crash: that message was not confirmed anyway
+            if row.get("done"):
+                self._open.pop(key, None)
+            elif isinstance(row.get("payload"), dict):
+                self._open[key] = row["payload"]
             self._seen[key] = None
             self._seen.move_to_end(key)
             self._lines += 1
         while len(self._seen) > self.window:
             self._seen.popitem(last=False)
 
-    def _append(self, key: tuple[str, str]) -> None:
+    def _append(self, row: dict[str, Any]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps({"chat": key[0], "message": key[1]}) + "\n"
+        line = json.dumps(row) + "\n"
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(line)
             handle.flush()
@@ -61,22 +72,54 @@ class Dedupe:
         self._lines += 1
         if self._lines > 2 * self.window:
             tmp = self.path.with_suffix(".tmp")
-            body = "".join(json.dumps({"chat": c, "message": m}) + "\n" for c, m in self._seen)
+            body = "".join(
+                json.dumps(
+                    {
+                        "chat": c,
+                        "message": m,
+                        **({"payload": self._open[c, m]} if (c, m) in self._open else {}),
+                    }
+                )
+                + "\n"
+                for c, m in self._seen
+            )
             tmp.write_text(body, encoding="utf-8")
             os.replace(tmp, self.path)
             self._lines = len(self._seen)
 
-    async def accept(self, chat_id: str, message_id: str) -> bool:
-        """Record the message; ``False`` if it was accepted before (then do nothing with it)."""
+    async def _ensure_loaded(self) -> None:
+        if not self._loaded:
+            await anyio.to_thread.run_sync(self._load)
+            self._loaded = True
+
+    async def accept(self, chat_id: str, message_id: str, payload: dict[str, Any] | None = None) -> bool:
+        """Record the message (with ``payload``: until :meth:`done`); ``False`` if seen before."""
         key = (chat_id, message_id)
         async with self._lock:
-            if not self._loaded:
-                await anyio.to_thread.run_sync(self._load)
-                self._loaded = True
+            await self._ensure_loaded()
             if key in self._seen:
                 return False
             self._seen[key] = None
             while len(self._seen) > self.window:
                 self._seen.popitem(last=False)
-            await anyio.to_thread.run_sync(self._append, key)
+            row: dict[str, Any] = {"chat": chat_id, "message": message_id}
+            if payload is not None:
+                row["payload"] = payload
+                self._open[key] = payload
+            await anyio.to_thread.run_sync(self._append, row)
             return True
+
+    async def done(self, chat_id: str, message_id: str) -> None:
+        """The message was dealt with (answered, refused, ignored): it is not replayed after a crash."""
+        key = (chat_id, message_id)
+        async with self._lock:
+            if self._open.pop(key, None) is not None:
+                await anyio.to_thread.run_sync(
+                    self._append, {"chat": chat_id, "message": message_id, "done": True}
+                )
+
+    async def unfinished(self) -> list[dict[str, Any]]:
+        """Payloads accepted and not :meth:`done` (a process died answering them), oldest first."""
+        async with self._lock:
+            await self._ensure_loaded()
+            return list(self._open.values())

@@ -114,6 +114,15 @@ class Pipeline:
     async def __aenter__(self) -> Self:
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
+        for payload in await self.dedupe.unfinished():  # accepted before a crash, never answered
+            message = InboundMessage.from_json(payload)
+            log.info(
+                "%s: answering message %s of chat %s, accepted before a restart",
+                self.channel,
+                message.message_id,
+                message.chat_id,
+            )
+            self._enqueue(message, parse_command(message.text, self.bot_username))
         return self
 
     async def __aexit__(
@@ -130,8 +139,16 @@ class Pipeline:
     # -- inbound ----------------------------------------------------------------------------------
 
     async def accept(self, message: InboundMessage) -> None:
-        """Take ``message`` in; when this returns it is recorded and the platform may forget it."""
-        if not await self.dedupe.accept(message.chat_id, message.message_id):
+        """Take ``message`` in; when this returns it is recorded and the platform may forget it.
+
+        A message that will be answered is recorded with its content until it is answered, so a
+        process killed meanwhile answers it after its restart (see :meth:`__aenter__`).
+        """
+        command = parse_command(message.text, self.bot_username)
+        decision = await decide(message, self.rules, self.pairing, is_command=command is not None)
+        queued = decision.action == "allow" and (command is None or command.name == "new")
+        payload = message.to_json() if queued else None
+        if not await self.dedupe.accept(message.chat_id, message.message_id, payload):
             log.info(
                 "%s: message %s of chat %s seen before; ignored",
                 self.channel,
@@ -140,21 +157,19 @@ class Pipeline:
             )
             return
         self.health.last_inbound_at = time.time()
-        command = parse_command(message.text, self.bot_username)
-        decision = await decide(message, self.rules, self.pairing, is_command=command is not None)
         if decision.action == "ignore":
             log.debug("%s: message from %s ignored: %s", self.channel, message.sender_id, decision.reason)
-            return
-        if decision.action == "pair":
+        elif decision.action == "pair":
             assert decision.code is not None
             self._spawn(self._say, message, _pairing_text(decision.code.code, self.channel))
-            return
-        if command is not None and command.name == "stop":
+        elif command is not None and command.name == "stop":
             self._stop(message)
-            return
-        if command is not None and command.name in ("start", "help", "status"):
+        elif command is not None and command.name in ("start", "help", "status"):
             self._spawn(self._command, message, command)
-            return
+        else:
+            self._enqueue(message, command)
+
+    def _enqueue(self, message: InboundMessage, command: Command | None) -> None:
         chat = self._chats.setdefault(message.chat_key, _Chat())
         chat.waiting.append((message, command))
         self.health.backlog += 1
@@ -244,6 +259,8 @@ class Pipeline:
                     log.exception("%s: answering chat %s failed", self.channel, chat_key)
                 finally:
                     self.health.backlog -= 1
+                    with anyio.CancelScope(shield=True):
+                        await self.dedupe.done(message.chat_id, message.message_id)
         finally:
             chat.busy = False
             self._idle.set()

@@ -8,8 +8,8 @@ may talk, dedupe, commands, queueing, streaming by edits, splitting, retries) li
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
     "Attachment",
@@ -70,6 +70,19 @@ class InboundMessage:
     thread_id: str | None = None
     reply_to: str | None = None
     attachments: tuple[Attachment, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        """This message as JSON (what the dedupe record keeps until it is answered)."""
+        data = asdict(self)
+        data["attachments"] = [asdict(a) for a in self.attachments]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> InboundMessage:
+        """Read :meth:`to_json` back."""
+        fields = dict(data)
+        fields["attachments"] = tuple(Attachment(**a) for a in fields.get("attachments", ()))
+        return cls(**fields)
 
 
 @dataclass(frozen=True, slots=True)
