@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -87,4 +86,5 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     transcript = ShipPaths(root).transcript("telegram:chat:42").read_text(encoding="utf-8")
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
     assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
-    assert os.path.exists(root / ".ship" / "channels" / "telegram-seen.jsonl")
+    seen = (root / ".ship" / "channels" / "telegram-seen.jsonl").read_text(encoding="utf-8")
+    assert [json.loads(line).get("done", False) for line in seen.splitlines()] == [False, True]
