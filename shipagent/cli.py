@@ -441,6 +441,8 @@ check_hooks.append(_hook("shipagent.skills", "skills_check_hook"))
 # ship.json durable: validated and connected
 check_hooks.append(_hook("shipagent.durable._check", "durable_check_hook"))
 check_hooks.append(_hook("shipagent.serve._cli", "serve_check_hook"))
+# channels.telegram: the token asked from the Bot API (getMe), and who may talk to the bot
+check_hooks.append(_hook("shipagent.channels._check", "channels_check_hook"))
 # exec_shell's bubblewrap sandbox: active, or why not (its problems come from check_project)
 check_hooks.append(_hook("shipagent.tools", "sandbox_check_hook", report=False))
 

@@ -36,7 +36,7 @@ from ._types import (
     PermanentSendError,
     TransientSendError,
 )
-from ._writer import ReplyWriter
+from ._writer import Pacer, ReplyWriter
 
 if TYPE_CHECKING:
     from ..agent import ShipAgent
@@ -67,6 +67,7 @@ class _Chat:
     waiting: deque[tuple[InboundMessage, Command | None]] = field(default_factory=deque)
     running: anyio.CancelScope | None = None
     busy: bool = False
+    pacer: Pacer = field(default_factory=Pacer)
 
 
 class _Sink:
@@ -268,7 +269,12 @@ class Pipeline:
     async def _turn(self, chat: _Chat, message: InboundMessage) -> None:
         opts = self.options
         writer = ReplyWriter(
-            self.outbound, message, limit=opts.limit, stream=opts.stream, interval=opts.edit_interval
+            self.outbound,
+            message,
+            limit=opts.limit,
+            stream=opts.stream,
+            interval=opts.edit_interval,
+            pacer=chat.pacer,
         )
         sink = _Sink(writer)
         tools_running = 0

@@ -21,7 +21,15 @@ from ._delivery import retrying, with_plain_fallback
 from ._split import split_markdown
 from ._types import Button, InboundMessage, Outbound, SentMessage
 
-__all__ = ["ReplyWriter"]
+__all__ = ["Pacer", "ReplyWriter"]
+
+
+@dataclass(slots=True)
+class Pacer:
+    """When a chat last got a send or an edit: shared by the chat's replies, so the pace holds
+    across turns too (Telegram throttles a bot per chat, not per answer)."""
+
+    last: float = float("-inf")
 
 
 @dataclass(slots=True)
@@ -43,6 +51,7 @@ class ReplyWriter:
         stream: bool,
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        pacer: Pacer | None = None,
     ) -> None:
         self.outbound = outbound
         self.chat = chat
@@ -55,7 +64,7 @@ class ReplyWriter:
         self._shown: list[_Shown] = []  # every message of this reply, in order
         self._streamed: list[int] = []  # which of them hold the streamed answer (indexes)
         self._current = 0  # the one being streamed into (== len(_streamed): none yet)
-        self._last_op = float("-inf")
+        self._pacer = pacer if pacer is not None else Pacer()
         self._lock = anyio.Lock()
         self._dirty = False
         self.finished = False
@@ -66,10 +75,10 @@ class ReplyWriter:
         return bool(self._buffer.strip())
 
     async def _pace(self) -> None:
-        wait = self._last_op + self.interval - self._clock()
+        wait = self._pacer.last + self.interval - self._clock()
         if wait > 0:
             await anyio.sleep(wait)
-        self._last_op = self._clock()
+        self._pacer.last = self._clock()
 
     async def _send(self, text: str, formatted: bool, buttons: tuple[Button, ...] = ()) -> SentMessage:
         await self._pace()
@@ -106,7 +115,7 @@ class ReplyWriter:
         if not self.stream:
             return
         self._dirty = True
-        if self._clock() - self._last_op >= self.interval:
+        if self._clock() - self._pacer.last >= self.interval:
             await self.flush()
 
     async def flush(self) -> None:
