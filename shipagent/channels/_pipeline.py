@@ -14,6 +14,7 @@ import time
 from collections import deque
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -29,6 +30,7 @@ from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
 from ._pairing import PairingStore
 from ._types import (
+    Attachment,
     ButtonPress,
     ChannelHealth,
     InboundMessage,
@@ -58,6 +60,8 @@ class PipelineOptions:
     stop_grace: float = 10.0
     approval_timeout: float = 300.0
     """Seconds a tool waits for Approve / Deny; no answer is a refusal."""
+    max_attachment_bytes: int = 20 * 1024 * 1024
+    """Inbound files larger than this are refused (the reply says so)."""
 
 
 @dataclass(slots=True)
@@ -288,9 +292,10 @@ class Pipeline:
             with anyio.CancelScope() as scope:
                 chat.running = scope
                 try:
+                    files = await self._receive(message, writer)
                     events = self.agent.run_stream(
                         message.chat_key,
-                        _model_text(message),
+                        _model_text(message, files),
                         channel=sink,
                         request_id=request_id,
                         approval_timeout=opts.approval_timeout,
@@ -329,6 +334,41 @@ class Pipeline:
                     log.error("%s: %s", self.channel, self.health.last_error)
             helpers.cancel_scope.cancel()
 
+    async def _receive(self, message: InboundMessage, writer: ReplyWriter) -> list[str]:
+        """Download the message's files into the chat's context files; lines saying what arrived."""
+        return [await self._receive_one(message, item, writer) for item in message.attachments]
+
+    async def _receive_one(self, message: InboundMessage, item: Attachment, writer: ReplyWriter) -> str:
+        label = f"{item.kind} {item.name}" if item.name else item.kind
+        limit = self.options.max_attachment_bytes
+        if item.size is not None and item.size > limit:
+            await writer.send_separate(
+                f"I can't take {label}: {item.size} bytes is over the {limit}-byte limit."
+            )
+            return f"[{label} was refused: {item.size} bytes is over the limit]"
+        folder = self.agent.paths.ship_dir / "channels" / "incoming"
+        await anyio.to_thread.run_sync(partial(folder.mkdir, parents=True, exist_ok=True))
+        target = folder / f"{self.channel}-{message.chat_id}-{message.message_id}-{item.file_id[:32]}"
+        keep = partial(
+            self.agent.context_files.add_artifact_file,
+            message.chat_key,
+            target,
+            name=item.name or f"{item.kind}-{message.message_id}",
+            source=f"{self.channel} attachment",
+            description=f"{label} sent by {message.sender_name}",
+            mime=item.mime_type or "application/octet-stream",
+            move=True,
+        )
+        try:
+            await retrying(partial(self.outbound.download, item, target))
+            ref = await anyio.to_thread.run_sync(keep)
+        except (TransientSendError, PermanentSendError, OSError) as exc:
+            return f"[{label} could not be downloaded: {exc}]"
+        return (
+            f"[{message.sender_name} attached {label} ({ref.size_bytes} bytes): "
+            f'context file {ref.id}, read it with context_read(id="{ref.id}")]'
+        )
+
     async def _typing(self, message: InboundMessage, writer: ReplyWriter, tools: object) -> None:
         if not self.outbound.capabilities.typing:
             return
@@ -344,17 +384,12 @@ class Pipeline:
             await writer.flush()
 
 
-def _model_text(message: InboundMessage) -> str:
-    """What the model reads: in a group, who said it; files named (they are not read yet)."""
+def _model_text(message: InboundMessage, files: list[str]) -> str:
+    """What the model reads: in a group, who said it; then what arrived with it."""
     text = message.text
     if message.is_group:
         text = f"{message.sender_name} (id {message.sender_id}): {text}"
-    for item in message.attachments:
-        size = f", {item.size} bytes" if item.size is not None else ""
-        text += (
-            f"\n[The user attached a {item.kind} ({item.name or 'unnamed'}{size}); files are not read yet.]"
-        )
-    return text
+    return "\n".join([text, *files]) if files else text
 
 
 def _final_answer(output: str, sent: list[str]) -> str:

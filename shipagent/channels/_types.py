@@ -9,6 +9,7 @@ may talk, dedupe, commands, queueing, streaming by edits, splitting, retries) li
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 __all__ = [
@@ -155,6 +156,10 @@ class Outbound(Protocol):
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         """Replace the text of a message the bot sent (its buttons go away)."""
+        ...
+
+    async def download(self, attachment: Attachment, target: Path) -> None:
+        """Save an inbound file to ``target`` (the pipeline checked its size first)."""
         ...
 
     async def acknowledge(self, press: ButtonPress, text: str) -> None:

@@ -28,7 +28,7 @@ import anyio
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 TOKEN = "123456:TEST-token-do-not-log"
@@ -134,7 +134,13 @@ class FakeTelegram:
         self._changed = anyio.Event()
         self._closing = anyio.Event()
         self._confirmed = 0
-        self.app = Starlette(routes=[Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"])])
+        self.files: dict[str, bytes] = {}  # file id -> content, served by getFile and /file/bot…
+        self.app = Starlette(
+            routes=[
+                Route("/bot{token}/{method}", self._endpoint, methods=["GET", "POST"]),
+                Route("/file/bot{token}/{path:path}", self._file, methods=["GET"]),
+            ]
+        )
 
     # -- what tests do ----------------------------------------------------------------------------
 
@@ -155,6 +161,7 @@ class FakeTelegram:
         reply_to: BotMessage | None = None,
         is_bot: bool = False,
         message_id: int | None = None,
+        document: tuple[str, bytes] | None = None,
     ) -> dict[str, Any]:
         """Queue an update carrying a user's message (mentions and commands get their entities)."""
         chat: dict[str, Any] = {"id": chat_id, "type": chat_type}
@@ -184,6 +191,18 @@ class FakeTelegram:
             at = text.find("@", end)
         if entities:
             message["entities"] = entities
+        if document is not None:  # a file with a caption
+            name, content = document
+            file_id = f"doc{len(self.files) + 1}"
+            self.files[file_id] = content
+            message["document"] = {
+                "file_id": file_id,
+                "file_unique_id": f"u{file_id}",
+                "file_name": name,
+                "file_size": len(content),
+                "mime_type": "text/plain",
+            }
+            message["caption"] = message.pop("text")
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True
@@ -292,14 +311,22 @@ class FakeTelegram:
 
     async def _getFile(self, params: dict[str, Any]) -> JSONResponse:
         file_id = params.get("file_id", "")
+        if file_id not in self.files:
+            return _error(400, "Bad Request: invalid file_id")
+        size = len(self.files[file_id])
+        path = f"documents/{file_id}"
         return _ok(
-            {
-                "file_id": file_id,
-                "file_unique_id": f"u{file_id}",
-                "file_size": 0,
-                "file_path": f"documents/{file_id}",
-            }
+            {"file_id": file_id, "file_unique_id": f"u{file_id}", "file_size": size, "file_path": path}
         )
+
+    async def _file(self, request: Request) -> Response:
+        if request.path_params["token"] != self.token:
+            return Response(status_code=401)
+        self.calls.append(Call("download", {"path": request.path_params["path"]}, time.monotonic()))
+        file_id = request.path_params["path"].rpartition("/")[2]
+        if file_id not in self.files:
+            return Response(status_code=404)
+        return Response(self.files[file_id], media_type="application/octet-stream")
 
     async def _getUpdates(self, params: dict[str, Any]) -> JSONResponse:
         offset = params.get("offset")

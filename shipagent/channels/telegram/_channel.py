@@ -33,7 +33,16 @@ from .._config import TelegramConfig
 from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
-from .._types import Button, ButtonPress, Capabilities, ChannelHealth, InboundMessage, SentMessage
+from .._types import (
+    Attachment,
+    Button,
+    ButtonPress,
+    Capabilities,
+    ChannelHealth,
+    InboundMessage,
+    PermanentSendError,
+    SentMessage,
+)
 from ._html import markdown_to_html
 from ._redact import TokenFilter
 from ._wire import seconds, send_error, to_inbound, to_press
@@ -89,6 +98,7 @@ class TelegramChannel:
                 stream=config.streaming == "edit",
                 limit=config.text_chunk_limit,
                 edit_interval=edit_interval,
+                max_attachment_bytes=config.max_attachment_bytes,
             ),
         )
         self._tasks: anyio.abc.TaskGroup | None = None
@@ -263,6 +273,12 @@ class TelegramChannel:
         await self._call(
             self.bot.delete_message(chat_id=int(chat.chat_id), message_id=int(message.message_id))
         )
+
+    async def download(self, attachment: Attachment, target: Path) -> None:
+        file = await self._call(self.bot.get_file(attachment.file_id))
+        if file.file_size is not None and file.file_size > self.config.max_attachment_bytes:
+            raise PermanentSendError(f"the file is {file.file_size} bytes, over maxAttachmentBytes")
+        await self._call(file.download_to_drive(custom_path=target))
 
     async def acknowledge(self, press: ButtonPress, text: str) -> None:
         await self._call(self.bot.answer_callback_query(press.press_id, text=text or None))
