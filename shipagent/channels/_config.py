@@ -61,6 +61,11 @@ class TelegramConfig(_Model):
     groups: GroupsConfig = Field(default_factory=GroupsConfig)
     admins: list[int] = Field(default_factory=list)
     """User ids who may answer any approval question (besides the one who started the turn)."""
+    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    """Messages of one chat within this many milliseconds of each other are answered as one turn;
+    default 1,500 in groups, 0 in direct messages."""
+    rate_limit_per_minute: int = Field(default=30, ge=0)
+    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
     streaming: Literal["edit", "off"] = "edit"
     """``edit``: the answer appears as one message edited as it is written; ``off``: sent when done."""
     text_chunk_limit: int = Field(default=4000, ge=200, le=4096)

@@ -23,7 +23,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ..events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
-from ._access import AccessRules, decide
+from ._access import AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
 from ._commands import Command, help_text, parse_command
 from ._dedupe import Dedupe
@@ -60,6 +60,12 @@ class PipelineOptions:
     stop_grace: float = 10.0
     approval_timeout: float = 300.0
     """Seconds a tool waits for Approve / Deny; no answer is a refusal."""
+    debounce_dm: float = 0.0
+    """Seconds of quiet before a direct message is answered; messages within it are one turn."""
+    debounce_group: float = 1.5
+    """The same in groups, where people often write in bursts."""
+    rate_per_minute: int = 30
+    """Messages one sender may send per minute; more are ignored (with one notice). 0: no limit."""
     max_attachment_bytes: int = 20 * 1024 * 1024
     """Inbound files larger than this are refused (the reply says so)."""
 
@@ -72,6 +78,7 @@ class _Chat:
     running: anyio.CancelScope | None = None
     busy: bool = False
     pacer: Pacer = field(default_factory=Pacer)
+    last_arrival: float = float("-inf")
 
 
 class _Sink:
@@ -115,6 +122,8 @@ class Pipeline:
         self._chats: dict[str, _Chat] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()  # set whenever a chat's queue ran empty
+        self._senders: dict[str, deque[float]] = {}  # sender -> arrival times of the last minute
+        self._warned: set[str] = set()
 
     async def __aenter__(self) -> Self:
         self._tasks = anyio.create_task_group()
@@ -151,6 +160,8 @@ class Pipeline:
         """
         command = parse_command(message.text, self.bot_username)
         decision = await decide(message, self.rules, self.pairing, is_command=command is not None)
+        if decision.action == "allow" and not self._within_rate(message):
+            decision = Decision("ignore", "over the per-sender rate limit")
         queued = decision.action == "allow" and (command is None or command.name == "new")
         payload = message.to_json() if queued else None
         if not await self.dedupe.accept(message.chat_id, message.message_id, payload):
@@ -174,8 +185,27 @@ class Pipeline:
         else:
             self._enqueue(message, command)
 
+    def _within_rate(self, message: InboundMessage) -> bool:
+        """Whether the sender is within ``rate_per_minute``; the first message over it gets a notice."""
+        limit = self.options.rate_per_minute
+        if limit <= 0:
+            return True
+        now = time.monotonic()
+        recent = self._senders.setdefault(message.sender_id, deque())
+        while recent and recent[0] <= now - 60:
+            recent.popleft()
+        if len(recent) >= limit:
+            if message.sender_id not in self._warned:
+                self._warned.add(message.sender_id)
+                self._spawn(self._say, message, "You are writing faster than I can answer; wait a minute.")
+            return False
+        self._warned.discard(message.sender_id)
+        recent.append(now)
+        return True
+
     def _enqueue(self, message: InboundMessage, command: Command | None) -> None:
         chat = self._chats.setdefault(message.chat_key, _Chat())
+        chat.last_arrival = time.monotonic()
         chat.waiting.append((message, command))
         self.health.backlog += 1
         if not chat.busy:
@@ -253,25 +283,38 @@ class Pipeline:
         try:
             while chat.waiting:
                 message, command = chat.waiting.popleft()
+                batch = [message]
                 try:
                     if command is not None and command.name == "new":
                         await self.agent.clear(chat_key)
                         await self._say(message, "Started afresh: the model's context is empty.")
                     else:
-                        await self._turn(chat, message)
+                        await self._quiet(chat, message)
+                        while chat.waiting and chat.waiting[0][1] is None:  # one turn for a burst
+                            batch.append(chat.waiting.popleft()[0])
+                        await self._turn(chat, batch)
                 except Exception as exc:  # one message's failure never stops the chat's queue
                     self.health.last_error = f"{type(exc).__name__}: {exc}"
                     log.exception("%s: answering chat %s failed", self.channel, chat_key)
                 finally:
-                    self.health.backlog -= 1
+                    self.health.backlog -= len(batch)
                     with anyio.CancelScope(shield=True):
-                        await self.dedupe.done(message.chat_id, message.message_id)
+                        for done in batch:
+                            await self.dedupe.done(done.chat_id, done.message_id)
         finally:
             chat.busy = False
             self._idle.set()
 
-    async def _turn(self, chat: _Chat, message: InboundMessage) -> None:
+    async def _quiet(self, chat: _Chat, message: InboundMessage) -> None:
+        """Debounce: wait until the chat has been quiet for its debounce time (groups: 1.5 s)."""
+        seconds = self.options.debounce_group if message.is_group else self.options.debounce_dm
+        while (wait := chat.last_arrival + seconds - time.monotonic()) > 0:  # noqa: ASYNC110 - a deadline that moves on each arrival, not a flag
+            await anyio.sleep(wait)
+
+    async def _turn(self, chat: _Chat, batch: list[InboundMessage]) -> None:
+        """Answer ``batch`` (one message, or a burst merged by the debounce) in one turn."""
         opts = self.options
+        message = batch[-1]  # the reply goes where the last one came from
         writer = ReplyWriter(
             self.outbound,
             message,
@@ -292,10 +335,10 @@ class Pipeline:
             with anyio.CancelScope() as scope:
                 chat.running = scope
                 try:
-                    files = await self._receive(message, writer)
+                    texts = [_model_text(m, await self._receive(m, writer)) for m in batch]
                     events = self.agent.run_stream(
                         message.chat_key,
-                        _model_text(message, files),
+                        "\n".join(texts),
                         channel=sink,
                         request_id=request_id,
                         approval_timeout=opts.approval_timeout,

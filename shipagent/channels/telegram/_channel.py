@@ -56,6 +56,12 @@ log = logging.getLogger("shipagent.channels.telegram")
 _NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 
 
+def _debounce(milliseconds: int | None) -> dict[str, float]:
+    if milliseconds is None:
+        return {}  # the pipeline's defaults: 1.5 s in groups, none in direct messages
+    return {"debounce_dm": milliseconds / 1000, "debounce_group": milliseconds / 1000}
+
+
 class TelegramChannel:
     """The agent as a Telegram bot (``channels.telegram`` in ship.json)."""
 
@@ -99,6 +105,8 @@ class TelegramChannel:
                 limit=config.text_chunk_limit,
                 edit_interval=edit_interval,
                 max_attachment_bytes=config.max_attachment_bytes,
+                rate_per_minute=config.rate_limit_per_minute,
+                **_debounce(config.debounce_ms),
             ),
         )
         self._tasks: anyio.abc.TaskGroup | None = None

@@ -118,3 +118,38 @@ async def test_an_update_accepted_before_a_restart_is_not_answered_again(tmp_pat
             assert channel.offset is not None  # it was seen and confirmed…
     assert len(script.requests) == 1  # …but answered once
     assert [m.text for m in fake.shown()] == ["echo: only once"]
+
+
+async def test_a_burst_in_a_group_is_one_turn_after_the_debounce(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with (
+        telegram_server() as fake,
+        running(
+            tmp_path / "p",
+            fake,
+            script.model,
+            groups={"policy": "open", "requireMention": False},
+            debounceMs=400,
+        ) as _,
+    ):
+        fake.user_message("first line", chat_id=-5, chat_type="group", user_id=1, name="Ann")
+        fake.user_message("second line", chat_id=-5, chat_type="group", user_id=2, name="Ben")
+        await fake.wait_for(lambda: fake.shown(-5) and fake.shown(-5)[-1].text.endswith("second line"))
+    assert [last_user_text(r) for r in script.requests] == ["Ann (id 1): first line\nBen (id 2): second line"]
+
+
+async def test_a_sender_over_the_rate_limit_is_told_once_and_ignored(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with (
+        telegram_server() as fake,
+        running(tmp_path / "p", fake, script.model, rateLimitPerMinute=2, streaming="off") as _,
+    ):
+        for n in range(5):
+            fake.user_message(f"m{n}")
+        await fake.wait_for(lambda: len(fake.shown()) == 3)
+        await anyio.sleep(0.3)
+    texts = sorted(m.text for m in fake.shown())
+    assert texts == sorted(
+        ["echo: m0", "echo: m1", "You are writing faster than I can answer; wait a minute."]
+    )
+    assert len(script.requests) == 2
