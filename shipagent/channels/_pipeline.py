@@ -267,6 +267,8 @@ class Pipeline:
             lines.append("No model request in this chat yet.")
         chat = self._chats.get(chat_key)
         lines.append("An answer is being written." if chat and chat.running else "Idle.")
+        if self.health.undelivered:
+            lines.append(f"{self.health.undelivered} answer(s) could not be delivered since the start.")
         return "\n".join(lines)
 
     async def _say(self, message: InboundMessage, text: str) -> None:
@@ -373,6 +375,7 @@ class Pipeline:
                 try:
                     await writer.finish(answer, failure=failure)
                 except (TransientSendError, PermanentSendError) as exc:
+                    self.health.undelivered += 1
                     self.health.last_error = f"could not deliver the answer in chat {message.chat_id}: {exc}"
                     log.error("%s: %s", self.channel, self.health.last_error)
             helpers.cancel_scope.cancel()

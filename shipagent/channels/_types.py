@@ -186,6 +186,7 @@ class ChannelHealth:
         backlog: messages accepted and not answered yet.
         restarts: polls the watchdog restarted because they did not return in time.
         stopped: the channel gave up (another poller, a revoked token) and needs a person.
+        undelivered: answers that could not be sent even after retries.
     """
 
     connected: bool = False
@@ -194,6 +195,7 @@ class ChannelHealth:
     backlog: int = 0
     restarts: int = 0
     stopped: bool = False
+    undelivered: int = 0
     details: dict[str, str] = field(default_factory=dict)
 
 

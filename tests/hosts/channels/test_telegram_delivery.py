@@ -153,3 +153,23 @@ async def test_a_sender_over_the_rate_limit_is_told_once_and_ignored(tmp_path: P
         ["echo: m0", "echo: m1", "You are writing faster than I can answer; wait a minute."]
     )
     assert len(script.requests) == 2
+
+
+async def test_an_answer_that_cannot_be_delivered_is_counted_and_status_says_so(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with (
+        telegram_server() as fake,
+        running(tmp_path / "p", fake, script.model, streaming="off") as (
+            _,
+            channel,
+        ),
+    ):
+        fake.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+        fake.user_message("hi")
+        await fake.wait_for(lambda: channel.health.undelivered == 1)
+        assert "could not deliver" in (channel.health.last_error or "")
+        assert len(fake.called("sendMessage")) == 1  # a permanent failure is not retried
+        fake.user_message("/status")
+        await fake.wait_for(
+            lambda: fake.shown() and "1 answer(s) could not be delivered" in fake.shown()[-1].text
+        )
