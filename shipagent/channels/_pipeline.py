@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from functools import partial
@@ -212,10 +213,19 @@ class Pipeline:
             chat.busy = True
             self._spawn(self._drain, message.chat_key)
 
-    def _spawn(self, func: object, *args: object) -> None:
+    def _spawn(self, func: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Run ``func(*args)`` in the pipeline's tasks; its failure is logged, never fatal to others."""
         if self._tasks is None:
             raise RuntimeError("use the pipeline inside `async with pipeline:`")
-        self._tasks.start_soon(func, *args)  # type: ignore[arg-type]
+
+        async def guarded() -> None:
+            try:
+                await func(*args)
+            except Exception as exc:
+                self.health.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("%s: %s failed", self.channel, getattr(func, "__name__", "a task"))
+
+        self._tasks.start_soon(guarded)
 
     async def press(self, press: ButtonPress) -> None:
         """A button was pressed (an approval); when this returns the press is recorded."""

@@ -204,7 +204,7 @@ class TelegramChannel:
                 self._fail(f"flood control: waiting {seconds(exc):g} s")
                 await anyio.sleep(seconds(exc))
                 continue
-            except TelegramError as exc:
+            except Exception as exc:  # PTB wraps network errors in TelegramError; anything else too
                 self._fail(f"poll failed: {type(exc).__name__}: {exc}; retrying in {backoff:g} s")
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, 30.0)
@@ -227,6 +227,10 @@ class TelegramChannel:
             except OSError as exc:  # the dedupe record could not be written: do not confirm it
                 self._fail(f"could not record update {update.update_id}: {exc}; retrying")
                 await anyio.sleep(1.0)
+            except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
+                self._fail(f"update {update.update_id} was dropped: {type(exc).__name__}: {exc}")
+                log.exception("telegram: update %s could not be handled", update.update_id)
+                break
         self.offset = update.update_id + 1  # confirmed to Telegram by the next getUpdates
 
     # -- outbound (the pipeline's Outbound) -------------------------------------------------------

@@ -118,3 +118,21 @@ async def test_a_forum_topic_is_its_own_chat_and_replies_go_into_it(tmp_path: Pa
         for key in ("telegram:chat:-1009:topic:7", "telegram:chat:-1009:topic:9"):
             assert agent.paths.transcript(key).exists()
         assert not agent.paths.transcript("telegram:chat:-1009").exists()
+
+
+async def test_a_broken_pairing_file_is_reported_and_the_channel_keeps_running(tmp_path: Path) -> None:
+    script = StreamScript()
+    root = tmp_path / "p"
+    async with (
+        telegram_server() as fake,
+        running(root, fake, script.model, dmPolicy="pairing") as (_, channel),
+    ):
+        state = root / ".ship" / "channels" / "pairing.json"
+        state.parent.mkdir(parents=True, exist_ok=True)
+        state.write_text("{not json", encoding="utf-8")
+        fake.user_message("hello", user_id=99)
+        await fake.wait_for(lambda: "pairing.json" in (channel.health.last_error or ""))
+        state.unlink()
+        fake.user_message("hello again", user_id=99)
+        await fake.wait_for(lambda: fake.shown() and "shipagent channels pair" in fake.shown()[-1].text)
+    assert script.requests == []
