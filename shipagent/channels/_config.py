@@ -68,6 +68,8 @@ class TelegramConfig(_Model):
     """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
     streaming: Literal["edit", "off"] = "edit"
     """``edit``: the answer appears as one message edited as it is written; ``off``: sent when done."""
+    show_tool_steps: bool = False
+    """Show one short line per tool step (its summary) in the chat while the answer is written."""
     text_chunk_limit: int = Field(default=4000, ge=200, le=4096)
     """A message longer than this is split (Telegram's own limit is 4,096 characters)."""
     max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)

@@ -15,7 +15,6 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
-from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -26,17 +25,18 @@ import anyio.to_thread
 from ..events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
 from ._access import AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
-from ._commands import Command, help_text, parse_command
+from ._commands import Command, help_text, parse_command, status_text
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
+from ._incoming import receive_file
 from ._pairing import PairingStore
 from ._types import (
-    Attachment,
     ButtonPress,
     ChannelHealth,
     InboundMessage,
     Outbound,
     PermanentSendError,
+    SentMessage,
     TransientSendError,
 )
 from ._writer import Pacer, ReplyWriter
@@ -67,6 +67,8 @@ class PipelineOptions:
     """The same in groups, where people often write in bursts."""
     rate_per_minute: int = 30
     """Messages one sender may send per minute; more are ignored (with one notice). 0: no limit."""
+    show_tool_steps: bool = False
+    """Show one short line per tool call (its ≤ 500-character summary) while the answer is written."""
     max_attachment_bytes: int = 20 * 1024 * 1024
     """Inbound files larger than this are refused (the reply says so)."""
 
@@ -80,6 +82,14 @@ class _Chat:
     busy: bool = False
     pacer: Pacer = field(default_factory=Pacer)
     last_arrival: float = float("-inf")
+
+
+@dataclass(slots=True)
+class _Steps:
+    """The tool-steps message of a turn (``showToolSteps``) and its lines."""
+
+    message: SentMessage | None
+    lines: list[str]
 
 
 class _Sink:
@@ -265,21 +275,10 @@ class Pipeline:
             await self._say(message, await self._status(message.chat_key))
 
     async def _status(self, chat_key: str) -> str:
-        model = getattr(self.agent.model, "model_name", "?")
-        records = await anyio.to_thread.run_sync(lambda: self.agent.ledger(chat_key, last=1))
-        lines = [f"Model: {model}"]
-        if records:
-            last = records[-1]
-            budget = last.budget.get("total") or last.budget.get("budget")
-            used = last.input_tokens if last.input_tokens is not None else last.total_tokens
-            lines.append(f"Last request: {used} tokens" + (f" of a {budget}-token budget" if budget else ""))
-        else:
-            lines.append("No model request in this chat yet.")
         chat = self._chats.get(chat_key)
-        lines.append("An answer is being written." if chat and chat.running else "Idle.")
-        if self.health.undelivered:
-            lines.append(f"{self.health.undelivered} answer(s) could not be delivered since the start.")
-        return "\n".join(lines)
+        return await status_text(
+            self.agent, chat_key, running=bool(chat and chat.running), health=self.health
+        )
 
     async def _say(self, message: InboundMessage, text: str) -> None:
         try:
@@ -337,6 +336,7 @@ class Pipeline:
         )
         sink = _Sink(writer)
         tools_running = 0
+        steps: _Steps | None = None
         failure: str | None = None
         answer = ""
         request_id = f"{self.channel}:{message.chat_id}:{message.message_id}"
@@ -363,6 +363,8 @@ class Pipeline:
                                 tools_running += 1
                             elif isinstance(event, ToolFinished):
                                 tools_running = max(0, tools_running - 1)
+                                if opts.show_tool_steps:
+                                    steps = await self._step(writer, steps, event)
                             elif isinstance(event, ApprovalRequired):
                                 await self._ask(writer, message, event)
                             elif isinstance(event, Done):
@@ -392,38 +394,33 @@ class Pipeline:
 
     async def _receive(self, message: InboundMessage, writer: ReplyWriter) -> list[str]:
         """Download the message's files into the chat's context files; lines saying what arrived."""
-        return [await self._receive_one(message, item, writer) for item in message.attachments]
-
-    async def _receive_one(self, message: InboundMessage, item: Attachment, writer: ReplyWriter) -> str:
-        label = f"{item.kind} {item.name}" if item.name else item.kind
-        limit = self.options.max_attachment_bytes
-        if item.size is not None and item.size > limit:
-            await writer.send_separate(
-                f"I can't take {label}: {item.size} bytes is over the {limit}-byte limit."
+        lines = []
+        for item in message.attachments:
+            lines.append(
+                await receive_file(
+                    self.agent,
+                    self.outbound,
+                    self.channel,
+                    message,
+                    item,
+                    writer,
+                    self.options.max_attachment_bytes,
+                )
             )
-            return f"[{label} was refused: {item.size} bytes is over the limit]"
-        folder = self.agent.paths.ship_dir / "channels" / "incoming"
-        await anyio.to_thread.run_sync(partial(folder.mkdir, parents=True, exist_ok=True))
-        target = folder / f"{self.channel}-{message.chat_id}-{message.message_id}-{item.file_id[:32]}"
-        keep = partial(
-            self.agent.context_files.add_artifact_file,
-            message.chat_key,
-            target,
-            name=item.name or f"{item.kind}-{message.message_id}",
-            source=f"{self.channel} attachment",
-            description=f"{label} sent by {message.sender_name}",
-            mime=item.mime_type or "application/octet-stream",
-            move=True,
-        )
-        try:
-            await retrying(partial(self.outbound.download, item, target))
-            ref = await anyio.to_thread.run_sync(keep)
-        except (TransientSendError, PermanentSendError, OSError) as exc:
-            return f"[{label} could not be downloaded: {exc}]"
-        return (
-            f"[{message.sender_name} attached {label} ({ref.size_bytes} bytes): "
-            f'context file {ref.id}, read it with context_read(id="{ref.id}")]'
-        )
+        return lines
+
+    async def _step(self, writer: ReplyWriter, steps: _Steps | None, event: ToolFinished) -> _Steps:
+        """``showToolSteps``: one short line per finished tool call, in one message kept up to date."""
+        mark = "✓" if event.success else "✗"
+        line = f"{mark} {event.tool}: {event.summary[:500]}"
+        if steps is None:
+            sent = await writer.send_separate(line)
+            return _Steps(sent, [line])
+        steps.lines.append(line)
+        text = "\n".join(steps.lines)[-self.options.limit :]
+        if steps.message is not None:
+            await writer.settle(steps.message, text)
+        return steps
 
     async def _typing(self, message: InboundMessage, writer: ReplyWriter, tools: object) -> None:
         if not self.outbound.capabilities.typing:

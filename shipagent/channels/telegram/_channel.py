@@ -106,6 +106,7 @@ class TelegramChannel:
                 edit_interval=edit_interval,
                 max_attachment_bytes=config.max_attachment_bytes,
                 rate_per_minute=config.rate_limit_per_minute,
+                show_tool_steps=config.show_tool_steps,
                 **_debounce(config.debounce_ms),
             ),
         )

@@ -40,6 +40,7 @@ async def test_new_clears_the_context_and_stop_cancels_the_running_answer(tmp_pa
 
         fake.user_message("/status")
         await fake.wait_for(lambda: "Model: script" in fake.shown()[-1].text)
+        assert "Last request:" in fake.shown()[-1].text and "token budget" in fake.shown()[-1].text
 
         fake.user_message("slow")
         await fake.wait_for(lambda: fake.shown()[-1].text.startswith("xxxx"))
@@ -173,3 +174,21 @@ async def test_an_answer_that_cannot_be_delivered_is_counted_and_status_says_so(
         await fake.wait_for(
             lambda: fake.shown() and "1 answer(s) could not be delivered" in fake.shown()[-1].text
         )
+
+
+async def test_typing_while_waiting_and_tool_steps_when_asked(tmp_path: Path) -> None:
+    def reply(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
+        if n == 1:
+            return ModelResponse(parts=[ToolCallPart("chat_load_history", {}, tool_call_id="h1")])
+        return ModelResponse(parts=[TextPart("looked back")])
+
+    script = StreamScript(reply)
+    async with (
+        telegram_server() as fake,
+        running(tmp_path / "p", fake, script.model, showToolSteps=True) as _,
+    ):
+        fake.user_message("what did we say?")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "looked back")
+    steps, _ = fake.shown()
+    assert steps.text.startswith("✓ chat_load_history:")
+    assert [c.params["action"] for c in fake.called("sendChatAction")][:1] == ["typing"]
