@@ -282,7 +282,8 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
 
     from shipagent.files import ContextRef
     from shipagent.stores import PgStores, TurnWrite
-    from tests.support.durable import SHIPAGENT, _free_port, worker_env
+    from tests.support.durable import SHIPAGENT, worker_env
+    from tests.support.net import free_port
 
     async def seed() -> None:
         stores = PgStores(pg_database)
@@ -314,7 +315,7 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
 
     anyio.run(seed)
     project = durable_project(tmp_path / "front", pg_database)
-    port = _free_port()
+    port = free_port()
     args = [SHIPAGENT, "serve", "-C", str(project), "--port", str(port), "--no-worker"]
     args += ["--model-factory", "tests.support.durable_worker:scripted_model"]
     serve = subprocess.Popen(
