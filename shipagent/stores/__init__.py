@@ -26,23 +26,32 @@ from ._memory import MemoryStores
 from ._migrate import MigrationRow, migrate
 from ._postgres import PgStores
 from ._protocols import (
+    COMMIT_PARTS,
     AgentContextStore,
+    ChatStore,
+    CommitReport,
     Committed,
     ContextFileStore,
+    LoadedChat,
     LogRecord,
     MessageLogStore,
     RecordLog,
     Stores,
     TranscriptStore,
+    TurnRecord,
     TurnWrite,
 )
 from ._select import open_stores
 
 __all__ = [
+    "COMMIT_PARTS",
     "AgentContextStore",
+    "ChatStore",
+    "CommitReport",
     "Committed",
     "ContextFileStore",
     "FileStores",
+    "LoadedChat",
     "LogRecord",
     "MemoryStores",
     "MessageLogStore",
@@ -51,6 +60,7 @@ __all__ = [
     "RecordLog",
     "Stores",
     "TranscriptStore",
+    "TurnRecord",
     "TurnWrite",
     "migrate",
     "open_stores",

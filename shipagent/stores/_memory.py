@@ -13,8 +13,16 @@ from typing import Any
 
 from ..handover import CardBoxStore, SqliteCardBoxStore
 from ._context import ContextBase, sha256
-from ._protocols import LogRecord, TurnWrite
-from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, commit_in_order
+from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
+from ._records import (
+    AgentContextMixin,
+    Fault,
+    MessageLogMixin,
+    RawLog,
+    RecordChatStore,
+    TranscriptMixin,
+    commit_parts,
+)
 
 __all__ = ["MemoryStores"]
 
@@ -93,7 +101,7 @@ class MemoryContextFiles(ContextBase):
         return sorted(k for k, v in self._index.items() if v)
 
 
-class MemoryStores:
+class MemoryStores(RecordChatStore):
     """Every store in memory: for tests and for trying the runtime without a disk."""
 
     def __init__(self, *, window: int = 200, project_id: str = "default") -> None:
@@ -102,9 +110,15 @@ class MemoryStores:
         self.agent_context = MemoryAgentContext(window=window)
         self.context_files = MemoryContextFiles()
         self.cards: CardBoxStore = SqliteCardBoxStore(Path(":memory:"), project_id=project_id)
+        self.fault: Fault | None = None
+        """Test seam: called with each part's name just before it is written."""
+
+    async def commit(self, record: TurnRecord) -> CommitReport:
+        """Part after part, each skipped when it holds the request id (see ``commit_parts``)."""
+        return await commit_parts(self, record, self.fault)
 
     async def commit_turn(self, turn: TurnWrite) -> list[str]:
-        return await commit_in_order(self.messages, self.transcript, self.agent_context, self.cards, turn)
+        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.cards.close()

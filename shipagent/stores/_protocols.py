@@ -11,7 +11,7 @@ migrate`` can move them and write back byte-identical JSONL.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -21,16 +21,24 @@ from ..files import ContextRef, Page, Tail
 from ..handover import CardBoxStore
 
 __all__ = [
+    "COMMIT_PARTS",
     "AgentContextStore",
+    "ChatStore",
+    "CommitReport",
     "Committed",
     "ContextFileStore",
+    "LoadedChat",
     "LogRecord",
     "MessageLogStore",
     "RecordLog",
     "Stores",
     "TranscriptStore",
+    "TurnRecord",
     "TurnWrite",
 ]
+
+COMMIT_PARTS = ("messages", "history", "transcript", "agentContext", "ledger", "cards")
+"""The parts of a turn's commit, in the order every backend writes them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +62,13 @@ class Committed:
 
 
 @dataclass
-class TurnWrite:
-    """Everything one successful turn writes, for :meth:`Stores.commit_turn`.
+class TurnRecord:
+    """ONE record of a turn: everything its commit writes, decided before anything is written.
+
+    The agent builds it after the tool loop (the compaction decision included: it is pure, see
+    ``history.compaction``) and hands it to :meth:`ChatStore.commit`; a durable worker that
+    resumes the turn builds the same record and commits it again, which writes only what is
+    missing.
 
     Attributes:
         messages: the turn's new model messages (injections already stripped).
@@ -64,12 +77,18 @@ class TurnWrite:
         compaction: the history right after a compaction this turn triggered, written after it.
         tool_calls: ``{"tool", "success", "error"}`` per call, for the agent-context log.
         sent: ``chat_send`` texts, in the order they were said (transcript lines ``via: tool``).
-        said: the answer as the transcript records it (``None``: ``output``); the agent passes
-            its ``TurnCommit.said`` here and ``output`` goes to the agent context and the cards.
+        said: the answer as the transcript records it (``None``: ``output``); ``output`` goes to
+            the agent context and the output-box cards.
         seq: the seq of the first of ``messages`` when the chat's messages are numbered (what
             makes compaction summaries expandable); ``None`` writes no numbers.
         base_sources: with ``seq``, the source of each message of ``base_compaction``.
         compaction_sources: with ``seq``, the source of each message of ``compaction``.
+        removed: the messages each compaction of the turn removed (the base compaction's first),
+            each kept as a ``history`` context file so what left the window stays greppable.
+        ledger: the writer of the ledger's records of the turn's requests (a blocking callable
+            the ledger prepared; ``None``: nothing to record). Only the files backend keeps a
+            ledger; the others ignore it.
+        cards: write the output-box cards (a delegate's seeded turn writes none).
     """
 
     chat_key: str
@@ -85,11 +104,63 @@ class TurnWrite:
     seq: int | None = None
     base_sources: builtins.list[str] | None = None
     compaction_sources: builtins.list[str] | None = None
+    removed: builtins.list[builtins.list[ModelMessage]] = field(default_factory=list)
+    ledger: Callable[[], None] | None = None
+    cards: bool = True
 
     @property
     def transcript_answer(self) -> str:
         """What the transcript's answer line says."""
         return self.output if self.said is None else self.said
+
+    @property
+    def next_seq(self) -> int | None:
+        """The seq after the turn's messages (what a compaction record after the turn counts from)."""
+        return None if self.seq is None else self.seq + len(self.messages)
+
+
+TurnWrite = TurnRecord
+"""The name :meth:`Stores.commit_turn` took before the store had one record per turn."""
+
+
+@dataclass
+class CommitReport:
+    """What :meth:`ChatStore.commit` did.
+
+    Attributes:
+        written: the parts (:data:`COMMIT_PARTS`) written now; a part the store already held
+            for the request id (an earlier attempt, a replayed durable step) is not among them.
+        failed: parts whose write failed after the message log held the turn. The turn is
+            committed (the message log is the truth); the transcript and the agent-context log
+            are rebuilt from it before the chat's next turn (``history.reconcile``), and a
+            re-commit writes what is missing.
+        card_ids: the output-box cards written now.
+    """
+
+    written: builtins.list[str] = field(default_factory=list)
+    failed: dict[str, Exception] = field(default_factory=dict)
+    card_ids: builtins.list[str] = field(default_factory=list)
+
+    @property
+    def replayed(self) -> bool:
+        """The message log held the turn already: the store's history, not the caller's, is the truth."""
+        return "messages" not in self.written
+
+
+@dataclass
+class LoadedChat:
+    """A chat as :meth:`ChatStore.load` gives it: the history to run on and how it is numbered.
+
+    Attributes:
+        messages: the history after the last committed turn (the last compaction + the turns after).
+        sources: ``history:<seq>`` / ``summary:<id>`` per message (what the ledger and
+            ``context_expand`` name messages by).
+        next_seq: the seq the turn's first new message gets.
+    """
+
+    messages: builtins.list[ModelMessage]
+    sources: builtins.list[str]
+    next_seq: int
 
 
 @runtime_checkable
@@ -251,6 +322,70 @@ class Stores(Protocol):
         visible or none of it; the files are written store after store, each skipped when it
         already holds the request id.
         """
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class ChatStore(Protocol):
+    """Where a project's chats live: the one store protocol the core writes and reads through.
+
+    ``load`` gives a turn its history, ``commit`` writes ONE :class:`TurnRecord` to every part
+    (message log, history files, transcript, agent-context log, ledger, output-box cards),
+    idempotent by request id, and the rest is the read side. Backends: :class:`FileStores`
+    (``.ship/``, the default), :class:`MemoryStores` (tests), :class:`PgStores` (a durable
+    cluster). Each has one commit.
+    """
+
+    context_files: ContextFileStore
+    cards: CardBoxStore
+
+    async def load(self, chat_key: str) -> LoadedChat:
+        """The chat's history, numbered; an unknown chat is empty."""
+        ...
+
+    async def commit(self, record: TurnRecord) -> CommitReport:
+        """Write ``record``'s parts the store does not hold yet.
+
+        Raises when the message log could not take the turn (nothing of it is committed then,
+        and a later commit of the same record starts over); a later part that fails is in
+        :attr:`CommitReport.failed`.
+        """
+        ...
+
+    async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
+        """Transcript lines of a turn that did not commit: the user, then what ``chat_send`` said.
+
+        Once per request id.
+        """
+        ...
+
+    async def clear(self, chat_key: str, request_id: str) -> None:
+        """Start the chat's model context afresh (an empty compaction); everything said stays."""
+        ...
+
+    async def last_committed(self, chat_key: str) -> Committed:
+        """Where the chat's message log stands (another worker may have committed since)."""
+        ...
+
+    async def transcript_page(
+        self, chat_key: str, before: int | None, limit: int
+    ) -> builtins.list[LogRecord]:
+        """Up to ``limit`` transcript records with ``seq < before`` (``None``: the newest)."""
+        ...
+
+    async def expand(self, chat_key: str, summary_id: str) -> builtins.list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced; ``KeyError`` if unknown."""
+        ...
+
+    async def find(
+        self, chat_key: str, sources: Sequence[str], request_id: str
+    ) -> tuple[builtins.list[ModelMessage], builtins.list[ModelMessage]]:
+        """``(messages named by sources, messages of turn request_id)``: what reconstructing a
+        ledger record reads. ``KeyError`` naming what is missing."""
         ...
 
     async def close(self) -> None:
