@@ -37,21 +37,22 @@ from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError
 from .execution import ApprovalCallback, ToolExecutionContext
-from .files import ContextFiles, SpillToolset, context_toolset
-from .handover import Handover, ResolvedProfile
+from .files import SpillToolset, context_toolset
+from .handover import Handover, ResolvedProfile, SqliteCardBoxStore
 from .handover._delegation import profile_agent_md
 from .history.chats import ChatHistories
-from .history.compaction import CompactionResult
 from .history.injections import InjectionToolset
 from .history.placement import ContextWindow, PriorItems
 from .history.reconcile import reconcile
-from .history.stores import AgentContextLog, Transcript
 from .history.summarizer import model_summarizer
 from .history.tokens import TokenCalibration
 from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model
 from .results import AgentResult
+from .stores._files import FileStores
+from .stores._postgres import PgStores
+from .stores._select import is_postgres
 from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
 from .turns import SharedChats, TurnExecutor, TurnHooks, executor_factories, shared_factories
 
@@ -111,22 +112,34 @@ class AgentBase:
         self._model: Model | None = None
         self._user_toolsets = list(toolsets)
         self._agent_md = agent_md
+        # The chats' store (``.ship/`` files; its commit writes a turn's every part) and the
+        # in-memory histories, hydrated from it.
+        # A durable cluster on Postgres keeps its chats in that database (``open_stores``).
+        window = config.context.agent_context.window_entries
+        files = FileStores(project_root, window=window, project_id=config.name)
+        self.store: FileStores | PgStores = (
+            PgStores(config.durable.database, window=window, project_id=config.name)
+            if config.durable.enabled and is_postgres(config.durable.database)
+            else files
+        )
+        self._files = files
         self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats.log = files.message_log
+        self.chats.store = self.store
         # Context files: spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
-        self.context_files = ContextFiles(self.paths)
+        self.context_files = files.files
         # A durable cluster: its chats and context files live in a database every
         # worker shares; ``None`` when they are this project's ``.ship/`` files.
         shared = shared_factories.get("durable") if config.durable.enabled else None
         self.shared: SharedChats | None = shared(project_root, config) if shared is not None else None
         if self.shared is not None:
             self.context_files = self.shared.context_files
-        self.chats.compaction_hooks.append(self._keep_compacted)
         if config.context.chat_history.summarizer == "model":  # falls back to extract
             self.chats.summarizer = model_summarizer(self._summary_model)
         self._context_toolset = context_toolset()
-        self.transcript = Transcript(self.paths)
-        self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
+        self.transcript = files.transcript_log
+        self.agent_context = files.agent_context_log
         # a chat hydrated after a crash gets the transcript/log entries its last turns lack
         self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
         self.instruction_sources: list[_instructions.InstructionSource] = []
@@ -149,6 +162,7 @@ class AgentBase:
         self.instruction_sources.append(self.context_runtime.instructions)
         # The ledger room listens to the context window; the core never imports it.
         self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
@@ -171,6 +185,8 @@ class AgentBase:
         # Cards, boxes and delegation; the store opens on first use.
         cards = self.shared.cards if self.shared is not None else None  # a cluster's: its database
         self.handover = Handover.for_project(self.paths, config, self._sub_agent, store=cards)
+        if isinstance(self.handover.store, SqliteCardBoxStore):  # one card store: turns' and delegations'
+            files.cards = self.handover.store
         # -- durable seam: how a turn's effects run (inline here; recorded steps in
         # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
         self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
@@ -486,11 +502,6 @@ class AgentBase:
             chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
         )
         return ref.id
-
-    def _keep_compacted(self, chat_key: str, result: CompactionResult) -> None:
-        """Compaction hook: what leaves the model's window stays greppable as a ``history`` file."""
-        if result.removed:
-            self.context_files.add_history_messages(chat_key, result.removed)
 
     async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
         return list(await self.skills_cache.get(ctx.project_root, ctx.config))

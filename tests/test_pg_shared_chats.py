@@ -130,7 +130,7 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
     from shipagent._deps import TurnDeps
-    from shipagent.durable._pgturns import PgTurnHooks, commit_to_postgres
+    from shipagent.durable._pgturns import PgTurnHooks
     from shipagent.files._tools import expand_page
     from shipagent.turns import TurnCommit
 
@@ -148,7 +148,7 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
         base = await hooks[id(agent)].load(agent, KEY, partial(agent.chats.aget, KEY))
         new = [ModelRequest(parts=[UserPromptPart(f"q{n}")]), ModelResponse(parts=[TextPart(f"a{n}")])]
         commit = TurnCommit(KEY, f"r{n}", f"q{n}", f"a{n}", f"a{n}", [], [], base, new, None)
-        _, failure = await commit_to_postgres(agent, stores, commit)
+        _, failure = await hooks[id(agent)].commit(agent, commit, agent._commit)
         assert failure is None
 
     try:

@@ -21,27 +21,56 @@ between the two, verifying the counts per chat and store.
 
 from __future__ import annotations
 
-from ._files import FileStores
-from ._memory import MemoryStores
-from ._migrate import MigrationRow, migrate
-from ._postgres import PgStores
-from ._protocols import (
-    COMMIT_PARTS,
-    AgentContextStore,
-    ChatStore,
-    CommitReport,
-    Committed,
-    ContextFileStore,
-    LoadedChat,
-    LogRecord,
-    MessageLogStore,
-    RecordLog,
-    Stores,
-    TranscriptStore,
-    TurnRecord,
-    TurnWrite,
-)
-from ._select import open_stores
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._files import FileStores
+    from ._memory import MemoryStores
+    from ._migrate import MigrationRow, migrate
+    from ._postgres import PgStores
+    from ._protocols import (
+        COMMIT_PARTS,
+        AgentContextStore,
+        ChatStore,
+        CommitReport,
+        Committed,
+        ContextFileStore,
+        LoadedChat,
+        LogRecord,
+        MessageLogStore,
+        RecordLog,
+        Stores,
+        TranscriptStore,
+        TurnRecord,
+        TurnWrite,
+    )
+    from ._select import open_stores
+
+_HOME = {
+    "AgentContextStore": "_protocols",
+    "COMMIT_PARTS": "_protocols",
+    "ChatStore": "_protocols",
+    "CommitReport": "_protocols",
+    "Committed": "_protocols",
+    "ContextFileStore": "_protocols",
+    "FileStores": "_files",
+    "LoadedChat": "_protocols",
+    "LogRecord": "_protocols",
+    "MemoryStores": "_memory",
+    "MessageLogStore": "_protocols",
+    "MigrationRow": "_migrate",
+    "PgStores": "_postgres",
+    "RecordLog": "_protocols",
+    "Stores": "_protocols",
+    "TranscriptStore": "_protocols",
+    "TurnRecord": "_protocols",
+    "TurnWrite": "_protocols",
+    "migrate": "_migrate",
+    "open_stores": "_select",
+}
+"""Where each name lives: loaded on first use, so a module that needs only the plain records
+(``stores._record``: the history layer builds :class:`TurnRecord` s) does not load the backends."""
 
 __all__ = [
     "COMMIT_PARTS",
@@ -65,3 +94,12 @@ __all__ = [
     "migrate",
     "open_stores",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value

@@ -29,7 +29,7 @@ from .. import jsonl
 from .._cache import BoundedCache
 from ..files import render_messages
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TranscriptStore, TurnRecord
-from ._records import Fault, turn_cards
+from ._records import Fault, cards_hold, turn_cards
 
 if TYPE_CHECKING:
     from ..files import ContextFiles
@@ -81,18 +81,31 @@ class FileChatStore:
     # -- the commit ------------------------------------------------------------------------------
 
     async def commit(self, record: TurnRecord) -> CommitReport:
-        """Write the parts of ``record`` the files do not hold yet, in one worker-thread hop."""
-        box = None
-        if record.cards:
-            box = self._boxes.get(record.chat_key)
-            if box is None:  # the chat's first turn in this process: its output box, looked up once
-                try:
-                    box = self._boxes[record.chat_key] = await self.cards.named_box(
-                        f"output:{record.chat_key}"
-                    )
-                except Exception as exc:  # the cards are best effort: the turn commits without them
-                    log.warning("chat %r: no output box: %s", record.chat_key, exc)
-        return await anyio.to_thread.run_sync(self.commit_sync, record, box)
+        """Write the parts of ``record`` the files do not hold yet, in one worker-thread hop.
+
+        The chat's first turn in this process looks its output box up first and writes its
+        cards after the hop (the card store's own async path); every later turn writes them in
+        the hop.
+        """
+        box = self._boxes.get(record.chat_key) if record.spoken else None
+        report = await anyio.to_thread.run_sync(self.commit_sync, record, box)
+        if box is None and record.spoken and not report.failed:
+            await self._first_cards(record, report)
+        return report
+
+    async def _first_cards(self, record: TurnRecord, report: CommitReport) -> None:
+        key, rid = record.chat_key, record.request_id
+        try:
+            box = await self.cards.named_box(f"output:{key}")
+            self._boxes[key] = box
+            if await cards_hold(self.cards, key, rid):
+                return
+            report.card_ids = await self.cards.append_to_box(
+                box, turn_cards(key, rid, record.user_text, record.output)
+            )
+            report.written.append("cards")
+        except Exception as exc:  # the cards are an account of the turn, never a reason to redo it
+            log.warning("chat %r: could not write turn %s to its output box: %s", key, rid, exc)
 
     def commit_sync(self, record: TurnRecord, box: str | None = None) -> CommitReport:
         """:meth:`commit` for a caller already in a worker thread (``box``: the output box's id)."""
@@ -146,7 +159,7 @@ class FileChatStore:
 
     def _transcript(self, record: TurnRecord) -> bool:
         key, rid = record.chat_key, record.request_id
-        if raw_holds(self.transcript_log.path(key), rid, 64):
+        if not record.spoken or raw_holds(self.transcript_log.path(key), rid, 64):
             return False
         self.transcript_log.append_turn(
             key, rid, record.user_text, record.transcript_answer, sent=record.sent
@@ -155,7 +168,7 @@ class FileChatStore:
 
     def _agent_context(self, record: TurnRecord) -> bool:
         key, rid = record.chat_key, record.request_id
-        if raw_holds(self.agent_context_log.path(key), rid, 8):
+        if not record.spoken or raw_holds(self.agent_context_log.path(key), rid, 8):
             return False
         self.agent_context_log.append(key, rid, record.user_text, record.output, record.tool_calls)
         return True
@@ -204,15 +217,8 @@ class FileChatStore:
         return await anyio.to_thread.run_sync(self.load_sync, chat_key)
 
     async def last_committed(self, chat_key: str) -> Committed:
-        path = self.message_log.path(chat_key)
-
-        def read() -> Committed:
-            for record in jsonl.iter_objects_backward(path):
-                rid = record.get("requestId") if isinstance(record, dict) else None
-                return Committed(-1, rid if isinstance(rid, str) else None)  # seq: not counted here
-            return Committed(0, None)
-
-        return await anyio.to_thread.run_sync(read)
+        found: Committed = await self.messages.last_committed(chat_key)  # type: ignore[attr-defined]
+        return found
 
     async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
         if not sent:

@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ._context import ContextBase, sha256
 from ._pg_base import PgPool, append_rows, dumps
 from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
@@ -258,7 +260,7 @@ class PgStores(RecordChatStore):
         fault = self.fault or (lambda _part: None)
         said = transcript_records(key, rid, record.user_text, record.transcript_answer, record.sent)
         entry = agent_context_entry(key, rid, record.user_text, record.output, record.tool_calls)
-        cards = turn_cards(key, rid, record.user_text, record.output) if record.cards else []
+        cards = turn_cards(key, rid, record.user_text, record.output) if record.spoken else []
         # pipeline mode: statements whose results are not read go out without waiting for the
         # server, so the ~16 statements cost a handful of round trips instead of one each
         async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
@@ -274,9 +276,11 @@ class PgStores(RecordChatStore):
                 fault("messages")
                 await append_rows(conn, "messages", key, message_records(record))
                 fault("transcript")
-                await append_rows(conn, "transcript", key, said)
+                if record.spoken:
+                    await append_rows(conn, "transcript", key, said)
                 fault("agentContext")
-                await _agent_context_append(conn, key, entry, self.agent_context.window)
+                if record.spoken:
+                    await _agent_context_append(conn, key, entry, self.agent_context.window)
                 fault("cards")
                 if cards:
                     box = await named_box_in(conn, self.cards.project_id, f"output:{key}")
@@ -293,6 +297,9 @@ class PgStores(RecordChatStore):
                     report.written.append("history")
         except Exception as exc:  # the turn is committed; the next commit of it writes the file
             report.failed["history"] = exc
+        if record.ledger is not None and not held:  # the ledger is this machine's: its .ship/ files
+            await anyio.to_thread.run_sync(record.ledger)
+            report.written.append("ledger")
         return report
 
     async def commit_turn(self, turn: TurnWrite) -> list[str]:

@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
@@ -297,7 +298,7 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
         return wrote
 
     async def transcript() -> bool:
-        if await stores.transcript.holds(key, rid, scan=64):
+        if not record.spoken or await stores.transcript.holds(key, rid, scan=64):
             return False
         await stores.transcript.append_turn(
             key, rid, record.user_text, record.transcript_answer, sent=record.sent
@@ -305,13 +306,13 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
         return True
 
     async def agent_context() -> bool:
-        if await stores.agent_context.holds(key, rid, scan=8):
+        if not record.spoken or await stores.agent_context.holds(key, rid, scan=8):
             return False
         await stores.agent_context.append(key, rid, record.user_text, record.output, record.tool_calls)
         return True
 
     async def cards() -> bool:
-        if not record.cards or await cards_hold(stores.cards, key, rid):
+        if not record.spoken or await cards_hold(stores.cards, key, rid):
             return False
         box = await stores.cards.named_box(f"output:{key}")
         report.card_ids = await stores.cards.append_to_box(
@@ -319,11 +320,18 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
         )
         return True
 
+    async def ledger() -> bool:  # the ledger is this machine's account: its .ship/ files
+        if record.ledger is None or "messages" not in report.written:
+            return False
+        await anyio.to_thread.run_sync(record.ledger)
+        return True
+
     parts: list[tuple[str, Callable[[], Awaitable[bool]]]] = [
         ("history", history),
         ("transcript", transcript),
         ("agentContext", agent_context),
         ("cards", cards),
+        ("ledger", ledger),
     ]
     for name, write in parts:
         try:
