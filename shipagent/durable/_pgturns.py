@@ -65,7 +65,7 @@ class PgTurnHooks(DurableTurnHooks):
         return TurnStores(
             transcript=self.stores.transcript,
             agent_context=self.stores.agent_context,
-            message_log=agent.shared.message_log if agent.shared is not None else None,
+            message_log=agent.store.message_log_sync,  # Postgres in a cluster, read through its bridge
         )
 
     def store(self, agent: ShipAgent) -> ChatStore:

@@ -312,11 +312,9 @@ class ChatHistories:
         """
         if self.store is None:
             raise RuntimeError("ChatHistories.reset needs a store (ChatHistories.store)")
-        async with self.lock(chat_key):  # pins the chat: the lookups below find this one
-            await self.aget(chat_key)  # the seq counter continues after a /clear
-            chat = self._chat(chat_key)
-            await self.store.clear(chat_key, request_id)
-            chat.messages, chat.sources = [], []
+        async with self.lock(chat_key):  # waits for a turn of the chat running here
+            await self.store.clear(chat_key, request_id)  # the seq counter continues after it
+            self.clear_memory(chat_key)  # the next turn reads the cleared chat back, numbered
 
     async def _model_summary(self, chat_key: str, history: list[ModelMessage]) -> str | None:
         """A model-written summary body when this commit will compact, else ``None``.

@@ -1,6 +1,11 @@
-"""Stores behind a protocol: the same chats on ``.ship/`` files or on Postgres.
+"""The ChatStore: where a project's chats live, behind one async protocol the core owns.
 
-A project's state is five stores — the model-message log (turns and compactions), the
+:class:`ChatStore` is what a turn reads and writes: ``load`` (the history to run on, numbered),
+``commit`` (ONE :class:`TurnRecord` per turn, idempotent by request id) and the read side. Each
+backend below implements it with exactly one commit; :func:`open_stores` picks the project's
+from ship.json (Postgres in a durable cluster, else the files).
+
+Underneath, a project's state is five stores — the model-message log (turns and compactions), the
 transcript, the agent-context log, the context files (index + contents) and the cards/boxes —
 each a small async protocol in the shape of openai-agents' session protocol:
 
@@ -30,20 +35,30 @@ if TYPE_CHECKING:
     from ._migrate import MigrationRow, migrate
     from ._postgres import PgStores
     from ._protocols import (
-        COMMIT_PARTS,
+        COMMIT_PARTS as COMMIT_PARTS,
+    )
+    from ._protocols import (
         AgentContextStore,
-        ChatStore,
-        CommitReport,
         Committed,
         ContextFileStore,
-        LoadedChat,
         LogRecord,
         MessageLogStore,
         RecordLog,
         Stores,
         TranscriptStore,
-        TurnRecord,
         TurnWrite,
+    )
+    from ._protocols import (
+        ChatStore as ChatStore,
+    )
+    from ._protocols import (
+        CommitReport as CommitReport,
+    )
+    from ._protocols import (
+        LoadedChat as LoadedChat,
+    )
+    from ._protocols import (
+        TurnRecord as TurnRecord,
     )
     from ._select import open_stores
 
@@ -73,14 +88,10 @@ _HOME = {
 (``stores._record``: the history layer builds :class:`TurnRecord` s) does not load the backends."""
 
 __all__ = [
-    "COMMIT_PARTS",
     "AgentContextStore",
-    "ChatStore",
-    "CommitReport",
     "Committed",
     "ContextFileStore",
     "FileStores",
-    "LoadedChat",
     "LogRecord",
     "MemoryStores",
     "MessageLogStore",
@@ -89,11 +100,13 @@ __all__ = [
     "RecordLog",
     "Stores",
     "TranscriptStore",
-    "TurnRecord",
     "TurnWrite",
     "migrate",
     "open_stores",
 ]
+"""The curated surface; :class:`ChatStore`, :class:`TurnRecord`, :class:`CommitReport`,
+:class:`LoadedChat` and ``COMMIT_PARTS`` are importable from here too (the core's store protocol
+and its records)."""
 
 
 def __getattr__(name: str) -> Any:

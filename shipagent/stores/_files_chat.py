@@ -33,8 +33,9 @@ from ._records import Fault, cards_hold, turn_cards
 
 if TYPE_CHECKING:
     from ..files import ContextFiles
-    from ..handover import SqliteCardBoxStore
+    from ..handover import CardBoxStore, SqliteCardBoxStore
     from ..history.stores import AgentContextLog, MessageLog, Transcript
+    from ._pg_cluster import CachedChats
 
 __all__ = ["FileChatStore", "raw_holds"]
 
@@ -201,6 +202,22 @@ class FileChatStore:
             return False
         record.ledger()  # logs its own failure: the ledger is an account of the turn
         return True
+
+    # -- the sync side: what ``ShipAgent.history``/``expand``/``reconstruct`` and the tools use --
+
+    def history_sync(self, chat_key: str, chats: CachedChats) -> builtins.list[ModelMessage]:
+        """The chat's history: this process's copy, hydrated from the files when it has none."""
+        return chats.get(chat_key)
+
+    def message_log_sync(self, chat_key: str) -> MessageLog:
+        return self.message_log
+
+    def sync_context_files(self) -> ContextFiles:
+        return self.files
+
+    def turn_card_store(self) -> CardBoxStore | None:
+        """``None``: handover opens ``.ship/cardbox.sqlite3`` itself (and this store writes to it)."""
+        return None
 
     # -- the read side and small writes ----------------------------------------------------------
 
