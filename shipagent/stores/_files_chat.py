@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from ..files import ContextFiles
     from ..handover import CardBoxStore, SqliteCardBoxStore
     from ..history.stores import AgentContextLog, MessageLog, Transcript
-    from ._pg_cluster import CachedChats
+    from ._record import CachedChats
 
 __all__ = ["FileChatStore", "raw_holds"]
 

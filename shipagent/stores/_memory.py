@@ -11,9 +11,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic_ai.messages import ModelMessage
+
 from ..handover import CardBoxStore, SqliteCardBoxStore
+from ..history.stores import MessageLog
 from ._context import ContextBase, sha256
 from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
+from ._record import CachedChats
 from ._records import (
     AgentContextMixin,
     Fault,
@@ -22,6 +26,7 @@ from ._records import (
     RecordChatStore,
     TranscriptMixin,
     commit_parts,
+    records_log,
 )
 
 __all__ = ["MemoryStores"]
@@ -116,6 +121,14 @@ class MemoryStores(RecordChatStore):
     async def commit(self, record: TurnRecord) -> CommitReport:
         """Part after part, each skipped when it holds the request id (see ``commit_parts``)."""
         return await commit_parts(self, record, self.fault)
+
+    def history_sync(self, chat_key: str, chats: CachedChats) -> list[ModelMessage]:
+        """The chat's history: the agent's copy, hydrated when it has none (as on files)."""
+        return chats.get(chat_key)
+
+    def message_log_sync(self, chat_key: str) -> MessageLog:
+        """The chat's message log as it is now (memory needs no event loop to read)."""
+        return records_log(chat_key, [_copy(r) for r in self.messages._chats.get(chat_key, [])])
 
     async def commit_turn(self, turn: TurnWrite) -> list[str]:
         return (await self.commit(turn)).card_ids

@@ -9,7 +9,7 @@ asks its store, whichever it is, and the files backend answers the same calls fr
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage
 
@@ -19,17 +19,12 @@ from ..handover import CardBoxStore
 from ..history.stores import MessageLog
 from ._bridge import PgBridge
 from ._postgres import PgStores
+from ._record import CachedChats
 
 if TYPE_CHECKING:
     from ._shared import PgSyncReads
 
-__all__ = ["CachedChats", "PgClusterStore"]
-
-
-class CachedChats(Protocol):
-    """The agent's in-memory histories, as a store's ``history_sync`` may consult them."""
-
-    def get(self, chat_key: str) -> list[ModelMessage]: ...
+__all__ = ["PgClusterStore"]
 
 
 class PgClusterStore(PgStores):

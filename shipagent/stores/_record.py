@@ -9,12 +9,13 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelMessage
 
 __all__ = [
     "COMMIT_PARTS",
+    "CachedChats",
     "CommitReport",
     "Committed",
     "LoadedChat",
@@ -149,3 +150,9 @@ class LoadedChat:
     messages: builtins.list[ModelMessage]
     sources: builtins.list[str]
     next_seq: int
+
+
+class CachedChats(Protocol):
+    """The agent's in-memory histories, as a store's ``history_sync`` may consult them."""
+
+    def get(self, chat_key: str) -> builtins.list[ModelMessage]: ...

@@ -29,7 +29,7 @@ from ..history.stores import (
     load_messages,
     now_iso,
 )
-from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord, TurnWrite
+from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord
 
 __all__ = [
     "AgentContextMixin",
@@ -42,7 +42,6 @@ __all__ = [
     "agent_context_entry",
     "agent_context_summary",
     "cards_hold",
-    "commit_in_order",
     "commit_parts",
     "compaction_record",
     "history_file",
@@ -343,31 +342,6 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
             report.failed[name] = exc
             break
     return report
-
-
-async def commit_in_order(
-    messages: MessageLogMixin,
-    transcript: TranscriptMixin,
-    agent_context: AgentContextMixin,
-    cards: CardBoxStore,
-    turn: TurnWrite,
-) -> list[str]:
-    """:func:`commit_parts` over four stores given one by one; returns the cards written."""
-
-    class _Stores:
-        pass
-
-    stores: Any = _Stores()
-    stores.messages, stores.transcript, stores.agent_context, stores.cards = (
-        messages,
-        transcript,
-        agent_context,
-        cards,
-    )
-    report = await commit_parts(stores, turn)
-    if report.failed:
-        raise next(iter(report.failed.values()))
-    return report.card_ids
 
 
 class RecordsMessageLog(MessageLog):
