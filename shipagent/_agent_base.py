@@ -37,23 +37,24 @@ from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
 from .errors import ConfigError
 from .execution import ApprovalCallback, ToolExecutionContext
-from .files import ContextFiles, SpillToolset, context_toolset
-from .handover import Handover, ResolvedProfile
+from .files import SpillToolset, context_toolset
+from .handover import Handover, ResolvedProfile, SqliteCardBoxStore
 from .handover._delegation import profile_agent_md
 from .history.chats import ChatHistories
-from .history.compaction import CompactionResult
 from .history.injections import InjectionToolset
 from .history.placement import ContextWindow, PriorItems
 from .history.reconcile import reconcile
-from .history.stores import AgentContextLog, Transcript
 from .history.summarizer import model_summarizer
 from .history.tokens import TokenCalibration
 from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model
 from .results import AgentResult
+from .stores._files import FileStores
+from .stores._pg_cluster import PgClusterStore
+from .stores._select import open_stores
 from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
-from .turns import SharedChats, TurnExecutor, TurnHooks, executor_factories, shared_factories
+from .turns import TurnExecutor, TurnHooks, executor_factories
 
 if TYPE_CHECKING:
     from ._local_model import LocalModel
@@ -111,22 +112,27 @@ class AgentBase:
         self._model: Model | None = None
         self._user_toolsets = list(toolsets)
         self._agent_md = agent_md
+        # The chats' store, from ship.json: the project's ``.ship/`` files, or a durable
+        # cluster's Postgres database (``open_stores``). Its commit writes a turn's every part.
+        self.store: FileStores | PgClusterStore = open_stores(project_root, config)
+        files = (  # this machine's .ship/: the chats' own store, or beside a cluster's (the ledger)
+            self.store
+            if isinstance(self.store, FileStores)
+            else FileStores(
+                project_root, window=config.context.agent_context.window_entries, project_id=config.name
+            )
+        )
         self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats.log = files.message_log
+        self.chats.store = self.store
         # Context files: spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
-        self.context_files = ContextFiles(self.paths)
-        # A durable cluster: its chats and context files live in a database every
-        # worker shares; ``None`` when they are this project's ``.ship/`` files.
-        shared = shared_factories.get("durable") if config.durable.enabled else None
-        self.shared: SharedChats | None = shared(project_root, config) if shared is not None else None
-        if self.shared is not None:
-            self.context_files = self.shared.context_files
-        self.chats.compaction_hooks.append(self._keep_compacted)
+        self.context_files = self.store.sync_context_files()
         if config.context.chat_history.summarizer == "model":  # falls back to extract
             self.chats.summarizer = model_summarizer(self._summary_model)
         self._context_toolset = context_toolset()
-        self.transcript = Transcript(self.paths)
-        self.agent_context = AgentContextLog(self.paths, window=config.context.agent_context.window_entries)
+        self.transcript = files.transcript_log
+        self.agent_context = files.agent_context_log
         # a chat hydrated after a crash gets the transcript/log entries its last turns lack
         self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
         self.instruction_sources: list[_instructions.InstructionSource] = []
@@ -149,6 +155,7 @@ class AgentBase:
         self.instruction_sources.append(self.context_runtime.instructions)
         # The ledger room listens to the context window; the core never imports it.
         self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
@@ -169,8 +176,10 @@ class AgentBase:
         # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
         self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
         # Cards, boxes and delegation; the store opens on first use.
-        cards = self.shared.cards if self.shared is not None else None  # a cluster's: its database
+        cards = self.store.turn_card_store()  # a cluster's: its database; else .ship/cardbox.sqlite3
         self.handover = Handover.for_project(self.paths, config, self._sub_agent, store=cards)
+        if isinstance(self.handover.store, SqliteCardBoxStore):  # one card store: turns' and delegations'
+            files.cards = self.handover.store
         # -- durable seam: how a turn's effects run (inline here; recorded steps in
         # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
         self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
@@ -419,9 +428,7 @@ class AgentBase:
 
         In a durable cluster on Postgres: from the database, as the last turn committed it.
         """
-        if self.shared is not None:
-            return self.shared.history(validate_chat_key(chat_key))
-        return self.chats.get(validate_chat_key(chat_key))
+        return self.store.history_sync(validate_chat_key(chat_key), self.chats)
 
     def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
         """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
@@ -430,8 +437,7 @@ class AgentBase:
             KeyError: the chat has no summary with that id.
         """
         key = validate_chat_key(chat_key)
-        log = self.shared.message_log(key) if self.shared is not None else self.chats.log
-        return log.expand(key, summary_id)
+        return self.store.message_log_sync(key).expand(key, summary_id)
 
     def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
         """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
@@ -444,17 +450,11 @@ class AgentBase:
             KeyError: no such record, or the stores no longer hold what it names.
         """
         key = validate_chat_key(chat_key)
-        log = self.shared.message_log(key) if self.shared is not None else None
-        return self._ledger.reconstruct(key, request_id, step, messages=log)
+        return self._ledger.reconstruct(key, request_id, step, messages=self.store.message_log_sync(key))
 
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
         key = validate_chat_key(chat_key)
-        if self.shared is not None:  # a durable cluster: every worker's next turn starts afresh
-            async with self.chats.lock(key):  # queues behind a turn of the chat running here
-                await self.shared.clear(key, uuid.uuid4().hex)
-                self.chats.clear_memory(key)
-            return
         await self.chats.reset(key, uuid.uuid4().hex)
 
     # -- the turn's parts -------------------------------------------------------------------------
@@ -486,11 +486,6 @@ class AgentBase:
             chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
         )
         return ref.id
-
-    def _keep_compacted(self, chat_key: str, result: CompactionResult) -> None:
-        """Compaction hook: what leaves the model's window stays greppable as a ``history`` file."""
-        if result.removed:
-            self.context_files.add_history_messages(chat_key, result.removed)
 
     async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
         return list(await self.skills_cache.get(ctx.project_root, ctx.config))

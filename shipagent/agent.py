@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator
 from functools import partial
 from typing import Any
 
@@ -55,6 +55,7 @@ from .files import CatalogToolset
 from .history.compaction import CompactionResult, compact
 from .models import build_model_settings
 from .results import AgentResult, StepEvent
+from .stores._protocols import ChatStore, TurnRecord
 from .turns import CommitOutcome, TurnCommit
 
 __all__ = ["ShipAgent", "is_context_overflow"]
@@ -94,18 +95,6 @@ def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
 def _one(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
     """The toolsets as one: itself when there is one (pydantic-ai walks every layer per request)."""
     return toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
-
-
-def _then(first: Any, second: Any) -> Any:
-    """``first`` then ``second`` (if any), as one blocking callable."""
-    if second is None:
-        return first
-
-    def both() -> None:
-        first()
-        second()
-
-    return both
 
 
 class ShipAgent(AgentBase):
@@ -349,49 +338,56 @@ class ShipAgent(AgentBase):
             finish_reason=finish_reason_of(new),
         )
 
-    async def _commit(self, turn: TurnCommit) -> CommitOutcome:
-        """Write a finished turn to every store; returns the compaction it triggered or the failure."""
-        compaction: CompactionResult | None = None
-        failure: Exception | None = None
-        # The card store joins the JSONL stores' thread hop when it can (one hop per turn).
-        cards = self.handover.turn_writer(turn.chat_key, turn.request_id, turn.text, turn.output)
+    async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
+        """Write a finished turn as ONE record; returns the compaction it triggered or the failure.
 
-        async def commit_history() -> None:
-            nonlocal compaction, failure
-            logs = partial(
-                self._write_logs,
-                turn.chat_key,
-                turn.request_id,
-                turn.text,
-                turn.said,
-                turn.output,
-                turn.records,
-                turn.sent,
-                cards,
+        The compaction is decided first (``ChatHistories.plan``) and is part of the record; the
+        store writes every part it does not hold yet, so a durable worker that runs this again
+        for the same request id completes the turn and writes nothing twice.
+        """
+        key, rid = turn.chat_key, turn.request_id
+        summarize = True
+        if self.chats.over_bound(len(turn.base) + len(turn.new)):  # a replay asks no summary again
+            summarize = (await store.last_committed(key)).request_id != rid
+        plan = await self.chats.plan(key, turn.base, turn.new, turn.base_compaction, summarize=summarize)
+        record = TurnRecord(
+            key,
+            rid,
+            turn.text,
+            turn.output,
+            plan.new,
+            sent=list(turn.sent),
+            tool_calls=call_outcomes(turn.records),
+            base_compaction=turn.base if turn.base_compaction is not None else None,
+            compaction=plan.done.history if plan.done is not None else None,
+            said=turn.said,
+            seq=plan.first_seq,
+            base_sources=plan.before if turn.base_compaction is not None else None,
+            compaction_sources=plan.final_sources if plan.done is not None else None,
+            removed=plan.removed,
+            ledger=self._ledger.flush(key, rid, turn.new),
+        )
+        try:
+            report = await store.commit(record)
+        except Exception as exc:  # disk full, permissions, the database refused: the turn did not stick
+            self.chats.clear_memory(key)  # part of it may be written: the next turn re-reads the truth
+            return None, exc
+        if report.replayed:  # committed by an earlier attempt: the store's history is the truth
+            loaded = await store.load(key)
+            self.chats.install(key, loaded.messages, loaded.sources, loaded.next_seq)
+            return None, None
+        for part, error in report.failed.items():
+            log.error(
+                "chat %r: turn %s is saved, but writing its transcript/logs failed (%s: %s: %s); "
+                "they are rebuilt from the message log before the next turn",
+                key,
+                rid,
+                part,
+                type(error).__name__,
+                error,
             )
-            # the ledger's records of this turn's requests go in the same worker-thread hop
-            logs = _then(logs, self._ledger.flush(turn.chat_key, turn.request_id, turn.new))
-            try:
-                compaction = await self.chats.commit(
-                    turn.chat_key,
-                    turn.request_id,
-                    turn.base,
-                    turn.new,
-                    base_compaction=turn.base_compaction,
-                    also=logs,
-                )
-            except Exception as exc:  # disk full, permissions: the turn did not stick
-                failure = exc
-
-        if cards is not None:
-            await commit_history()
-        else:  # the chat's first turn in this process: its output box is looked up on the way
-            async with anyio.create_task_group() as group:
-                group.start_soon(commit_history)
-                group.start_soon(
-                    self.handover.record_turn, turn.chat_key, turn.request_id, turn.text, turn.output
-                )
-        return compaction, failure
+        self.chats.committed(key, plan, behind=bool(report.failed))
+        return plan.done, None
 
     async def _with_overflow_retries(
         self,
@@ -475,35 +471,10 @@ class ShipAgent(AgentBase):
     async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
         if ctx.sent_texts:
-            sent = list(ctx.sent_texts)
-            if self.shared is not None:  # a durable cluster's transcript is in its database
-                await self.shared.keep_sent(chat_key, request_id, text, sent)
-                return
-            await anyio.to_thread.run_sync(
-                partial(self.transcript.append_turn, chat_key, request_id, text, "", sent=sent)
-            )
-
-    def _write_logs(
-        self,
-        chat_key: str,
-        request_id: str,
-        text: str,
-        said: str,
-        output: str,
-        records: list[Any],
-        sent: Sequence[str] = (),
-        cards: Callable[[], None] | None = None,
-    ) -> None:
-        self.transcript.append_turn(chat_key, request_id, text, said, sent=sent)
-        self.agent_context.append(
-            chat_key,
-            request_id,
-            text,
-            output,
-            call_outcomes(records),
-        )
-        if cards is not None:
-            cards()  # logs its own failure: the turn is committed either way
+            try:
+                await self.turn_hooks.store(self).keep_sent(chat_key, request_id, text, list(ctx.sent_texts))
+            except Exception as exc:  # the turn failed already: say so, do not fail it differently
+                log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
 
     async def _failed(
         self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool, saved: bool = True

@@ -370,4 +370,4 @@ async def _seed(sub: SubAgent, chat_key: str, rendered: SubAgentInput) -> None:
         return
     async with sub.chats.lock(chat_key):
         base = await sub.chats.aget(chat_key)
-        await sub.chats.commit(chat_key, f"handover-{new_id()}", base, list(rendered.history))
+        await sub.chats.seed(chat_key, f"handover-{new_id()}", base, list(rendered.history))

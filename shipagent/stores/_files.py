@@ -25,8 +25,9 @@ from ..files import ContextFiles, ContextRef, Page, Tail
 from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
 from ..history.stores import AgentContextLog, MessageLog, Transcript
+from ._files_chat import FileChatStore
 from ._protocols import Committed, LogRecord, TurnWrite
-from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, commit_in_order
+from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
 
 __all__ = ["FileStores", "file_chat_keys"]
 
@@ -284,8 +285,11 @@ class FileContextFiles:
         return await anyio.to_thread.run_sync(scan)
 
 
-class FileStores:
+class FileStores(FileChatStore):
     """Today's stores of a project: JSONL files under ``.ship/`` and ``.ship/cardbox.sqlite3``.
+
+    The :class:`~shipagent.stores.ChatStore` of a project on one machine (the default): its
+    commit is :meth:`~FileChatStore.commit_sync` in one worker-thread hop.
 
     Args:
         project_root: the project directory (the one with ``ship.json``).
@@ -300,10 +304,15 @@ class FileStores:
         self.agent_context = FileAgentContext(self.paths, window=window)
         self.context_files = FileContextFiles(self.paths)
         self.cards = SqliteCardBoxStore(self.paths.ship_dir / CARD_FILE, project_id=project_id)
+        self.message_log = self.messages.log
+        self.transcript_log = self.transcript.log
+        self.agent_context_log = self.agent_context.log
+        self.files = self.context_files.files
+        self._init_chat_store()
 
     async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
-        """Store after store, as the plain runtime commits (not atomic; see ``commit_in_order``)."""
-        return await commit_in_order(self.messages, self.transcript, self.agent_context, self.cards, turn)
+        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
+        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.cards.close()
