@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .. import jsonl
 from .._cache import BoundedCache
-from ..files import render_messages
+from ..files._render import render_messages
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TranscriptStore, TurnRecord
 from ._records import Fault, cards_hold, turn_cards
 

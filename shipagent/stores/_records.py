@@ -18,8 +18,9 @@ import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
-from ..files import ContextRef, render_messages
+from ..files import ContextRef
 from ..files._ref import utc_now_iso
+from ..files._render import render_messages
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
 from ..history.stores import (
     MessageLog,
