@@ -13,7 +13,6 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -21,7 +20,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -32,6 +31,7 @@ from ._deps import TurnDeps, TurnStores
 from ._guard import GuardedToolset
 from ._lock import ProjectLock
 from ._streaming import PendingApprovals
+from ._turn import tool_loop_agent
 from .chatkeys import ShipPaths, validate_chat_key
 from .config import ShipConfig, load_config
 from .context import AgentContextRuntime
@@ -60,25 +60,6 @@ if TYPE_CHECKING:
     from ._steps import StepCallback
 
 __all__ = ["AgentBase"]
-
-
-def _instrumentation(config: ShipConfig) -> list[Any]:
-    """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
-    if not config.observability.otel:
-        return []
-    from pydantic_ai.capabilities.instrumentation import Instrumentation
-
-    return [Instrumentation()]
-
-
-@dataclass
-class _RunWindow(ContextWindow):
-    """The agent-level stand-in for each run's :class:`ContextWindow` (``make`` builds the run's)."""
-
-    make: Callable[[TurnDeps], ContextWindow] | None = None
-
-    async def for_run(self, ctx: RunContext[Any]) -> ContextWindow:
-        return self.make(ctx.deps) if self.make is not None and isinstance(ctx.deps, TurnDeps) else self
 
 
 class AgentBase:
@@ -153,14 +134,10 @@ class AgentBase:
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
         """Today's date in the instructions comes from here (tests move it)."""
-        # The context window is the agent's own capability, made afresh for each run by its
-        # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
-        # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
-        self._pa_agent: Agent[TurnDeps, str] = Agent(
-            output_type=str,
-            name=config.name,
-            retries=1,
-            capabilities=[*_instrumentation(config), _RunWindow(make=self._context_window)],
+        # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
+        # ``_context_window``
+        self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
+            config.name, self._context_window, otel=config.observability.otel
         )
         # Approvals streamed turns wait for (run_stream without an on_approval callback).
         self.approvals = PendingApprovals()
@@ -464,7 +441,7 @@ class AgentBase:
         return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
 
     def _context_window(self, deps: TurnDeps) -> ContextWindow:
-        """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""
+        """The run's context-window capability, configured from ship.json ``context``."""
         ctx, context = deps.tool, self.config.context
         return ContextWindow(
             context.chat_history.max_history_tokens,
