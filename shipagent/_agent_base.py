@@ -1,10 +1,9 @@
-"""What a :class:`~shipagent.agent.ShipAgent` is made of, and how it starts and stops.
+"""What a :class:`~shipagent.agent.ShipAgent` is made of: its wiring and the read side of its chats.
 
-``agent.py`` is where a turn reads top to bottom; this base class holds everything around it:
-the wiring of a project's stores, tools, providers, handover and durable seams (``__init__``),
-the lifecycle (``async with agent``: project lock, MCP servers, providers, the embedded model of
-``llm.provider: "local"``, the durable executor),
-the parts a turn assembles (model, toolsets, instructions, its context window) and the
+The turn reads top to bottom in ``_turn.py`` (from the parts ``agent.py`` assembles) and the
+lifecycle (``async with agent``) is ``agent.py``'s; this base holds the wiring of a project's
+stores, tools, providers, handover and durable seams (``__init__``), the parts a turn is
+assembled from (model, toolsets, instructions, its context window), sub-agents, and the
 read-side API on a chat (``history``, ``expand``, ``ledger``, ``reconstruct``, ``clear``).
 """
 
@@ -12,11 +11,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 import anyio
@@ -52,11 +49,10 @@ from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model
 from .results import AgentResult
-from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
-from .turns import SharedChats, TurnExecutor, TurnHooks, executor_factories, shared_factories
+from .tools import SkillsCache, builtin_toolset, load_tool_modules
+from .turns import SharedChats, TurnExecutor, TurnHooks, shared_factories
 
 if TYPE_CHECKING:
-    from ._local_model import LocalModel
     from ._steps import StepCallback
 
 __all__ = ["AgentBase"]
@@ -141,7 +137,6 @@ class AgentBase:
         )
         # Approvals streamed turns wait for (run_stream without an on_approval callback).
         self.approvals = PendingApprovals()
-        self._entered = 0
         # ``.ship/lock``, held while started; durable mode (several processes) turns it off
         # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
         self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
@@ -153,8 +148,6 @@ class AgentBase:
         self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
-        self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
-        self._local: LocalModel | None = None  # ship.json llm.provider "local": started with the agent
         self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
 
     @classmethod
@@ -254,95 +247,6 @@ class AgentBase:
         sub.mcp = self.mcp
         sub._parent_stores = self._tool_stores  # its history tools read where ours do
         return sub
-
-    # -- lifecycle -------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        if self._entered == 0:
-            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
-            try:
-                # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
-                await anyio.to_thread.run_sync(
-                    warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
-                )
-                await self.mcp.start()  # in parallel; raises only for a tool-name collision
-                try:
-                    await self.context_runtime.start()
-                except BaseException:
-                    await self.mcp.stop()  # a failed start leaves no MCP server process behind
-                    raise
-            except BaseException:
-                await self.project_lock.arelease()
-                raise
-            try:
-                await self._start_local()
-                await self._start_executor()
-            except BaseException:
-                await self._stop_all()
-                raise
-        self._entered += 1
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._entered = max(self._entered - 1, 0)
-        if self._entered:
-            return
-        try:
-            await self._stop_executor()  # durable workers drain first: their turns use the servers
-        finally:
-            await self._stop_all()
-
-    async def _start_executor(self) -> None:
-        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
-        if not self.config.durable.enabled or self.turn_executor is not None:
-            return
-        factory = executor_factories.get("durable")
-        if factory is None:  # pragma: no cover - registered by the package facade
-            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
-        self._executor_cm = factory(self)
-        self.turn_executor = await self._executor_cm.__aenter__()
-
-    async def _stop_executor(self) -> None:
-        cm, self._executor_cm = self._executor_cm, None
-        if cm is not None:
-            self.turn_executor = None
-            await cm.__aexit__(None, None, None)
-
-    async def _stop_all(self) -> None:
-        # Each stop runs even when the one before it failed: no server or token outlives the agent.
-        try:
-            await self.mcp.stop()  # shielded: no server process outlives the agent
-        finally:
-            try:
-                await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
-            finally:
-                try:
-                    await self.handover.aclose()
-                finally:
-                    try:
-                        await self._stop_local()
-                    finally:
-                        await self.project_lock.arelease()
-
-    async def _start_local(self) -> None:
-        """ship.json ``llm.provider: "local"``: the embedded model's server runs while the agent does."""
-        if (self.config.llm.provider or "").lower() != "local":
-            return
-        from ._local_model import local_model_of
-
-        self._local = local_model_of(self.model)  # None when a model= override replaced it
-        if self._local is not None:
-            await self._local.start()
-
-    async def _stop_local(self) -> None:
-        local, self._local = self._local, None
-        if local is not None:
-            await local.stop()
 
     # -- assembly --------------------------------------------------------------------------------
 

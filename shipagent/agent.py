@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncGenerator, Callable, Sequence
+from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
 from pydantic_ai.toolsets import AbstractToolset
@@ -31,14 +33,15 @@ from ._steps import StepCallback, call_outcomes
 from ._streaming import Emit, stream_turn
 from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn
 from .chatkeys import validate_chat_key
-from .errors import ShipAgentError
+from .errors import ConfigError, ShipAgentError
 from .events import RunEvent
 from .execution import ToolExecutionContext, running_tool_context
 from .files import CatalogToolset
 from .history.compaction import CompactionResult
 from .models import build_model_settings
 from .results import AgentResult
-from .turns import CommitOutcome, TurnCommit
+from .tools import warn_if_unsandboxed
+from .turns import CommitOutcome, TurnCommit, executor_factories
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 
@@ -70,6 +73,75 @@ class ShipAgent(AgentBase):
     Create it with :meth:`from_project`; use ``async with agent:`` to start what it holds (MCP
     servers) and ``await agent.run(chat_key, text)`` for each turn.
     """
+
+    _running: AsyncExitStack | None = None
+    """While started: what stops what ``async with agent`` started."""
+    _entered = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._running is None:
+            self._running = await self._start()
+        self._entered += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered = max(self._entered - 1, 0)
+        if self._entered == 0 and self._running is not None:
+            running, self._running = self._running, None
+            await running.aclose()
+
+    async def _start(self) -> AsyncExitStack:
+        """Start what the agent holds: project lock, MCP servers, providers, the embedded model,
+        the durable executor.
+
+        The returned stack stops them in reverse order (durable workers drain first: their turns
+        use the servers), each stop running even when one before it failed, so no server process
+        or session token outlives the agent; a start that fails stops what had started.
+        """
+        stack = AsyncExitStack()
+        try:
+            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
+            stack.push_async_callback(self.project_lock.arelease)
+            # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
+            await anyio.to_thread.run_sync(
+                warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
+            )
+            await self.mcp.start()  # in parallel; raises only for a tool-name collision
+            stack.push_async_callback(self.mcp.stop)  # shielded
+            await self.context_runtime.start()
+            stack.push_async_callback(
+                self.context_runtime.stop
+            )  # provider MCP servers; revokes session tokens
+            stack.push_async_callback(lambda: self.handover.aclose())
+            if (self.config.llm.provider or "").lower() == "local":  # the embedded model's server
+                from ._local_model import local_model_of
+
+                local = local_model_of(self.model)  # None when a model= override replaced it
+                if local is not None:
+                    await local.start()
+                    stack.push_async_callback(local.stop)
+            await self._start_executor(stack)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return stack
+
+    async def _start_executor(self, stack: AsyncExitStack) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self.turn_executor = await stack.enter_async_context(factory(self))
+        stack.callback(setattr, self, "turn_executor", None)  # before the executor stops: no new turns
 
     # -- running ---------------------------------------------------------------------------------
 
