@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
 from pydantic_ai import Agent
@@ -30,13 +30,12 @@ from ._lock import ProjectLock
 from ._streaming import PendingApprovals
 from ._turn import tool_loop_agent
 from .chatkeys import ShipPaths, validate_chat_key
-from .config import ShipConfig, load_config
+from .config import ShipConfig
 from .context import AgentContextRuntime
-from .errors import ConfigError
 from .execution import ApprovalCallback, ToolExecutionContext
 from .files import ContextFiles, SpillToolset, context_toolset
-from .handover import Handover, ResolvedProfile
-from .handover._delegation import profile_agent_md
+from .handover import Handover
+from .handover._runtime import SubAgentFactory
 from .history.chats import ChatHistories
 from .history.compaction import CompactionResult
 from .history.injections import InjectionToolset
@@ -48,23 +47,24 @@ from .history.tokens import TokenCalibration
 from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model
-from .results import AgentResult
 from .tools import SkillsCache, builtin_toolset, load_tool_modules
 from .turns import SharedChats, TurnExecutor, TurnHooks, shared_factories
 
 if TYPE_CHECKING:
-    from ._steps import StepCallback
+    pass
 
 __all__ = ["AgentBase"]
 
 
 class AgentBase:
-    """A project's agent without its turn: built from ship.json, started by ``async with``.
+    """A project's wiring and the read side of its chats; :class:`~shipagent.agent.ShipAgent` is the rest.
 
-    Only :class:`~shipagent.agent.ShipAgent` subclasses it; it exists so the turn has a module of
-    its own. Nothing here names the subclass: the base declares :meth:`run` (the subclass defines
-    it) and builds sub-agents as ``type(self)``.
+    Nothing here names the agent or runs a turn: the one thing it needs of the agent is how a
+    delegation builds its sub-agent (:attr:`_sub_agent`, which the handover is given).
     """
+
+    _sub_agent: SubAgentFactory
+    """Builds the agent a delegation to a profile runs (``ShipAgent._sub_agent``)."""
 
     def __init__(
         self,
@@ -149,104 +149,6 @@ class AgentBase:
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
         self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
-
-    @classmethod
-    def from_project(
-        cls,
-        root: str | Path,
-        *,
-        model: Model | str | None = None,
-        toolsets: Sequence[AbstractToolset[Any]] = (),
-        on_approval: ApprovalCallback | None = None,
-        providers: Sequence[Any] = (),
-        profile_models: Mapping[str, Model | str] | None = None,
-        project_lock: bool = True,
-    ) -> Self:
-        """Load ``root/ship.json`` (defaults when absent) and build the agent.
-
-        Args:
-            root: the project directory.
-            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
-                ``FunctionModel``) or a model string.
-            toolsets: extra pydantic-ai toolsets, beside the builtins.
-            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
-            providers: context providers to register (see ``shipagent.context``).
-            profile_models: per-profile model overrides for sub-agents.
-            project_lock: hold ``.ship/lock`` while started, so a second process on the project
-                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
-
-        Raises:
-            ConfigError: ship.json is invalid, or the directory does not exist.
-        """
-        path = Path(root).expanduser().resolve()
-        if not path.is_dir():
-            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
-        return cls(
-            path,
-            load_config(path),
-            model=model,
-            toolsets=toolsets,
-            on_approval=on_approval,
-            providers=providers,
-            profile_models=profile_models,
-            project_lock=project_lock,
-        )
-
-    # -- the turn, and the agents a delegation runs ------------------------------------------------
-
-    async def run(
-        self,
-        chat_key: str,
-        text: str,
-        *,
-        on_step: StepCallback | None = None,
-        channel: Any = None,
-        request_id: str | None = None,
-    ) -> AgentResult:
-        """One turn of the chat: :meth:`ShipAgent.run <shipagent.agent.ShipAgent.run>` (this base has none).
-
-        Declared here so the base can build its own sub-agents (they run turns) without naming
-        its subclass.
-        """
-        raise NotImplementedError(f"{type(self).__name__} has no turn: use ShipAgent")
-
-    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> Self:
-        """The agent a delegation to ``profile`` runs: a new agent of this class on the same project.
-
-        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
-        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
-        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
-
-        Raises:
-            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
-        """
-        config = self.config
-        model: Any = self.profile_models.get(profile.name)
-        if model is None and profile.config.model:
-            config = config.model_copy(
-                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
-            )
-        elif model is None:
-            model = self.model
-        sub = type(self)(
-            self.project_root,
-            config,
-            model=model,
-            toolsets=self._user_toolsets,
-            on_approval=self.on_approval,
-            profile_models=self.profile_models,
-            agent_md=profile_agent_md(self.project_root, profile.config),
-        )
-        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
-        if (
-            profile.config.skills is not None
-        ):  # the profile's skills: the overview, skills_list and skills_load
-            sub.skills_cache.only = tuple(profile.config.skills)
-        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
-        # another set of server processes per sub-agent (a fork_join of four would start four of each).
-        sub.mcp = self.mcp
-        sub._parent_stores = self._tool_stores  # its history tools read where ours do
-        return sub
 
     # -- assembly --------------------------------------------------------------------------------
 

@@ -16,13 +16,15 @@ wrong inside a turn comes back as ``AgentResult(success=False)`` with the chat's
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
+from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
@@ -33,10 +35,13 @@ from ._steps import StepCallback, call_outcomes
 from ._streaming import Emit, stream_turn
 from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn
 from .chatkeys import validate_chat_key
+from .config import load_config
 from .errors import ConfigError, ShipAgentError
 from .events import RunEvent
-from .execution import ToolExecutionContext, running_tool_context
+from .execution import ApprovalCallback, ToolExecutionContext, running_tool_context
 from .files import CatalogToolset
+from .handover import Handover, ResolvedProfile
+from .handover._delegation import profile_agent_md
 from .history.compaction import CompactionResult
 from .models import build_model_settings
 from .results import AgentResult
@@ -77,6 +82,86 @@ class ShipAgent(AgentBase):
     _running: AsyncExitStack | None = None
     """While started: what stops what ``async with agent`` started."""
     _entered = 0
+
+    @classmethod
+    def from_project(
+        cls,
+        root: str | Path,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
+    ) -> Self:
+        """Load ``root/ship.json`` (defaults when absent) and build the agent.
+
+        Args:
+            root: the project directory.
+            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
+                ``FunctionModel``) or a model string.
+            toolsets: extra pydantic-ai toolsets, beside the builtins.
+            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
+            providers: context providers to register (see ``shipagent.context``).
+            profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
+
+        Raises:
+            ConfigError: ship.json is invalid, or the directory does not exist.
+        """
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
+        return cls(
+            path,
+            load_config(path),
+            model=model,
+            toolsets=toolsets,
+            on_approval=on_approval,
+            providers=providers,
+            profile_models=profile_models,
+            project_lock=project_lock,
+        )
+
+    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> ShipAgent:
+        """The agent a delegation to ``profile`` runs: a new agent on the same project.
+
+        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
+        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
+        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
+
+        Raises:
+            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
+        """
+        config = self.config
+        model: Any = self.profile_models.get(profile.name)
+        if model is None and profile.config.model:
+            config = config.model_copy(
+                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
+            )
+        elif model is None:
+            model = self.model
+        sub = ShipAgent(
+            self.project_root,
+            config,
+            model=model,
+            toolsets=self._user_toolsets,
+            on_approval=self.on_approval,
+            profile_models=self.profile_models,
+            agent_md=profile_agent_md(self.project_root, profile.config),
+        )
+        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
+        if (
+            profile.config.skills is not None
+        ):  # the profile's skills: the overview, skills_list and skills_load
+            sub.skills_cache.only = tuple(profile.config.skills)
+        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
+        # another set of server processes per sub-agent (a fork_join of four would start four of each).
+        sub.mcp = self.mcp
+        sub._parent_stores = self._tool_stores  # its history tools read where ours do
+        return sub
 
     # -- lifecycle -------------------------------------------------------------------------------
 
