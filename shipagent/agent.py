@@ -46,7 +46,7 @@ from .history.compaction import CompactionResult
 from .models import build_model_settings
 from .results import AgentResult
 from .tools import warn_if_unsandboxed
-from .turns import CommitOutcome, TurnCommit, executor_factories
+from .turns import CommitOutcome, TurnCommit, TurnHooks, executor_factories
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 
@@ -376,8 +376,11 @@ class ShipAgent(AgentBase):
         )
 
     def _parts(self) -> TurnParts:
-        """What a turn runs on, assembled from this agent's wiring (once per turn: the turn hooks
-        and the clock are the agent's public attributes, which a durable worker or a test moves)."""
+        """What a turn runs on, assembled from this agent's wiring.
+
+        Once per turn: the turn hooks, the model and ``on_approval`` are public attributes a
+        durable worker, a test or the lazily built model may change between turns, never within one.
+        """
         hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
 
         def toolset() -> AbstractToolset[Any]:
@@ -395,7 +398,7 @@ class ShipAgent(AgentBase):
             request_id=lambda given: hooks.request_id(given, _fresh_id),
             lock=self.chats.lock,
             load=lambda chat_key: hooks.load(self, chat_key, partial(self.chats.aget, chat_key)),
-            commit=self._commit_turn,
+            commit=partial(self._commit_turn, hooks),
             keep_sent=self._keep_sent,
             history_sources=self.chats.sources,
             keep_last=self.config.context.chat_history.compact_keep_last_messages,
@@ -410,9 +413,8 @@ class ShipAgent(AgentBase):
         url = self._model.base_url if self._model is not None else self.config.llm.base_url
         return explain_failure(exc, url=url, llm=self.config.llm)
 
-    async def _commit_turn(self, turn: TurnCommit) -> CommitOutcome:
+    async def _commit_turn(self, hooks: TurnHooks[Any], turn: TurnCommit) -> CommitOutcome:
         """The turn's commit part: through the turn hooks (durable mode records it) into the stores."""
-        hooks = self.turn_hooks
         compaction, failure = await hooks.commit(self, turn, self._commit)
         return compaction, failure
 
