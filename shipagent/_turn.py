@@ -46,7 +46,7 @@ from ._streaming import (
     stream_tool_calls,
 )
 from .events import Compacted
-from .execution import ApprovalCallback, ToolExecutionContext, use_tool_context
+from .execution import ToolExecutionContext, use_tool_context
 from .history.compaction import CompactionResult, compact
 from .history.placement import ContextWindow
 from .results import AgentResult, StepEvent
@@ -91,7 +91,6 @@ class TurnParts:
         keep_last: ship.json ``compactKeepLastMessages``: an overflow retry keeps half, then a quarter….
         is_mcp_tool: whether a tool name is an MCP server's (its step summaries say so).
         approvals: the questions a streamed turn waits on (``resolve_approval`` answers them).
-        on_approval: the agent-wide permission callback, if any.
         explain: a failed run's cause, in words that name what to change.
     """
 
@@ -111,7 +110,6 @@ class TurnParts:
     keep_last: int
     is_mcp_tool: Callable[[str], bool]
     approvals: PendingApprovals
-    on_approval: ApprovalCallback | None
     explain: Callable[[BaseException], str]
 
 
@@ -175,8 +173,9 @@ async def run_turn(
         request_id = parts.request_id(request_id)
         ctx = parts.tool_context(chat_key, request_id, channel)
         if emit is not None and ask:  # a streamed turn asks its consumer
+            # (an agent-wide callback, which the tool context carries, still decides)
             ctx.on_approval = approval_bridge(
-                parts.approvals, emit, chat_key, parts.on_approval, approval_timeout
+                parts.approvals, emit, chat_key, ctx.on_approval, approval_timeout
             )
         steps = StepReporter(on_step, parts.is_mcp_tool, emit=emit)
         try:

@@ -404,7 +404,6 @@ class ShipAgent(AgentBase):
             keep_last=self.config.context.chat_history.compact_keep_last_messages,
             is_mcp_tool=self._is_mcp_tool,
             approvals=self.approvals,
-            on_approval=self.on_approval,
             explain=self._explain,
         )
 

@@ -138,7 +138,6 @@ def _parts(tmp_path: Path, model: FunctionModel, chats: MemoryChats, **changes: 
         keep_last=2,
         is_mcp_tool=lambda name: False,
         approvals=PendingApprovals(),
-        on_approval=None,
         explain=lambda exc: f"the scripted model gave up ({exc})",
     )
     return TurnParts(**{**{f.name: getattr(parts, f.name) for f in fields(parts)}, **changes})
