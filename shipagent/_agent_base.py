@@ -1,9 +1,9 @@
 """What a :class:`~shipagent.agent.ShipAgent` is made of: its wiring and the read side of its chats.
 
-The turn reads top to bottom in ``_turn.py`` (from the parts ``agent.py`` assembles) and the
-lifecycle (``async with agent``) is ``agent.py``'s; this base holds the wiring of a project's
-stores, tools, providers, handover and durable seams (``__init__``), the parts a turn is
-assembled from (model, toolsets, instructions, its context window), sub-agents, and the
+The turn reads top to bottom in ``_turn.py`` (from the parts ``agent.py`` assembles); the
+lifecycle (``async with agent``) and sub-agents are ``agent.py``'s. This base holds the wiring
+of a project's stores, tools, providers, handover and durable seams (``__init__``), what a
+turn's parts are made from (model, toolsets, instructions, its context window), and the
 read-side API on a chat (``history``, ``expand``, ``ledger``, ``reconstruct``, ``clear``).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 from pydantic_ai import Agent
@@ -49,9 +49,6 @@ from .mcp import McpManager
 from .models import build_model
 from .tools import SkillsCache, builtin_toolset, load_tool_modules
 from .turns import SharedChats, TurnExecutor, TurnHooks, shared_factories
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["AgentBase"]
 
