@@ -1,10 +1,9 @@
-"""What a :class:`~shipagent.agent.ShipAgent` is made of, and how it starts and stops.
+"""What a :class:`~shipagent.agent.ShipAgent` is made of: its wiring and the read side of its chats.
 
-``agent.py`` is where a turn reads top to bottom; this base class holds everything around it:
-the wiring of a project's stores, tools, providers, handover and durable seams (``__init__``),
-the lifecycle (``async with agent``: project lock, MCP servers, providers, the embedded model of
-``llm.provider: "local"``, the durable executor),
-the parts a turn assembles (model, toolsets, instructions, its context window) and the
+The turn reads top to bottom in ``_turn.py`` (from the parts ``agent.py`` assembles); the
+lifecycle (``async with agent``) and sub-agents are ``agent.py``'s. This base holds the wiring
+of a project's stores, tools, providers, handover and durable seams (``__init__``), what a
+turn's parts are made from (model, toolsets, instructions, its context window), and the
 read-side API on a chat (``history``, ``expand``, ``ledger``, ``reconstruct``, ``clear``).
 """
 
@@ -12,16 +11,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any
 
 import anyio
-from pydantic_ai import Agent, RunContext
+from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -32,14 +28,14 @@ from ._deps import TurnDeps, TurnStores
 from ._guard import GuardedToolset
 from ._lock import ProjectLock
 from ._streaming import PendingApprovals
+from ._turn import tool_loop_agent
 from .chatkeys import ShipPaths, validate_chat_key
-from .config import ShipConfig, load_config
+from .config import ShipConfig
 from .context import AgentContextRuntime
-from .errors import ConfigError
 from .execution import ApprovalCallback, ToolExecutionContext
 from .files import SpillToolset, context_toolset
-from .handover import Handover, ResolvedProfile, SqliteCardBoxStore
-from .handover._delegation import profile_agent_md
+from .handover import Handover, SqliteCardBoxStore
+from .handover._runtime import SubAgentFactory
 from .history.chats import ChatHistories
 from .history.injections import InjectionToolset
 from .history.placement import ContextWindow, PriorItems
@@ -49,46 +45,24 @@ from .history.tokens import TokenCalibration
 from .ledger import Ledger, RequestRecord
 from .mcp import McpManager
 from .models import build_model
-from .results import AgentResult
 from .stores._files import FileStores
 from .stores._pg_cluster import PgClusterStore
 from .stores._select import open_stores
-from .tools import SkillsCache, builtin_toolset, load_tool_modules, warn_if_unsandboxed
-from .turns import TurnExecutor, TurnHooks, executor_factories
-
-if TYPE_CHECKING:
-    from ._local_model import LocalModel
-    from ._steps import StepCallback
+from .tools import SkillsCache, builtin_toolset, load_tool_modules
+from .turns import TurnExecutor, TurnHooks
 
 __all__ = ["AgentBase"]
 
 
-def _instrumentation(config: ShipConfig) -> list[Any]:
-    """pydantic-ai's OpenTelemetry instrumentation when ship.json ``observability.otel`` is on."""
-    if not config.observability.otel:
-        return []
-    from pydantic_ai.capabilities.instrumentation import Instrumentation
-
-    return [Instrumentation()]
-
-
-@dataclass
-class _RunWindow(ContextWindow):
-    """The agent-level stand-in for each run's :class:`ContextWindow` (``make`` builds the run's)."""
-
-    make: Callable[[TurnDeps], ContextWindow] | None = None
-
-    async def for_run(self, ctx: RunContext[Any]) -> ContextWindow:
-        return self.make(ctx.deps) if self.make is not None and isinstance(ctx.deps, TurnDeps) else self
-
-
 class AgentBase:
-    """A project's agent without its turn: built from ship.json, started by ``async with``.
+    """A project's wiring and the read side of its chats; :class:`~shipagent.agent.ShipAgent` is the rest.
 
-    Only :class:`~shipagent.agent.ShipAgent` subclasses it; it exists so the turn has a module of
-    its own. Nothing here names the subclass: the base declares :meth:`run` (the subclass defines
-    it) and builds sub-agents as ``type(self)``.
+    Nothing here names the agent or runs a turn: the one thing it needs of the agent is how a
+    delegation builds its sub-agent (:attr:`_sub_agent`, which the handover is given).
     """
+
+    _sub_agent: SubAgentFactory
+    """Builds the agent a delegation to a profile runs (``ShipAgent._sub_agent``)."""
 
     def __init__(
         self,
@@ -160,18 +134,13 @@ class AgentBase:
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
         """Today's date in the instructions comes from here (tests move it)."""
-        # The context window is the agent's own capability, made afresh for each run by its
-        # ``for_run``: a capability passed per run makes pydantic-ai combine and re-sort the
-        # capability tree on every run (~0.2 ms a turn), an agent-level one is composed once.
-        self._pa_agent: Agent[TurnDeps, str] = Agent(
-            output_type=str,
-            name=config.name,
-            retries=1,
-            capabilities=[*_instrumentation(config), _RunWindow(make=self._context_window)],
+        # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
+        # ``_context_window``
+        self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
+            config.name, self._context_window, otel=config.observability.otel
         )
         # Approvals streamed turns wait for (run_stream without an on_approval callback).
         self.approvals = PendingApprovals()
-        self._entered = 0
         # ``.ship/lock``, held while started; durable mode (several processes) turns it off
         # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
         self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
@@ -185,196 +154,7 @@ class AgentBase:
         self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
-        self._executor_cm: AbstractAsyncContextManager[TurnExecutor | None] | None = None
-        self._local: LocalModel | None = None  # ship.json llm.provider "local": started with the agent
         self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
-
-    @classmethod
-    def from_project(
-        cls,
-        root: str | Path,
-        *,
-        model: Model | str | None = None,
-        toolsets: Sequence[AbstractToolset[Any]] = (),
-        on_approval: ApprovalCallback | None = None,
-        providers: Sequence[Any] = (),
-        profile_models: Mapping[str, Model | str] | None = None,
-        project_lock: bool = True,
-    ) -> Self:
-        """Load ``root/ship.json`` (defaults when absent) and build the agent.
-
-        Args:
-            root: the project directory.
-            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
-                ``FunctionModel``) or a model string.
-            toolsets: extra pydantic-ai toolsets, beside the builtins.
-            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
-            providers: context providers to register (see ``shipagent.context``).
-            profile_models: per-profile model overrides for sub-agents.
-            project_lock: hold ``.ship/lock`` while started, so a second process on the project
-                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
-
-        Raises:
-            ConfigError: ship.json is invalid, or the directory does not exist.
-        """
-        path = Path(root).expanduser().resolve()
-        if not path.is_dir():
-            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
-        return cls(
-            path,
-            load_config(path),
-            model=model,
-            toolsets=toolsets,
-            on_approval=on_approval,
-            providers=providers,
-            profile_models=profile_models,
-            project_lock=project_lock,
-        )
-
-    # -- the turn, and the agents a delegation runs ------------------------------------------------
-
-    async def run(
-        self,
-        chat_key: str,
-        text: str,
-        *,
-        on_step: StepCallback | None = None,
-        channel: Any = None,
-        request_id: str | None = None,
-    ) -> AgentResult:
-        """One turn of the chat: :meth:`ShipAgent.run <shipagent.agent.ShipAgent.run>` (this base has none).
-
-        Declared here so the base can build its own sub-agents (they run turns) without naming
-        its subclass.
-        """
-        raise NotImplementedError(f"{type(self).__name__} has no turn: use ShipAgent")
-
-    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> Self:
-        """The agent a delegation to ``profile`` runs: a new agent of this class on the same project.
-
-        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
-        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
-        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
-
-        Raises:
-            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
-        """
-        config = self.config
-        model: Any = self.profile_models.get(profile.name)
-        if model is None and profile.config.model:
-            config = config.model_copy(
-                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
-            )
-        elif model is None:
-            model = self.model
-        sub = type(self)(
-            self.project_root,
-            config,
-            model=model,
-            toolsets=self._user_toolsets,
-            on_approval=self.on_approval,
-            profile_models=self.profile_models,
-            agent_md=profile_agent_md(self.project_root, profile.config),
-        )
-        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
-        if (
-            profile.config.skills is not None
-        ):  # the profile's skills: the overview, skills_list and skills_load
-            sub.skills_cache.only = tuple(profile.config.skills)
-        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
-        # another set of server processes per sub-agent (a fork_join of four would start four of each).
-        sub.mcp = self.mcp
-        sub._parent_stores = self._tool_stores  # its history tools read where ours do
-        return sub
-
-    # -- lifecycle -------------------------------------------------------------------------------
-
-    async def __aenter__(self) -> Self:
-        if self._entered == 0:
-            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
-            try:
-                # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
-                await anyio.to_thread.run_sync(
-                    warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
-                )
-                await self.mcp.start()  # in parallel; raises only for a tool-name collision
-                try:
-                    await self.context_runtime.start()
-                except BaseException:
-                    await self.mcp.stop()  # a failed start leaves no MCP server process behind
-                    raise
-            except BaseException:
-                await self.project_lock.arelease()
-                raise
-            try:
-                await self._start_local()
-                await self._start_executor()
-            except BaseException:
-                await self._stop_all()
-                raise
-        self._entered += 1
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._entered = max(self._entered - 1, 0)
-        if self._entered:
-            return
-        try:
-            await self._stop_executor()  # durable workers drain first: their turns use the servers
-        finally:
-            await self._stop_all()
-
-    async def _start_executor(self) -> None:
-        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
-        if not self.config.durable.enabled or self.turn_executor is not None:
-            return
-        factory = executor_factories.get("durable")
-        if factory is None:  # pragma: no cover - registered by the package facade
-            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
-        self._executor_cm = factory(self)
-        self.turn_executor = await self._executor_cm.__aenter__()
-
-    async def _stop_executor(self) -> None:
-        cm, self._executor_cm = self._executor_cm, None
-        if cm is not None:
-            self.turn_executor = None
-            await cm.__aexit__(None, None, None)
-
-    async def _stop_all(self) -> None:
-        # Each stop runs even when the one before it failed: no server or token outlives the agent.
-        try:
-            await self.mcp.stop()  # shielded: no server process outlives the agent
-        finally:
-            try:
-                await self.context_runtime.stop()  # provider MCP servers; revokes session tokens
-            finally:
-                try:
-                    await self.handover.aclose()
-                finally:
-                    try:
-                        await self._stop_local()
-                    finally:
-                        await self.project_lock.arelease()
-
-    async def _start_local(self) -> None:
-        """ship.json ``llm.provider: "local"``: the embedded model's server runs while the agent does."""
-        if (self.config.llm.provider or "").lower() != "local":
-            return
-        from ._local_model import local_model_of
-
-        self._local = local_model_of(self.model)  # None when a model= override replaced it
-        if self._local is not None:
-            await self._local.start()
-
-    async def _stop_local(self) -> None:
-        local, self._local = self._local, None
-        if local is not None:
-            await local.stop()
 
     # -- assembly --------------------------------------------------------------------------------
 
@@ -464,7 +244,7 @@ class AgentBase:
         return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
 
     def _context_window(self, deps: TurnDeps) -> ContextWindow:
-        """The run's context-window capability, configured from ship.json ``context`` (see ``_RunWindow``)."""
+        """The run's context-window capability, configured from ship.json ``context``."""
         ctx, context = deps.tool, self.config.context
         return ContextWindow(
             context.chat_history.max_history_tokens,

@@ -1,10 +1,10 @@
 """``ShipAgent``: one project directory as an agent, one history per chat key.
 
-A turn: validate the chat key and take that chat's lock → load the history (from
-``.ship/`` after a restart) → assemble instructions → set the tool execution context → run
-pydantic-ai's tool loop with the :class:`~shipagent.history.placement.ContextWindow` capability →
-commit user + new messages, transcript and agent-context entries, compact when over the bound →
-return an :class:`AgentResult`.
+The agent is the public face and the wiring: it checks a turn's arguments, hands it to the
+durable queue when one is running, and otherwise assembles the turn's parts
+(:meth:`ShipAgent._parts`) and runs :func:`~shipagent._turn.run_turn` on them — the turn itself
+(lock → load → instructions → tool loop → commit → result) reads top to bottom in ``_turn.py``
+and never sees the agent.
 
 ``run_stream`` is the same turn with its events (text deltas, tool steps, approvals, ``Done``)
 yielded as they happen; ``run`` drives it without them.
@@ -17,79 +17,45 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
-from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
-from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
 from ._agent_base import AgentBase
 from ._combined import SequentialCombinedToolset
-from ._deps import TurnDeps
 from ._explain import explain_failure
-from ._paths import OutsideProjectError
-from ._retry import report_retries
-from ._steps import StepCallback, StepReporter, call_outcomes, final_output, tool_call_records
-from ._streaming import (
-    Emit,
-    approval_bridge,
-    can_stream,
-    emit_response_text,
-    finish_reason_of,
-    keep_cut_answer,
-    stream_model_request,
-    stream_tool_calls,
-    stream_turn,
-)
+from ._steps import StepCallback, call_outcomes
+from ._streaming import Emit, stream_turn
+from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn
 from .chatkeys import validate_chat_key
-from .errors import ShipAgentError
-from .events import Compacted, RunEvent
-from .execution import ToolExecutionContext, running_tool_context, use_tool_context
+from .config import load_config
+from .errors import ConfigError, ShipAgentError
+from .events import RunEvent
+from .execution import ApprovalCallback, ToolExecutionContext, running_tool_context
 from .files import CatalogToolset
-from .history.compaction import CompactionResult, compact
+from .handover import Handover, ResolvedProfile
+from .handover._delegation import profile_agent_md
 from .models import build_model_settings
-from .results import AgentResult, StepEvent
+from .results import AgentResult
 from .stores._protocols import ChatStore, TurnRecord
-from .turns import CommitOutcome, TurnCommit
+from .tools import warn_if_unsandboxed
+from .turns import CommitOutcome, TurnCommit, TurnHooks, executor_factories
 
-__all__ = ["ShipAgent", "is_context_overflow"]
+__all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 
 log = logging.getLogger("shipagent")
-_LoopResult = tuple[str, list[ModelMessage], str, Any]
-"""``(run_id, all messages, output text, usage)`` of one tool loop."""
-MAX_OVERFLOW_RETRIES = 3
-_OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-)
 
 
-def is_context_overflow(exc: BaseException) -> bool:
-    """Whether a provider error says the request did not fit the model's context window."""
-    if isinstance(exc, ModelContextWindowExceededError):
-        return True
-    if isinstance(exc, ModelHTTPError) and exc.status_code in (400, 413):
-        text = f"{exc.body} {exc}".lower()
-        return any(marker in text for marker in _OVERFLOW_MARKERS)
-    return False
-
-
-def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
-    """The messages run ``run_id`` added: the tail of its message list (no walk over the history)."""
-    start = len(messages)
-    while start and getattr(messages[start - 1], "run_id", None) == run_id:
-        start -= 1
-    return messages[start:]
+def _fresh_id() -> str:
+    return uuid.uuid4().hex
 
 
 def _one(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
@@ -103,6 +69,155 @@ class ShipAgent(AgentBase):
     Create it with :meth:`from_project`; use ``async with agent:`` to start what it holds (MCP
     servers) and ``await agent.run(chat_key, text)`` for each turn.
     """
+
+    _running: AsyncExitStack | None = None
+    """While started: what stops what ``async with agent`` started."""
+    _entered = 0
+
+    @classmethod
+    def from_project(
+        cls,
+        root: str | Path,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
+    ) -> Self:
+        """Load ``root/ship.json`` (defaults when absent) and build the agent.
+
+        Args:
+            root: the project directory.
+            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
+                ``FunctionModel``) or a model string.
+            toolsets: extra pydantic-ai toolsets, beside the builtins.
+            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
+            providers: context providers to register (see ``shipagent.context``).
+            profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
+
+        Raises:
+            ConfigError: ship.json is invalid, or the directory does not exist.
+        """
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
+        return cls(
+            path,
+            load_config(path),
+            model=model,
+            toolsets=toolsets,
+            on_approval=on_approval,
+            providers=providers,
+            profile_models=profile_models,
+            project_lock=project_lock,
+        )
+
+    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> ShipAgent:
+        """The agent a delegation to ``profile`` runs: a new agent on the same project.
+
+        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
+        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
+        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
+
+        Raises:
+            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
+        """
+        config = self.config
+        model: Any = self.profile_models.get(profile.name)
+        if model is None and profile.config.model:
+            config = config.model_copy(
+                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
+            )
+        elif model is None:
+            model = self.model
+        sub = ShipAgent(
+            self.project_root,
+            config,
+            model=model,
+            toolsets=self._user_toolsets,
+            on_approval=self.on_approval,
+            profile_models=self.profile_models,
+            agent_md=profile_agent_md(self.project_root, profile.config),
+        )
+        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
+        if (
+            profile.config.skills is not None
+        ):  # the profile's skills: the overview, skills_list and skills_load
+            sub.skills_cache.only = tuple(profile.config.skills)
+        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
+        # another set of server processes per sub-agent (a fork_join of four would start four of each).
+        sub.mcp = self.mcp
+        sub._parent_stores = self._tool_stores  # its history tools read where ours do
+        return sub
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._running is None:
+            self._running = await self._start()
+        self._entered += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered = max(self._entered - 1, 0)
+        if self._entered == 0 and self._running is not None:
+            running, self._running = self._running, None
+            await running.aclose()
+
+    async def _start(self) -> AsyncExitStack:
+        """Start what the agent holds: project lock, MCP servers, providers, the embedded model,
+        the durable executor.
+
+        The returned stack stops them in reverse order (durable workers drain first: their turns
+        use the servers), each stop running even when one before it failed, so no server process
+        or session token outlives the agent; a start that fails stops what had started.
+        """
+        stack = AsyncExitStack()
+        try:
+            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
+            stack.push_async_callback(self.project_lock.arelease)
+            # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
+            await anyio.to_thread.run_sync(
+                warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
+            )
+            await self.mcp.start()  # in parallel; raises only for a tool-name collision
+            stack.push_async_callback(self.mcp.stop)  # shielded
+            await self.context_runtime.start()
+            stack.push_async_callback(
+                self.context_runtime.stop
+            )  # provider MCP servers; revokes session tokens
+            stack.push_async_callback(lambda: self.handover.aclose())
+            if (self.config.llm.provider or "").lower() == "local":  # the embedded model's server
+                from ._local_model import local_model_of
+
+                local = local_model_of(self.model)  # None when a model= override replaced it
+                if local is not None:
+                    await local.start()
+                    stack.push_async_callback(local.stop)
+            await self._start_executor(stack)
+        except BaseException:
+            await stack.aclose()
+            raise
+        return stack
+
+    async def _start_executor(self, stack: AsyncExitStack) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self.turn_executor = await stack.enter_async_context(factory(self))
+        stack.callback(setattr, self, "turn_executor", None)  # before the executor stops: no new turns
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -180,11 +295,16 @@ class ShipAgent(AgentBase):
         them) for a durable worker to publish; such a turn cannot ask for approval.
         """
         validate_chat_key(chat_key)
-        model = self.model
-        async with self.chats.lock(chat_key):
-            return await self._run_locked(
-                chat_key, text, model, on_step, channel, request_id, emit=emit, ask=False
-            )
+        return await run_turn(
+            self._parts(),
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            emit=emit,
+            ask=False,
+        )
 
     def run_stream(
         self,
@@ -220,22 +340,18 @@ class ShipAgent(AgentBase):
                 )
 
             return stream_turn(queued)
-        model = self.model
-
-        async def turn(emit: Emit) -> AgentResult:
-            async with self.chats.lock(chat_key):
-                return await self._run_locked(
-                    chat_key,
-                    text,
-                    model,
-                    on_step,
-                    channel,
-                    request_id,
-                    emit=emit,
-                    approval_timeout=approval_timeout,
-                )
-
-        return stream_turn(turn)
+        parts = self._parts()  # (a model ship.json cannot build raises here, before anything runs)
+        turn = partial(
+            run_turn,
+            parts,
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            approval_timeout=approval_timeout,
+        )
+        return stream_turn(lambda emit: turn(emit=emit))
 
     def _context(self, chat_key: str, request_id: str, channel: Any) -> ToolExecutionContext:
         return ToolExecutionContext(
@@ -250,93 +366,47 @@ class ShipAgent(AgentBase):
             context_files=self.context_files,
         )
 
-    async def _run_locked(
-        self,
-        chat_key: str,
-        text: str,
-        model: Model,
-        on_step: StepCallback | None,
-        channel: Any,
-        given_request_id: str | None = None,
-        *,
-        emit: Emit | None = None,
-        approval_timeout: float | None = None,
-        ask: bool = True,
-    ) -> AgentResult:
+    def _parts(self) -> TurnParts:
+        """What a turn runs on, assembled from this agent's wiring.
+
+        Once per turn: the turn hooks, the model and ``on_approval`` are public attributes a
+        durable worker, a test or the lazily built model may change between turns, never within one.
+        """
         hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
-        history = await hooks.load(self, chat_key, partial(self.chats.aget, chat_key))
-        request_id = hooks.request_id(given_request_id, lambda: uuid.uuid4().hex)
-        model = hooks.model(model)
-        ctx = self._context(chat_key, request_id, channel)
-        if emit is not None and ask:  # a streamed turn asks its consumer
-            ctx.on_approval = approval_bridge(
-                self.approvals, emit, chat_key, self.on_approval, approval_timeout
-            )
-        steps = StepReporter(on_step, self._is_mcp_tool, emit=emit)
-        try:
-            with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
-                try:
-                    instructions: str | OutsideProjectError = await self._instructions(ctx)
-                except OutsideProjectError as exc:  # Agent.md links out: the turn fails, naming it
-                    instructions = exc
-                outcome = (
-                    instructions
-                    if isinstance(instructions, OutsideProjectError)
-                    else await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
-                )
-        except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
-            with anyio.CancelScope(shield=True):
-                await self._keep_sent(chat_key, request_id, text, ctx)
-            raise
-        if isinstance(outcome, Exception):
-            await self._keep_sent(chat_key, request_id, text, ctx)
-            return await self._failed(request_id, outcome, steps, overflow=is_context_overflow(outcome))
-        (run_id, messages, output, usage), base, base_compaction = outcome
-        new = _run_tail(messages, run_id)
-        records = tool_call_records(new)
-        said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
-        output = final_output(output, ctx.sent_texts if channel is None else (), records)
-        turn = TurnCommit(
-            chat_key,
-            request_id,
-            text,
-            said,
-            output,
-            records,
-            list(ctx.sent_texts),
-            base,
-            new,
-            base_compaction,
+
+        def toolset() -> AbstractToolset[Any]:
+            # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
+            return CatalogToolset(_one(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
+
+        return TurnParts(
+            loop=self._pa_agent,
+            model=hooks.model(self.model),
+            toolset=toolset,
+            model_settings=build_model_settings(self.config.llm) or None,
+            instructions=self._instructions,
+            tool_context=self._context,
+            tool_stores=self._tool_stores,
+            request_id=lambda given: hooks.request_id(given, _fresh_id),
+            lock=self.chats.lock,
+            load=lambda chat_key: hooks.load(self, chat_key, partial(self.chats.aget, chat_key)),
+            commit=partial(self._commit_turn, hooks),
+            keep_sent=self._keep_sent,
+            history_sources=self.chats.sources,
+            keep_last=self.config.context.chat_history.compact_keep_last_messages,
+            is_mcp_tool=self._is_mcp_tool,
+            approvals=self.approvals,
+            explain=self._explain,
         )
+
+    def _explain(self, exc: BaseException) -> str:
+        """Why a run failed, in words that name what to change (URL, ship.json key, variable)."""
+        url = self._model.base_url if self._model is not None else self.config.llm.base_url
+        return explain_failure(exc, url=url, llm=self.config.llm)
+
+    async def _commit_turn(self, hooks: TurnHooks[Any], turn: TurnCommit) -> CommitOutcome:
+        """The turn's commit part: through the turn hooks (durable mode records it) into the stores."""
         compaction, failure = await hooks.commit(self, turn, self._commit)
-        if failure is not None:
-            log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
-            return await self._failed(request_id, failure, steps, overflow=False, saved=False)
-        for done in (base_compaction, compaction):
-            if done is not None:
-                await steps.emit(
-                    StepEvent(
-                        "compaction",
-                        f"compacted {len(done.removed)} older messages into a summary",
-                        {
-                            "removed": len(done.removed),
-                            "kept": len(done.history) - 1,
-                            "summarizer": done.summarizer,
-                            "summaryId": done.span.id if done.span else None,
-                        },
-                    )
-                )
-                await steps.event(Compacted(len(done.removed), len(done.history) - 1))
-        await steps.emit(StepEvent("done", output, {"requestId": request_id}))
-        return AgentResult(
-            success=True,
-            output=output,
-            request_id=request_id,
-            had_tool_failure=any(not r.success for r in records),
-            tool_calls=records,
-            usage=usage,
-            finish_reason=finish_reason_of(new),
-        )
+        return compaction, failure
 
     async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
         """Write a finished turn as ONE record; returns the compaction it triggered or the failure.
@@ -389,85 +459,6 @@ class ShipAgent(AgentBase):
         self.chats.committed(key, plan, behind=bool(report.failed))
         return plan.done, None
 
-    async def _with_overflow_retries(
-        self,
-        ctx: ToolExecutionContext,
-        text: str,
-        history: list[ModelMessage],
-        model: Model,
-        instructions: str,
-        steps: StepReporter,
-    ) -> tuple[_LoopResult, list[ModelMessage], CompactionResult | None] | Exception:
-        """Run the tool loop; on a context overflow compact harder and retry, at most 3 times.
-
-        Returns the loop's result with the history it ran on (and the compaction that produced
-        it, to be persisted only if the run then succeeds), or the exception that ended the run.
-        """
-        base, base_compaction = history, None
-        keep = self.config.context.chat_history.compact_keep_last_messages
-        loop = partial(self._tool_loop, TurnDeps(ctx, self._tool_stores()), text)
-        for attempt in range(MAX_OVERFLOW_RETRIES + 1):
-            try:
-                return await loop(base, model, instructions, steps), base, base_compaction
-            except Exception as exc:
-                if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
-                    return exc
-                sources = self.chats.sources(ctx.chat_key)
-                shrunk = compact(history, max(keep >> (attempt + 1), 1), sources=sources) or compact(
-                    history, 0, sources=sources
-                )
-                if shrunk is not None:
-                    base, base_compaction = shrunk.history, shrunk
-                ctx.reset_injections()  # the retry is a fresh tool loop
-                log.warning(
-                    "chat %r: context overflow, retrying with a compacted history (attempt %d)",
-                    ctx.chat_key,
-                    attempt + 1,
-                )
-        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
-
-    async def _tool_loop(
-        self,
-        deps: TurnDeps,
-        text: str,
-        history: list[ModelMessage],
-        model: Model,
-        instructions: str,
-        steps: StepReporter,
-    ) -> _LoopResult:
-        streamed = steps.streaming and can_stream(model)  # else a streamed turn gets whole answers
-        async with self._pa_agent.iter(
-            text,
-            message_history=history,
-            model=model,
-            deps=deps,  # what the tools read: ctx.deps
-            instructions=instructions,
-            # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            toolsets=[
-                CatalogToolset(_one(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
-            ],
-            model_settings=build_model_settings(self.config.llm) or None,
-        ) as agent_run:
-            async for node in agent_run:
-                if Agent.is_call_tools_node(node):
-                    await steps.on_response(node.model_response)
-                    if steps.streaming:  # run the tools here, so each start and finish is an event
-                        if not streamed:
-                            await emit_response_text(node.model_response, steps.event)
-                        await stream_tool_calls(node, agent_run.ctx, steps.event, self._is_mcp_tool)
-                elif Agent.is_model_request_node(node):
-                    await steps.on_request(node.request)
-                    # a streamed request: text deltas as the model writes; an answer the time
-                    # limit cut after it had begun ends the run with the text it has
-                    if streamed:
-                        cut = await stream_model_request(node, agent_run.ctx, steps.event)
-                        if cut is not None:
-                            messages, said = keep_cut_answer(agent_run.all_messages(), cut)
-                            return agent_run.run_id, messages, said, agent_run.usage
-            result = agent_run.result
-            assert result is not None
-            return result.run_id, result.all_messages(), str(result.output), result.usage
-
     async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
         if ctx.sent_texts:
@@ -475,25 +466,3 @@ class ShipAgent(AgentBase):
                 await self.turn_hooks.store(self).keep_sent(chat_key, request_id, text, list(ctx.sent_texts))
             except Exception as exc:  # the turn failed already: say so, do not fail it differently
                 log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
-
-    async def _failed(
-        self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool, saved: bool = True
-    ) -> AgentResult:
-        kind = type(exc).__name__
-        if not saved:
-            message = (
-                f"The turn ran but could not be saved ({kind}: {exc}). The chat continues from what "
-                f"is on disk."
-            )
-        elif overflow:
-            message = (
-                f"The conversation no longer fits the model's context window even after compacting "
-                f"{MAX_OVERFLOW_RETRIES} times ({kind}: {exc}). The chat's history is unchanged."
-            )
-        else:  # in words that name what to change (URL, ship.json key, variable)
-            url = self._model.base_url if self._model is not None else self.config.llm.base_url
-            reason = explain_failure(exc, url=url, llm=self.config.llm)
-            message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
-        log.warning("run %s failed: %s: %s", request_id, kind, exc)
-        await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
-        return AgentResult(success=False, output=message, request_id=request_id, finish_reason="error")
