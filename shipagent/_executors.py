@@ -16,20 +16,13 @@ from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ._steps import StepCallback
-    from .config import ShipConfig
-    from .files._store import ContextFiles
     from .results import AgentResult
 
 __all__ = [
-    "ClusterFiles",
     "ExecutorFactory",
-    "SharedFactory",
     "TurnExecutor",
     "executor_factories",
-    "shared_factories",
 ]
 
 
@@ -54,17 +47,3 @@ ExecutorFactory: TypeAlias = Callable[[Any], AbstractAsyncContextManager["TurnEx
 """``(the started agent) -> the executor's lifetime``; the agent is ``Any`` (see the module doc)."""
 executor_factories: dict[str, ExecutorFactory] = {}
 """Registered by the package facade (``"durable"`` → ``shipagent.durable``, imported lazily)."""
-
-
-class ClusterFiles(Protocol):
-    """A cluster's context files, read without an event loop (what ``shipagent context`` needs)."""
-
-    @property
-    def context_files(self) -> ContextFiles: ...
-
-
-SharedFactory: TypeAlias = "Callable[[Path, ShipConfig], ClusterFiles | None]"
-shared_factories: dict[str, SharedFactory] = {}
-"""Registered by the package facade (``"durable"`` → ``stores._shared.shared_chats``): the
-blocking reads of a cluster's Postgres chats, for ``shipagent context`` only (the agent asks its
-:class:`~shipagent.stores.ChatStore` instead)."""

@@ -185,6 +185,7 @@ class ShipAgent(AgentBase):
         try:
             await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
             stack.push_async_callback(self.project_lock.arelease)
+            stack.push_async_callback(self.store.close)  # a cluster's database connections
             # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
             await anyio.to_thread.run_sync(
                 warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
@@ -192,9 +193,8 @@ class ShipAgent(AgentBase):
             await self.mcp.start()  # in parallel; raises only for a tool-name collision
             stack.push_async_callback(self.mcp.stop)  # shielded
             await self.context_runtime.start()
-            stack.push_async_callback(
-                self.context_runtime.stop
-            )  # provider MCP servers; revokes session tokens
+            # provider MCP servers; revokes session tokens
+            stack.push_async_callback(self.context_runtime.stop)
             stack.push_async_callback(lambda: self.handover.aclose())
             if (self.config.llm.provider or "").lower() == "local":  # the embedded model's server
                 from ._local_model import local_model_of

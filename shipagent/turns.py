@@ -20,7 +20,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from ._deps import FILE_STORES, TurnStores
-from ._executors import TurnExecutor, executor_factories, shared_factories
+from ._executors import TurnExecutor, executor_factories
 
 if TYPE_CHECKING:
     from .history.compaction import CompactionResult
@@ -33,7 +33,6 @@ __all__ = [
     "TurnExecutor",
     "TurnHooks",
     "executor_factories",
-    "shared_factories",
 ]
 
 

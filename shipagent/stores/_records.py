@@ -103,7 +103,7 @@ def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) 
 
 
 def turn_cards(chat_key: str, request_id: str, user_text: str, output: str) -> list[NewCard]:
-    """The output-box cards of a turn, as ``HandoverRuntime.record_turn`` writes them."""
+    """The output-box cards of a turn, the user's text, then the answer."""
     return [
         NewCard(CARD_CHAT_MESSAGE, TextContent(text), chat_key, {"role": role, "request_id": request_id})
         for role, text in (("user", user_text), ("assistant", output))

@@ -12,21 +12,18 @@ the context files (:class:`SharedContextFiles`) and handover's cards and boxes
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
-from ..config import ShipConfig
 from ..history.stores import MessageLog
 from ._bridge import PgBridge
-from ._pg_base import is_postgres
 from ._postgres import PgStores
 from ._records import records_log
 from ._shared_cards import SharedCardBoxStore
 from ._shared_files import SharedContextFiles
 
-__all__ = ["PgSyncReads", "chat_activity", "shared_chats"]
+__all__ = ["PgSyncReads", "chat_activity"]
 
 log = logging.getLogger("shipagent.stores")
 
@@ -55,17 +52,6 @@ class PgSyncReads:
         """The chat's message log, read now, for ``MessageLog.expand`` / ``find``."""
         records = self.bridge.call(lambda s: s.messages.records(chat_key))
         return records_log(chat_key, [r.data for r in records])
-
-
-def shared_chats(project_root: Path, config: ShipConfig) -> PgSyncReads | None:
-    """The project's :class:`PgSyncReads` when its durable database is Postgres, else ``None``.
-
-    What ``shipagent context`` reads a cluster's context files through (``files._cli``).
-    """
-    if not (config.durable.enabled and is_postgres(config.durable.database)):
-        return None
-    bridge = PgBridge.for_url(config.durable.database)
-    return PgSyncReads(ShipPaths(project_root), bridge, project_id=config.name)
 
 
 async def chat_activity(stores: PgStores) -> list[tuple[str, str]]:
