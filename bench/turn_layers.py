@@ -47,8 +47,8 @@ from shipagent._combined import SequentialCombinedToolset
 from shipagent._turn import _RunWindow
 from shipagent.execution import use_tool_context
 from shipagent.files import CatalogToolset
+from shipagent.history.logs import MessageLog
 from shipagent.history.placement import ContextWindow
-from shipagent.history.stores import MessageLog
 
 Turn = Callable[[int], Awaitable[None]]
 LAYERS = ("bare", "+ instructions", "+ tools", "+ context window")

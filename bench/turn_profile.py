@@ -44,8 +44,8 @@ from shipagent._combined import SequentialCombinedToolset
 from shipagent.files import CatalogToolset
 from shipagent.files import _catalog as files_catalog
 from shipagent.history.chats import ChatHistories
+from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
 from shipagent.history.placement import ContextWindow
-from shipagent.history.stores import AgentContextLog, MessageLog, Transcript
 from shipagent.ledger._ledger import LedgerRecorder
 from shipagent.ledger._store import LedgerStore
 

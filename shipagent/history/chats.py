@@ -26,7 +26,7 @@ from ..config import ChatHistoryConfig
 from ..stores._record import CommitReport, TurnRecord
 from .compaction import CompactionResult, compact, compaction_input
 from .injections import strip_injections
-from .stores import MessageLog
+from .logs import MessageLog
 
 __all__ = ["ChatHistories", "ChatWriter", "PlannedTurn", "Reconciler", "Summarizer"]
 

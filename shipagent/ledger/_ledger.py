@@ -26,9 +26,9 @@ from ..chatkeys import ShipPaths
 from ..config import LedgerConfig
 from ..execution import InjectedMessage
 from ..history.injections import RunInjection
+from ..history.logs import MessageLog, now_iso
 from ..history.placement import RequestReport, injected_message, render_plan
 from ..history.sections import Item
-from ..history.stores import MessageLog, now_iso
 from ._encode import Base, encode_report
 from ._records import LedgerItem, RequestRecord, record_from_report
 from ._store import LedgerStore

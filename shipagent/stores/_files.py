@@ -1,7 +1,7 @@
 """The default stores, ``.ship/`` files and SQLite, behind the store protocols.
 
 Thin adapters: every write goes through the classes the runtime has always used
-(``history.stores.MessageLog``/``Transcript``/``AgentContextLog``, ``files.ContextFiles``,
+(``history.logs.MessageLog``/``Transcript``/``AgentContextLog``, ``files.ContextFiles``,
 ``handover.SqliteCardBoxStore``), so the bytes on disk are unchanged. A record's ``seq`` is its
 line number among the readable lines (a torn last line is not counted). All file work runs in a
 worker thread.
@@ -24,7 +24,7 @@ from ..errors import ChatKeyError
 from ..files import ContextFiles, ContextRef, Page, Tail
 from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
-from ..history.stores import AgentContextLog, MessageLog, Transcript
+from ..history.logs import AgentContextLog, MessageLog, Transcript
 from ._files_chat import FileChatStore
 from ._protocols import Committed, LogRecord, TurnWrite
 from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
@@ -160,7 +160,7 @@ class _FileLog(RawLog):
 
 
 class FileMessageLog(MessageLogMixin, _FileLog):
-    """``.ship/chats/<key>/messages.jsonl`` through :class:`~shipagent.history.stores.MessageLog`."""
+    """``.ship/chats/<key>/messages.jsonl`` through :class:`~shipagent.history.logs.MessageLog`."""
 
     def __init__(self, paths: ShipPaths) -> None:
         self.log = MessageLog(paths)
@@ -179,7 +179,7 @@ class FileMessageLog(MessageLogMixin, _FileLog):
 
 
 class FileTranscript(TranscriptMixin, _FileLog):
-    """``.ship/chats/<key>/history.jsonl`` through :class:`~shipagent.history.stores.Transcript`."""
+    """``.ship/chats/<key>/history.jsonl`` through :class:`~shipagent.history.logs.Transcript`."""
 
     def __init__(self, paths: ShipPaths) -> None:
         self.log = Transcript(paths)
@@ -193,7 +193,7 @@ class FileTranscript(TranscriptMixin, _FileLog):
 
 
 class FileAgentContext(AgentContextMixin, _FileLog):
-    """``.ship/memory/agent-context/<key>.jsonl`` through :class:`~shipagent.history.stores.AgentContextLog`."""
+    """``.ship/memory/agent-context/<key>.jsonl`` through :class:`~shipagent.history.logs.AgentContextLog`."""
 
     def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
         self.log = AgentContextLog(paths, window=window)

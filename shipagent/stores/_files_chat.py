@@ -34,7 +34,7 @@ from ._records import Fault, cards_hold, turn_cards
 if TYPE_CHECKING:
     from ..files import ContextFiles
     from ..handover import CardBoxStore, SqliteCardBoxStore
-    from ..history.stores import AgentContextLog, MessageLog, Transcript
+    from ..history.logs import AgentContextLog, MessageLog, Transcript
     from ._record import CachedChats
 
 __all__ = ["FileChatStore", "raw_holds"]

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_ai.messages import ModelMessage
 
 from ..handover import CardBoxStore, SqliteCardBoxStore
-from ..history.stores import MessageLog
+from ..history.logs import MessageLog
 from ._context import ContextBase, sha256
 from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
 from ._record import CachedChats

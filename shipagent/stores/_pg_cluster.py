@@ -16,7 +16,7 @@ from pydantic_ai.messages import ModelMessage
 from ..chatkeys import ShipPaths
 from ..files import ContextFiles
 from ..handover import CardBoxStore
-from ..history.stores import MessageLog
+from ..history.logs import MessageLog
 from ._bridge import PgBridge
 from ._postgres import PgStores
 from ._record import CachedChats

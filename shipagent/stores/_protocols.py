@@ -71,7 +71,7 @@ class RecordLog(Protocol):
 
 @runtime_checkable
 class MessageLogStore(RecordLog, Protocol):
-    """Model messages per chat: ``turn`` records and ``compaction`` records (see ``history.stores``)."""
+    """Model messages per chat: ``turn`` records and ``compaction`` records (see ``history.logs``)."""
 
     async def append_turn(self, chat_key: str, request_id: str, messages: builtins.list[ModelMessage]) -> int:
         """Append the messages one committed turn added; returns the record's seq."""

@@ -1,6 +1,6 @@
 """The records every store writes, and the typed stores built on a raw record log.
 
-The record shapes are exactly those of ``shipagent.history.stores`` (the file stores, which stay
+The record shapes are exactly those of ``shipagent.history.logs`` (the file stores, which stay
 the format's reference): the conformance suite checks every implementation against them, so a
 chat migrated from files to Postgres and back reads the same. The in-memory and Postgres stores
 implement only the raw operations of :class:`RawLog`; the typed methods here are shared.
@@ -22,7 +22,7 @@ from ..files import ContextRef
 from ..files._ref import utc_now_iso
 from ..files._render import render_messages
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
-from ..history.stores import (
+from ..history.logs import (
     MessageLog,
     agent_context_entry,
     agent_context_summary,
@@ -93,7 +93,7 @@ def transcript_records(
 def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
     """The agent-context log after its window overflowed: one summary entry + the newest ``window - 1``.
 
-    The summary is :func:`~shipagent.history.stores.agent_context_summary`, the one the file
+    The summary is :func:`~shipagent.history.logs.agent_context_summary`, the one the file
     store writes, so a chat reads the same from either.
     """
     cut = len(entries) - (window - 1)

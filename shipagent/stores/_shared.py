@@ -16,7 +16,7 @@ import logging
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
-from ..history.stores import MessageLog
+from ..history.logs import MessageLog
 from ._bridge import PgBridge
 from ._postgres import PgStores
 from ._records import records_log
