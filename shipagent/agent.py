@@ -1,10 +1,13 @@
 """``ShipAgent``: one project directory as an agent, one history per chat key.
 
-The agent is the public face and the wiring: it checks a turn's arguments, hands it to the
-durable queue when one is running, and otherwise assembles the turn's parts
-(:meth:`ShipAgent._parts`) and runs :func:`~shipagent._turn.run_turn` on them — the turn itself
-(lock → load → instructions → tool loop → commit → result) reads top to bottom in ``_turn.py``
-and never sees the agent.
+One class, no base: the agent is the public face and the wiring of its parts, which live in
+modules of their own — the turn (``_turn``), the commit of a turn as one store record
+(``_commit``), what a turn's toolsets, instructions and context window are made of
+(``_assembly``), starting and stopping what it holds (``_lifecycle``), the chats' store
+(``stores``). It checks a turn's arguments, hands it to the durable queue when one is running,
+and otherwise assembles the turn's parts (:meth:`ShipAgent._parts`) and runs
+:func:`~shipagent._turn.run_turn` on them — the turn itself (lock → load → instructions → tool
+loop → commit → result) reads top to bottom in ``_turn.py`` and never sees the agent.
 
 ``run_stream`` is the same turn with its events (text deltas, tool steps, approvals, ``Done``)
 yielded as they happen; ``run`` drives it without them.
@@ -17,37 +20,55 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
 import anyio
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
-from ._agent_base import AgentBase
-from ._combined import SequentialCombinedToolset
+from . import instructions as _instructions
+from ._assembly import build_instructions, context_window, guarded, one_toolset
+from ._commit import commit_turn
+from ._deps import TurnDeps, TurnStores
 from ._explain import explain_failure
-from ._steps import StepCallback, call_outcomes
-from ._streaming import Emit, stream_turn
-from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn
-from .chatkeys import validate_chat_key
-from .config import load_config
+from ._lifecycle import start_services
+from ._lock import ProjectLock
+from ._steps import StepCallback
+from ._streaming import Emit, PendingApprovals, stream_turn
+from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn, tool_loop_agent
+from .chatkeys import ShipPaths, validate_chat_key
+from .config import ShipConfig, load_config
+from .context import ProviderRuntime
 from .errors import ConfigError, ShipAgentError
 from .events import RunEvent
 from .execution import ApprovalCallback, ToolExecutionContext, running_tool_context
-from .files import CatalogToolset
-from .handover import Handover, ResolvedProfile
+from .files import CatalogToolset, context_toolset
+from .handover import Handover, ResolvedProfile, SqliteCardBoxStore
 from .handover._delegation import profile_agent_md
-from .models import build_model_settings
+from .history.chats import ChatHistories
+from .history.placement import ContextWindow, PriorItems
+from .history.reconcile import reconcile
+from .history.summarizer import model_summarizer
+from .history.tokens import TokenCalibration
+from .ledger import Ledger, RequestRecord
+from .mcp import McpManager
+from .models import build_model, build_model_settings
 from .results import AgentResult
-from .stores._protocols import ChatStore, TurnRecord
-from .tools import warn_if_unsandboxed
-from .turns import CommitOutcome, TurnCommit, TurnHooks, executor_factories
+from .stores._files import FileStores
+from .stores._pg_cluster import PgClusterStore
+from .stores._protocols import ChatStore
+from .stores._select import open_stores
+from .tools import SkillsCache, builtin_toolset, load_tool_modules
+from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 
@@ -58,12 +79,7 @@ def _fresh_id() -> str:
     return uuid.uuid4().hex
 
 
-def _one(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
-    """The toolsets as one: itself when there is one (pydantic-ai walks every layer per request)."""
-    return toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
-
-
-class ShipAgent(AgentBase):
+class ShipAgent:
     """An agent made from a project directory (``ship.json``, ``Agent.md``, ``skills/``).
 
     Create it with :meth:`from_project`; use ``async with agent:`` to start what it holds (MCP
@@ -73,6 +89,98 @@ class ShipAgent(AgentBase):
     _running: AsyncExitStack | None = None
     """While started: what stops what ``async with agent`` started."""
     _entered = 0
+
+    def __init__(
+        self,
+        project_root: Path,
+        config: ShipConfig,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        agent_md: str | None = None,
+        project_lock: bool = True,
+    ) -> None:
+        self.project_root = project_root
+        self.config = config
+        self.paths = ShipPaths(project_root)
+        self.on_approval = on_approval
+        self.profile_models = dict(profile_models or {})
+        self._model_override = model
+        self._model: Model | None = None
+        self._user_toolsets = list(toolsets)
+        self._agent_md = agent_md
+        # The chats' store, from ship.json: the project's ``.ship/`` files, or a durable
+        # cluster's Postgres database (``open_stores``). Its commit writes a turn's every part.
+        self.store: FileStores | PgClusterStore = open_stores(project_root, config)
+        files = (  # this machine's .ship/: the chats' own store, or beside a cluster's (the ledger)
+            self.store
+            if isinstance(self.store, FileStores)
+            else FileStores(
+                project_root, window=config.context.agent_context.window_entries, project_id=config.name
+            )
+        )
+        self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats.log = files.message_log
+        self.chats.store = self.store
+        # Context files: spilled tool output, compacted history and the catalog, per
+        # chat key. Usable without starting the agent (``shipagent context export``).
+        self.context_files = self.store.sync_context_files()
+        if config.context.chat_history.summarizer == "model":  # falls back to extract
+            self.chats.summarizer = model_summarizer(self._summary_model)
+        self._context_toolset = context_toolset()
+        self.transcript = files.transcript_log
+        self.agent_context = files.agent_context_log
+        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
+        self.instruction_sources: list[_instructions.InstructionSource] = []
+        # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
+        # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
+        self.skills_cache = SkillsCache()
+        self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
+        self._module_toolsets = load_tool_modules(config, project_root=project_root)
+        # ship.json MCP servers: started by ``async with agent``, their tools offered
+        # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
+        self.mcp = McpManager(config, project_root)
+        # Context providers: the skills overview, then ``providers``, then the
+        # capability catalog when ship.json declares ``capabilities``. Their additions follow
+        # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
+        # registers more.
+        self.context_runtime = ProviderRuntime(
+            config, project_root, providers=providers, skills=self.skills_cache, clock=lambda: self.clock()
+        )
+        self.injector = self.context_runtime.injector
+        self.instruction_sources.append(self.context_runtime.instructions)
+        # The ledger room listens to the context window; the core never imports it.
+        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
+        self.token_calibration = TokenCalibration()
+        self._prior_items = PriorItems()  # unedited history items of each chat's last request
+        self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
+        """Today's date in the instructions comes from here (tests move it)."""
+        # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
+        # ``_context_window``
+        self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
+            config.name, self._context_window, otel=config.observability.otel
+        )
+        # Approvals streamed turns wait for (run_stream without an on_approval callback).
+        self.approvals = PendingApprovals()
+        # ``.ship/lock``, held while started; durable mode (several processes) turns it off
+        # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
+        self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
+        # Cards, boxes and delegation; the store opens on first use.
+        cards = self.store.turn_card_store()  # a cluster's: its database; else .ship/cardbox.sqlite3
+        self.handover = Handover.for_project(self.paths, config, self._sub_agent, store=cards)
+        if isinstance(self.handover.store, SqliteCardBoxStore):  # one card store: turns' and delegations'
+            files.cards = self.handover.store
+        # -- durable seam: how a turn's effects run (inline here; recorded steps in
+        # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
+        self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
+        self.turn_executor: TurnExecutor | None = None
+        self.turn_executor_options: dict[str, Any] = {}
+        self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
 
     @classmethod
     def from_project(
@@ -174,40 +282,18 @@ class ShipAgent(AgentBase):
             await running.aclose()
 
     async def _start(self) -> AsyncExitStack:
-        """Start what the agent holds: project lock, MCP servers, providers, the embedded model,
-        the durable executor.
-
-        The returned stack stops them in reverse order (durable workers drain first: their turns
-        use the servers), each stop running even when one before it failed, so no server process
-        or session token outlives the agent; a start that fails stops what had started.
-        """
-        stack = AsyncExitStack()
-        try:
-            await self.project_lock.aacquire()  # ProjectLockedError if another process has the project
-            stack.push_async_callback(self.project_lock.arelease)
-            stack.push_async_callback(self.store.close)  # a cluster's database connections
-            # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
-            await anyio.to_thread.run_sync(
-                warn_if_unsandboxed, self.config.permissions.exec_shell, self.project_root
-            )
-            await self.mcp.start()  # in parallel; raises only for a tool-name collision
-            stack.push_async_callback(self.mcp.stop)  # shielded
-            await self.context_runtime.start()
-            # provider MCP servers; revokes session tokens
-            stack.push_async_callback(self.context_runtime.stop)
-            stack.push_async_callback(lambda: self.handover.aclose())
-            if (self.config.llm.provider or "").lower() == "local":  # the embedded model's server
-                from ._local_model import local_model_of
-
-                local = local_model_of(self.model)  # None when a model= override replaced it
-                if local is not None:
-                    await local.start()
-                    stack.push_async_callback(local.stop)
-            await self._start_executor(stack)
-        except BaseException:
-            await stack.aclose()
-            raise
-        return stack
+        """Start what the agent holds (see ``_lifecycle``); the stack stops it again."""
+        return await start_services(
+            config=self.config,
+            project_root=self.project_root,
+            lock=self.project_lock,
+            store=self.store,
+            mcp=self.mcp,
+            providers=self.context_runtime,
+            handover=lambda: self.handover,
+            model=lambda: self.model,
+            executor=self._start_executor,
+        )
 
     async def _start_executor(self, stack: AsyncExitStack) -> None:
         """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
@@ -376,7 +462,7 @@ class ShipAgent(AgentBase):
 
         def toolset() -> AbstractToolset[Any]:
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            return CatalogToolset(_one(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
+            return CatalogToolset(one_toolset(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
 
         return TurnParts(
             loop=self._pa_agent,
@@ -405,59 +491,11 @@ class ShipAgent(AgentBase):
 
     async def _commit_turn(self, hooks: TurnHooks[Any], turn: TurnCommit) -> CommitOutcome:
         """The turn's commit part: through the turn hooks (durable mode records it) into the stores."""
-        compaction, failure = await hooks.commit(self, turn, self._commit)
-        return compaction, failure
+        return await hooks.commit(self, turn, self._commit)
 
     async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
-        """Write a finished turn as ONE record; returns the compaction it triggered or the failure.
-
-        The compaction is decided first (``ChatHistories.plan``) and is part of the record; the
-        store writes every part it does not hold yet, so a durable worker that runs this again
-        for the same request id completes the turn and writes nothing twice.
-        """
-        key, rid = turn.chat_key, turn.request_id
-        summarize = True
-        if self.chats.over_bound(len(turn.base) + len(turn.new)):  # a replay asks no summary again
-            summarize = (await store.last_committed(key)).request_id != rid
-        plan = await self.chats.plan(key, turn.base, turn.new, turn.base_compaction, summarize=summarize)
-        record = TurnRecord(
-            key,
-            rid,
-            turn.text,
-            turn.output,
-            plan.new,
-            sent=list(turn.sent),
-            tool_calls=call_outcomes(turn.records),
-            base_compaction=turn.base if turn.base_compaction is not None else None,
-            compaction=plan.done.history if plan.done is not None else None,
-            said=turn.said,
-            seq=plan.first_seq,
-            base_sources=plan.before if turn.base_compaction is not None else None,
-            compaction_sources=plan.final_sources if plan.done is not None else None,
-            removed=plan.removed,
-            ledger=self._ledger.flush(key, rid, turn.new),
-        )
-        try:
-            report = await store.commit(record)
-        except Exception as exc:  # disk full, permissions, the database refused: the turn did not stick
-            self.chats.clear_memory(key)  # part of it may be written: the next turn re-reads the truth
-            return None, exc
-        if report.replayed:  # committed by an earlier attempt: the store's history is the truth
-            loaded = await store.load(key)
-            self.chats.install(key, loaded.messages, loaded.sources, loaded.next_seq)
-            return None, None
-        for part, error in report.failed.items():
-            log.error(
-                "chat %r: turn %s is saved, but writing its transcript/logs failed (%s: %s: %s); "
-                "they are rebuilt from the message log before the next turn",
-                key,
-                rid,
-                part,
-                type(error).__name__,
-                error,
-            )
-        self.chats.committed(key, plan, behind=bool(report.failed))
-        return plan.done, None
+        """Write a finished turn as ONE record (see ``_commit.commit_turn``)."""
+        return await commit_turn(self.chats, self._ledger, store, turn)
 
     async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
@@ -466,3 +504,108 @@ class ShipAgent(AgentBase):
                 await self.turn_hooks.store(self).keep_sent(chat_key, request_id, text, list(ctx.sent_texts))
             except Exception as exc:  # the turn failed already: say so, do not fail it differently
                 log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
+
+    # -- assembly --------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model runs use (built lazily so stores and tools work without one)."""
+        if self._model is None:
+            self._model = build_model(self.config.llm, self._model_override)
+        return self._model
+
+    def _summary_model(self) -> Model:
+        """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
+        name = self.config.context.chat_history.summary_model
+        return build_model(self.config.llm, name) if name else self.model
+
+    def _toolsets(self) -> list[AbstractToolset[Any]]:
+        """Every toolset a run offers the model (a sub-agent's profile may limit them), guarded."""
+        toolsets: list[AbstractToolset[Any]] = [
+            self._builtin_toolset,
+            self._context_toolset,
+            *self._module_toolsets,
+            *self._user_toolsets,
+            self.mcp.toolset,
+            *self.context_runtime.mcp_toolsets(),
+            self.context_runtime.toolset,
+        ]
+        if self.handover.toolset is not None:
+            toolsets.append(self.handover.toolset)
+        return guarded(self.handover.restrict(toolsets))
+
+    def _is_mcp_tool(self, name: str) -> bool:
+        return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
+
+    async def _instructions(self, ctx: ToolExecutionContext) -> str:
+        sources = self.instruction_sources
+        return await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def history(self, chat_key: str) -> list[ModelMessage]:
+        """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
+
+        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        """
+        return self.store.history_sync(validate_chat_key(chat_key), self.chats)
+
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
+
+        Raises:
+            KeyError: the chat has no summary with that id.
+        """
+        key = validate_chat_key(chat_key)
+        return self.store.message_log_sync(key).expand(key, summary_id)
+
+    def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
+        """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
+        return self._ledger.records(validate_chat_key(chat_key), last=last)
+
+    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
+
+        Raises:
+            KeyError: no such record, or the stores no longer hold what it names.
+        """
+        key = validate_chat_key(chat_key)
+        return self._ledger.reconstruct(key, request_id, step, messages=self.store.message_log_sync(key))
+
+    async def clear(self, chat_key: str) -> None:
+        """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
+        key = validate_chat_key(chat_key)
+        await self.chats.reset(key, uuid.uuid4().hex)
+
+    # -- the turn's parts -------------------------------------------------------------------------
+
+    def _tool_stores(self) -> TurnStores:
+        """Where this agent's history tools read (a sub-agent: where the delegating agent reads)."""
+        return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
+
+    def _context_window(self, deps: TurnDeps) -> ContextWindow:
+        """The run's context-window capability (``_turn.tool_loop_agent`` asks for one per run)."""
+        key, request_id = deps.tool.chat_key, deps.tool.request_id
+        return context_window(
+            self.config.context,
+            key,
+            keep_result=partial(self._keep_elided, key),
+            history_sources=self.chats.sources(key),
+            observer=self._ledger.recorder(key, request_id),
+            calibration=self.token_calibration,
+            prior_items=self._prior_items,
+        )
+
+    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
+        """Keep a tool result the budget elided as a context file, so the model can read it back."""
+        ref = self.context_files.add_artifact(
+            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
+        )
+        return ref.id
+
+    async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
+        return list(await self.skills_cache.get(ctx.project_root, ctx.config))
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> bool:
+        """Answer an :class:`ApprovalRequired`; ``False`` if it is not waiting (any more)."""
+        return self.approvals.resolve(approval_id, approved)
