@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from turn_overhead import make_history
 
 from shipagent import ShipAgent
-from shipagent.history.stores import MessageLog, Transcript
+from shipagent.history.logs import MessageLog, Transcript
 from shipagent.ledger import Ledger
 from shipagent.ledger._ledger import LedgerRecorder
 

@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserProm
 from shipagent.chatkeys import ShipPaths
 from shipagent.handover import CARD_CHAT_MESSAGE, NewCard, TextContent
 from shipagent.handover._sqlite import SqliteCardBoxStore
-from shipagent.history.stores import AgentContextLog, MessageLog, Transcript
+from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
 
 TEXT = "question: " + "lorem ipsum ünïcödé " * 20  # ~400 bytes, a short chat turn
 CALLS = [{"tool": "exec_shell", "success": True, "error": None}]

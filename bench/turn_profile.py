@@ -39,13 +39,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 from turn_overhead import instant, make_history
 
 from shipagent import ShipAgent
+from shipagent import _turn as turn_module
 from shipagent._combined import SequentialCombinedToolset
 from shipagent.files import CatalogToolset
 from shipagent.files import _catalog as files_catalog
-from shipagent.handover import Handover
 from shipagent.history.chats import ChatHistories
+from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
 from shipagent.history.placement import ContextWindow
-from shipagent.history.stores import AgentContextLog, MessageLog, Transcript
 from shipagent.ledger._ledger import LedgerRecorder
 from shipagent.ledger._store import LedgerStore
 
@@ -100,7 +100,7 @@ async def main() -> None:
     timed(ChatHistories, "aget", "load history")
     timed(ShipAgent, "_instructions", "instructions")
     timed(ShipAgent, "_toolsets", "toolsets")
-    timed(ShipAgent, "_tool_loop", "tool loop (pydantic-ai)")
+    timed(turn_module, "_tool_loop", "tool loop (pydantic-ai)")
     timed(CatalogToolset, "get_tools", "  of which: tool defs + catalog check")
     timed(SequentialCombinedToolset, "get_tools", "    of which: tool defs of shipagent's toolsets")
     timed(files_catalog, "render_catalog", "    of which: catalog rendering")
@@ -109,7 +109,9 @@ async def main() -> None:
     )
     timed(LedgerRecorder, "on_request", "    of which: handing the request to the ledger")
     timed(
-        ChatHistories, "commit", "commit: message log, transcript, agent-context log, cards, ledger (one hop)"
+        type(agent.store),
+        "commit",
+        "commit: message log, transcript, agent-context log, cards, ledger (one hop)",
     )
     timed(MessageLog, "append_turn", "  of which: message log append (in the worker thread)")
     timed(Transcript, "append_turn", "  of which: transcript append (in the worker thread)")
@@ -119,7 +121,6 @@ async def main() -> None:
         LedgerStore, "append_turn", "  of which: ledger records encoded and appended (in the worker thread)"
     )
     timed(LedgerRecorder, "lines", "    of which: encoded")
-    timed(Handover, "record_turn", "card store, awaited separately (a chat's first turn only)")
     timed(ShipAgent, "run", "whole turn")
     for i in range(args.turns):
         await agent.run("bench:chat", f"turn {i}")

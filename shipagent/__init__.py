@@ -12,12 +12,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from ._executors import executor_factories as _executor_factories
-from ._executors import shared_factories as _shared_factories
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from ._checks import Problem, check_project
     from ._deps import TurnDeps
     from .agent import ShipAgent
@@ -53,16 +50,6 @@ def _durable_executor(agent: ShipAgent) -> object:
 
 
 _executor_factories.setdefault("durable", _durable_executor)  # type: ignore[arg-type]
-
-
-def _shared_chats(project_root: Path, config: ShipConfig) -> object:
-    """ship.json ``durable`` on Postgres: the cluster's chats and context files (else ``None``)."""
-    from .stores._shared import shared_chats
-
-    return shared_chats(project_root, config)
-
-
-_shared_factories.setdefault("durable", _shared_chats)  # type: ignore[arg-type]
 
 _HOME = {
     "AgentResult": "results",

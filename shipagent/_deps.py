@@ -18,7 +18,7 @@ from pydantic_ai import RunContext
 from .execution import ToolExecutionContext, current_tool_context, running_tool_context
 
 if TYPE_CHECKING:
-    from .history.stores import MessageLog
+    from .history.logs import MessageLog
 
 __all__ = ["RecordTail", "TurnDeps", "TurnStores", "deps_of", "run_of"]
 

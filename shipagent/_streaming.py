@@ -61,12 +61,8 @@ STREAM_BUFFER = 64
 """Events buffered between a turn and a slow consumer before the turn waits for it."""
 
 
-def stream_turn(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGenerator[RunEvent, None]:
+async def stream_turn(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGenerator[RunEvent, None]:
     """Run ``produce(emit)`` in a task and yield what it emits, then :class:`Done` with its result."""
-    return _events(produce)
-
-
-async def _events(produce: Callable[[Emit], Awaitable[AgentResult]]) -> AsyncGenerator[RunEvent, None]:
     send, receive = anyio.create_memory_object_stream[RunEvent](STREAM_BUFFER)
 
     async def producer() -> None:

@@ -1,10 +1,13 @@
 """``ShipAgent``: one project directory as an agent, one history per chat key.
 
-A turn: validate the chat key and take that chat's lock → load the history (from
-``.ship/`` after a restart) → assemble instructions → set the tool execution context → run
-pydantic-ai's tool loop with the :class:`~shipagent.history.placement.ContextWindow` capability →
-commit user + new messages, transcript and agent-context entries, compact when over the bound →
-return an :class:`AgentResult`.
+One class, no base: the agent is the public face and the wiring of its parts, which live in
+modules of their own — the turn (``_turn``), the commit of a turn as one store record
+(``_commit``), what a turn's toolsets, instructions and context window are made of
+(``_assembly``), starting and stopping what it holds (``_lifecycle``), the chats' store
+(``stores``). It checks a turn's arguments, hands it to the durable queue when one is running,
+and otherwise assembles the turn's parts (:meth:`ShipAgent._parts`) and runs
+:func:`~shipagent._turn.run_turn` on them — the turn itself (lock → load → instructions → tool
+loop → commit → result) reads top to bottom in ``_turn.py`` and never sees the agent.
 
 ``run_stream`` is the same turn with its events (text deltas, tool steps, approvals, ``Done``)
 yielded as they happen; ``run`` drives it without them.
@@ -17,103 +20,290 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
 
 import anyio
 from pydantic_ai import Agent
-from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPError
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
-from ._agent_base import AgentBase
-from ._combined import SequentialCombinedToolset
-from ._deps import TurnDeps
+from . import instructions as _instructions
+from ._assembly import build_instructions, context_window, guarded, one_toolset
+from ._commit import commit_turn
+from ._deps import TurnDeps, TurnStores
 from ._explain import explain_failure
-from ._paths import OutsideProjectError
-from ._retry import report_retries
-from ._steps import StepCallback, StepReporter, call_outcomes, final_output, tool_call_records
-from ._streaming import (
-    Emit,
-    approval_bridge,
-    can_stream,
-    emit_response_text,
-    finish_reason_of,
-    keep_cut_answer,
-    stream_model_request,
-    stream_tool_calls,
-    stream_turn,
-)
-from .chatkeys import validate_chat_key
-from .errors import ShipAgentError
-from .events import Compacted, RunEvent
-from .execution import ToolExecutionContext, running_tool_context, use_tool_context
-from .files import CatalogToolset
-from .history.compaction import CompactionResult, compact
-from .models import build_model_settings
-from .results import AgentResult, StepEvent
-from .turns import CommitOutcome, TurnCommit
+from ._lifecycle import start_services
+from ._lock import ProjectLock
+from ._steps import StepCallback
+from ._streaming import Emit, PendingApprovals, stream_turn
+from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn, tool_loop_agent
+from .chatkeys import ShipPaths, validate_chat_key
+from .config import ShipConfig, load_config
+from .context import ProviderRuntime
+from .errors import ConfigError, ShipAgentError
+from .events import RunEvent
+from .execution import ApprovalCallback, ToolExecutionContext, running_tool_context
+from .files import CatalogToolset, context_toolset
+from .handover import Handover, ResolvedProfile, SqliteCardBoxStore
+from .handover._delegation import profile_agent_md
+from .history.chats import ChatHistories
+from .history.placement import ContextWindow, PriorItems
+from .history.reconcile import reconcile
+from .history.summarizer import model_summarizer
+from .history.tokens import TokenCalibration
+from .ledger import Ledger, RequestRecord
+from .mcp import McpManager
+from .models import build_model, build_model_settings
+from .results import AgentResult
+from .stores._files import FileStores
+from .stores._pg_cluster import PgClusterStore
+from .stores._protocols import ChatStore
+from .stores._select import open_stores
+from .tools import SkillsCache, builtin_toolset, load_tool_modules
+from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
 
-__all__ = ["ShipAgent", "is_context_overflow"]
+__all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 
 log = logging.getLogger("shipagent")
-_LoopResult = tuple[str, list[ModelMessage], str, Any]
-"""``(run_id, all messages, output text, usage)`` of one tool loop."""
-MAX_OVERFLOW_RETRIES = 3
-_OVERFLOW_MARKERS = (
-    "context_length_exceeded",
-    "maximum context length",
-    "context window",
-    "prompt is too long",
-    "too many tokens",
-    "input is too long",
-)
 
 
-def is_context_overflow(exc: BaseException) -> bool:
-    """Whether a provider error says the request did not fit the model's context window."""
-    if isinstance(exc, ModelContextWindowExceededError):
-        return True
-    if isinstance(exc, ModelHTTPError) and exc.status_code in (400, 413):
-        text = f"{exc.body} {exc}".lower()
-        return any(marker in text for marker in _OVERFLOW_MARKERS)
-    return False
+def _fresh_id() -> str:
+    return uuid.uuid4().hex
 
 
-def _run_tail(messages: list[ModelMessage], run_id: str) -> list[ModelMessage]:
-    """The messages run ``run_id`` added: the tail of its message list (no walk over the history)."""
-    start = len(messages)
-    while start and getattr(messages[start - 1], "run_id", None) == run_id:
-        start -= 1
-    return messages[start:]
-
-
-def _one(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
-    """The toolsets as one: itself when there is one (pydantic-ai walks every layer per request)."""
-    return toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
-
-
-def _then(first: Any, second: Any) -> Any:
-    """``first`` then ``second`` (if any), as one blocking callable."""
-    if second is None:
-        return first
-
-    def both() -> None:
-        first()
-        second()
-
-    return both
-
-
-class ShipAgent(AgentBase):
+class ShipAgent:
     """An agent made from a project directory (``ship.json``, ``Agent.md``, ``skills/``).
 
     Create it with :meth:`from_project`; use ``async with agent:`` to start what it holds (MCP
     servers) and ``await agent.run(chat_key, text)`` for each turn.
     """
+
+    _running: AsyncExitStack | None = None
+    """While started: what stops what ``async with agent`` started."""
+    _entered = 0
+
+    def __init__(
+        self,
+        project_root: Path,
+        config: ShipConfig,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        agent_md: str | None = None,
+        project_lock: bool = True,
+    ) -> None:
+        self.project_root = project_root
+        self.config = config
+        self.paths = ShipPaths(project_root)
+        self.on_approval = on_approval
+        self.profile_models = dict(profile_models or {})
+        self._model_override = model
+        self._model: Model | None = None
+        self._user_toolsets = list(toolsets)
+        self._agent_md = agent_md
+        # The chats' store, from ship.json: the project's ``.ship/`` files, or a durable
+        # cluster's Postgres database (``open_stores``). Its commit writes a turn's every part.
+        self.store: FileStores | PgClusterStore = open_stores(project_root, config)
+        files = (  # this machine's .ship/: the chats' own store, or beside a cluster's (the ledger)
+            self.store
+            if isinstance(self.store, FileStores)
+            else FileStores(
+                project_root, window=config.context.agent_context.window_entries, project_id=config.name
+            )
+        )
+        self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats.log = files.message_log
+        self.chats.store = self.store
+        # Context files: spilled tool output, compacted history and the catalog, per
+        # chat key. Usable without starting the agent (``shipagent context export``).
+        self.context_files = self.store.sync_context_files()
+        if config.context.chat_history.summarizer == "model":  # falls back to extract
+            self.chats.summarizer = model_summarizer(self._summary_model)
+        self._context_toolset = context_toolset()
+        self.transcript = files.transcript_log
+        self.agent_context = files.agent_context_log
+        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
+        self.instruction_sources: list[_instructions.InstructionSource] = []
+        # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
+        # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
+        self.skills_cache = SkillsCache()
+        self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
+        self._module_toolsets = load_tool_modules(config, project_root=project_root)
+        # ship.json MCP servers: started by ``async with agent``, their tools offered
+        # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
+        self.mcp = McpManager(config, project_root)
+        # Context providers: the skills overview, then ``providers``, then the
+        # capability catalog when ship.json declares ``capabilities``. Their additions follow
+        # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
+        # registers more.
+        self.context_runtime = ProviderRuntime(
+            config, project_root, providers=providers, skills=self.skills_cache, clock=lambda: self.clock()
+        )
+        self.injector = self.context_runtime.injector
+        self.instruction_sources.append(self.context_runtime.instructions)
+        # The ledger room listens to the context window; the core never imports it.
+        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
+        self.token_calibration = TokenCalibration()
+        self._prior_items = PriorItems()  # unedited history items of each chat's last request
+        self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
+        """Today's date in the instructions comes from here (tests move it)."""
+        # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
+        # ``_context_window``
+        self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
+            config.name, self._context_window, otel=config.observability.otel
+        )
+        # Approvals streamed turns wait for (run_stream without an on_approval callback).
+        self.approvals = PendingApprovals()
+        # ``.ship/lock``, held while started; durable mode (several processes) turns it off
+        # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
+        self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
+        # Cards, boxes and delegation; the store opens on first use.
+        cards = self.store.turn_card_store()  # a cluster's: its database; else .ship/cardbox.sqlite3
+        self.handover = Handover.for_project(self.paths, config, self._sub_agent, store=cards)
+        if isinstance(self.handover.store, SqliteCardBoxStore):  # one card store: turns' and delegations'
+            files.cards = self.handover.store
+        # -- durable seam: how a turn's effects run (inline here; recorded steps in
+        # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
+        self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
+        self.turn_executor: TurnExecutor | None = None
+        self.turn_executor_options: dict[str, Any] = {}
+        self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
+
+    @classmethod
+    def from_project(
+        cls,
+        root: str | Path,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
+    ) -> Self:
+        """Load ``root/ship.json`` (defaults when absent) and build the agent.
+
+        Args:
+            root: the project directory.
+            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
+                ``FunctionModel``) or a model string.
+            toolsets: extra pydantic-ai toolsets, beside the builtins.
+            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
+            providers: context providers to register (see ``shipagent.context``).
+            profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
+
+        Raises:
+            ConfigError: ship.json is invalid, or the directory does not exist.
+        """
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
+        return cls(
+            path,
+            load_config(path),
+            model=model,
+            toolsets=toolsets,
+            on_approval=on_approval,
+            providers=providers,
+            profile_models=profile_models,
+            project_lock=project_lock,
+        )
+
+    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> ShipAgent:
+        """The agent a delegation to ``profile`` runs: a new agent on the same project.
+
+        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
+        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
+        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
+
+        Raises:
+            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
+        """
+        config = self.config
+        model: Any = self.profile_models.get(profile.name)
+        if model is None and profile.config.model:
+            config = config.model_copy(
+                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
+            )
+        elif model is None:
+            model = self.model
+        sub = ShipAgent(
+            self.project_root,
+            config,
+            model=model,
+            toolsets=self._user_toolsets,
+            on_approval=self.on_approval,
+            profile_models=self.profile_models,
+            agent_md=profile_agent_md(self.project_root, profile.config),
+        )
+        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
+        if (
+            profile.config.skills is not None
+        ):  # the profile's skills: the overview, skills_list and skills_load
+            sub.skills_cache.only = tuple(profile.config.skills)
+        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
+        # another set of server processes per sub-agent (a fork_join of four would start four of each).
+        sub.mcp = self.mcp
+        sub._parent_stores = self._tool_stores  # its history tools read where ours do
+        return sub
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._running is None:
+            self._running = await self._start()
+        self._entered += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered = max(self._entered - 1, 0)
+        if self._entered == 0 and self._running is not None:
+            running, self._running = self._running, None
+            await running.aclose()
+
+    async def _start(self) -> AsyncExitStack:
+        """Start what the agent holds (see ``_lifecycle``); the stack stops it again."""
+        return await start_services(
+            config=self.config,
+            project_root=self.project_root,
+            lock=self.project_lock,
+            store=self.store,
+            mcp=self.mcp,
+            providers=self.context_runtime,
+            handover=lambda: self.handover,
+            model=lambda: self.model,
+            executor=self._start_executor,
+        )
+
+    async def _start_executor(self, stack: AsyncExitStack) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self.turn_executor = await stack.enter_async_context(factory(self))
+        stack.callback(setattr, self, "turn_executor", None)  # before the executor stops: no new turns
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -191,11 +381,16 @@ class ShipAgent(AgentBase):
         them) for a durable worker to publish; such a turn cannot ask for approval.
         """
         validate_chat_key(chat_key)
-        model = self.model
-        async with self.chats.lock(chat_key):
-            return await self._run_locked(
-                chat_key, text, model, on_step, channel, request_id, emit=emit, ask=False
-            )
+        return await run_turn(
+            self._parts(),
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            emit=emit,
+            ask=False,
+        )
 
     def run_stream(
         self,
@@ -231,22 +426,18 @@ class ShipAgent(AgentBase):
                 )
 
             return stream_turn(queued)
-        model = self.model
-
-        async def turn(emit: Emit) -> AgentResult:
-            async with self.chats.lock(chat_key):
-                return await self._run_locked(
-                    chat_key,
-                    text,
-                    model,
-                    on_step,
-                    channel,
-                    request_id,
-                    emit=emit,
-                    approval_timeout=approval_timeout,
-                )
-
-        return stream_turn(turn)
+        parts = self._parts()  # (a model ship.json cannot build raises here, before anything runs)
+        turn = partial(
+            run_turn,
+            parts,
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            approval_timeout=approval_timeout,
+        )
+        return stream_turn(lambda emit: turn(emit=emit))
 
     def _context(self, chat_key: str, request_id: str, channel: Any) -> ToolExecutionContext:
         return ToolExecutionContext(
@@ -261,268 +452,160 @@ class ShipAgent(AgentBase):
             context_files=self.context_files,
         )
 
-    async def _run_locked(
-        self,
-        chat_key: str,
-        text: str,
-        model: Model,
-        on_step: StepCallback | None,
-        channel: Any,
-        given_request_id: str | None = None,
-        *,
-        emit: Emit | None = None,
-        approval_timeout: float | None = None,
-        ask: bool = True,
-    ) -> AgentResult:
-        hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
-        history = await hooks.load(self, chat_key, partial(self.chats.aget, chat_key))
-        request_id = hooks.request_id(given_request_id, lambda: uuid.uuid4().hex)
-        model = hooks.model(model)
-        ctx = self._context(chat_key, request_id, channel)
-        if emit is not None and ask:  # a streamed turn asks its consumer
-            ctx.on_approval = approval_bridge(
-                self.approvals, emit, chat_key, self.on_approval, approval_timeout
-            )
-        steps = StepReporter(on_step, self._is_mcp_tool, emit=emit)
-        try:
-            with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
-                try:
-                    instructions: str | OutsideProjectError = await self._instructions(ctx)
-                except OutsideProjectError as exc:  # Agent.md links out: the turn fails, naming it
-                    instructions = exc
-                outcome = (
-                    instructions
-                    if isinstance(instructions, OutsideProjectError)
-                    else await self._with_overflow_retries(ctx, text, history, model, instructions, steps)
-                )
-        except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
-            with anyio.CancelScope(shield=True):
-                await self._keep_sent(chat_key, request_id, text, ctx)
-            raise
-        if isinstance(outcome, Exception):
-            await self._keep_sent(chat_key, request_id, text, ctx)
-            return await self._failed(request_id, outcome, steps, overflow=is_context_overflow(outcome))
-        (run_id, messages, output, usage), base, base_compaction = outcome
-        new = _run_tail(messages, run_id)
-        records = tool_call_records(new)
-        said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
-        output = final_output(output, ctx.sent_texts if channel is None else (), records)
-        turn = TurnCommit(
-            chat_key,
-            request_id,
-            text,
-            said,
-            output,
-            records,
-            list(ctx.sent_texts),
-            base,
-            new,
-            base_compaction,
-        )
-        compaction, failure = await hooks.commit(self, turn, self._commit)
-        if failure is not None:
-            log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
-            return await self._failed(request_id, failure, steps, overflow=False, saved=False)
-        for done in (base_compaction, compaction):
-            if done is not None:
-                await steps.emit(
-                    StepEvent(
-                        "compaction",
-                        f"compacted {len(done.removed)} older messages into a summary",
-                        {
-                            "removed": len(done.removed),
-                            "kept": len(done.history) - 1,
-                            "summarizer": done.summarizer,
-                            "summaryId": done.span.id if done.span else None,
-                        },
-                    )
-                )
-                await steps.event(Compacted(len(done.removed), len(done.history) - 1))
-        await steps.emit(StepEvent("done", output, {"requestId": request_id}))
-        return AgentResult(
-            success=True,
-            output=output,
-            request_id=request_id,
-            had_tool_failure=any(not r.success for r in records),
-            tool_calls=records,
-            usage=usage,
-            finish_reason=finish_reason_of(new),
-        )
+    def _parts(self) -> TurnParts:
+        """What a turn runs on, assembled from this agent's wiring.
 
-    async def _commit(self, turn: TurnCommit) -> CommitOutcome:
-        """Write a finished turn to every store; returns the compaction it triggered or the failure."""
-        compaction: CompactionResult | None = None
-        failure: Exception | None = None
-        # The card store joins the JSONL stores' thread hop when it can (one hop per turn).
-        cards = self.handover.turn_writer(turn.chat_key, turn.request_id, turn.text, turn.output)
-
-        async def commit_history() -> None:
-            nonlocal compaction, failure
-            logs = partial(
-                self._write_logs,
-                turn.chat_key,
-                turn.request_id,
-                turn.text,
-                turn.said,
-                turn.output,
-                turn.records,
-                turn.sent,
-                cards,
-            )
-            # the ledger's records of this turn's requests go in the same worker-thread hop
-            logs = _then(logs, self._ledger.flush(turn.chat_key, turn.request_id, turn.new))
-            try:
-                compaction = await self.chats.commit(
-                    turn.chat_key,
-                    turn.request_id,
-                    turn.base,
-                    turn.new,
-                    base_compaction=turn.base_compaction,
-                    also=logs,
-                )
-            except Exception as exc:  # disk full, permissions: the turn did not stick
-                failure = exc
-
-        if cards is not None:
-            await commit_history()
-        else:  # the chat's first turn in this process: its output box is looked up on the way
-            async with anyio.create_task_group() as group:
-                group.start_soon(commit_history)
-                group.start_soon(
-                    self.handover.record_turn, turn.chat_key, turn.request_id, turn.text, turn.output
-                )
-        return compaction, failure
-
-    async def _with_overflow_retries(
-        self,
-        ctx: ToolExecutionContext,
-        text: str,
-        history: list[ModelMessage],
-        model: Model,
-        instructions: str,
-        steps: StepReporter,
-    ) -> tuple[_LoopResult, list[ModelMessage], CompactionResult | None] | Exception:
-        """Run the tool loop; on a context overflow compact harder and retry, at most 3 times.
-
-        Returns the loop's result with the history it ran on (and the compaction that produced
-        it, to be persisted only if the run then succeeds), or the exception that ended the run.
+        Once per turn: the turn hooks, the model and ``on_approval`` are public attributes a
+        durable worker, a test or the lazily built model may change between turns, never within one.
         """
-        base, base_compaction = history, None
-        keep = self.config.context.chat_history.compact_keep_last_messages
-        loop = partial(self._tool_loop, TurnDeps(ctx, self._tool_stores()), text)
-        for attempt in range(MAX_OVERFLOW_RETRIES + 1):
-            try:
-                return await loop(base, model, instructions, steps), base, base_compaction
-            except Exception as exc:
-                if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
-                    return exc
-                sources = self.chats.sources(ctx.chat_key)
-                shrunk = compact(history, max(keep >> (attempt + 1), 1), sources=sources) or compact(
-                    history, 0, sources=sources
-                )
-                if shrunk is not None:
-                    base, base_compaction = shrunk.history, shrunk
-                ctx.reset_injections()  # the retry is a fresh tool loop
-                log.warning(
-                    "chat %r: context overflow, retrying with a compacted history (attempt %d)",
-                    ctx.chat_key,
-                    attempt + 1,
-                )
-        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+        hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
 
-    async def _tool_loop(
-        self,
-        deps: TurnDeps,
-        text: str,
-        history: list[ModelMessage],
-        model: Model,
-        instructions: str,
-        steps: StepReporter,
-    ) -> _LoopResult:
-        streamed = steps.streaming and can_stream(model)  # else a streamed turn gets whole answers
-        async with self._pa_agent.iter(
-            text,
-            message_history=history,
-            model=model,
-            deps=deps,  # what the tools read: ctx.deps
-            instructions=instructions,
+        def toolset() -> AbstractToolset[Any]:
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            toolsets=[
-                CatalogToolset(_one(self.turn_hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
-            ],
+            return CatalogToolset(one_toolset(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
+
+        return TurnParts(
+            loop=self._pa_agent,
+            model=hooks.model(self.model),
+            toolset=toolset,
             model_settings=build_model_settings(self.config.llm) or None,
-        ) as agent_run:
-            async for node in agent_run:
-                if Agent.is_call_tools_node(node):
-                    await steps.on_response(node.model_response)
-                    if steps.streaming:  # run the tools here, so each start and finish is an event
-                        if not streamed:
-                            await emit_response_text(node.model_response, steps.event)
-                        await stream_tool_calls(node, agent_run.ctx, steps.event, self._is_mcp_tool)
-                elif Agent.is_model_request_node(node):
-                    await steps.on_request(node.request)
-                    # a streamed request: text deltas as the model writes; an answer the time
-                    # limit cut after it had begun ends the run with the text it has
-                    if streamed:
-                        cut = await stream_model_request(node, agent_run.ctx, steps.event)
-                        if cut is not None:
-                            messages, said = keep_cut_answer(agent_run.all_messages(), cut)
-                            return agent_run.run_id, messages, said, agent_run.usage
-            result = agent_run.result
-            assert result is not None
-            return result.run_id, result.all_messages(), str(result.output), result.usage
+            instructions=self._instructions,
+            tool_context=self._context,
+            tool_stores=self._tool_stores,
+            request_id=lambda given: hooks.request_id(given, _fresh_id),
+            lock=self.chats.lock,
+            load=lambda chat_key: hooks.load(self, chat_key, partial(self.chats.aget, chat_key)),
+            commit=partial(self._commit_turn, hooks),
+            keep_sent=self._keep_sent,
+            history_sources=self.chats.sources,
+            keep_last=self.config.context.chat_history.compact_keep_last_messages,
+            is_mcp_tool=self._is_mcp_tool,
+            approvals=self.approvals,
+            explain=self._explain,
+        )
+
+    def _explain(self, exc: BaseException) -> str:
+        """Why a run failed, in words that name what to change (URL, ship.json key, variable)."""
+        url = self._model.base_url if self._model is not None else self.config.llm.base_url
+        return explain_failure(exc, url=url, llm=self.config.llm)
+
+    async def _commit_turn(self, hooks: TurnHooks[Any], turn: TurnCommit) -> CommitOutcome:
+        """The turn's commit part: through the turn hooks (durable mode records it) into the stores."""
+        return await hooks.commit(self, turn, self._commit)
+
+    async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
+        """Write a finished turn as ONE record (see ``_commit.commit_turn``)."""
+        return await commit_turn(self.chats, self._ledger, store, turn)
 
     async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
         if ctx.sent_texts:
-            sent = list(ctx.sent_texts)
-            if self.shared is not None:  # a durable cluster's transcript is in its database
-                await self.shared.keep_sent(chat_key, request_id, text, sent)
-                return
-            await anyio.to_thread.run_sync(
-                partial(self.transcript.append_turn, chat_key, request_id, text, "", sent=sent)
-            )
+            try:
+                await self.turn_hooks.store(self).keep_sent(chat_key, request_id, text, list(ctx.sent_texts))
+            except Exception as exc:  # the turn failed already: say so, do not fail it differently
+                log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
 
-    def _write_logs(
-        self,
-        chat_key: str,
-        request_id: str,
-        text: str,
-        said: str,
-        output: str,
-        records: list[Any],
-        sent: Sequence[str] = (),
-        cards: Callable[[], None] | None = None,
-    ) -> None:
-        self.transcript.append_turn(chat_key, request_id, text, said, sent=sent)
-        self.agent_context.append(
-            chat_key,
-            request_id,
-            text,
-            output,
-            call_outcomes(records),
+    # -- assembly --------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model runs use (built lazily so stores and tools work without one)."""
+        if self._model is None:
+            self._model = build_model(self.config.llm, self._model_override)
+        return self._model
+
+    def _summary_model(self) -> Model:
+        """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
+        name = self.config.context.chat_history.summary_model
+        return build_model(self.config.llm, name) if name else self.model
+
+    def _toolsets(self) -> list[AbstractToolset[Any]]:
+        """Every toolset a run offers the model (a sub-agent's profile may limit them), guarded."""
+        toolsets: list[AbstractToolset[Any]] = [
+            self._builtin_toolset,
+            self._context_toolset,
+            *self._module_toolsets,
+            *self._user_toolsets,
+            self.mcp.toolset,
+            *self.context_runtime.mcp_toolsets(),
+            self.context_runtime.toolset,
+        ]
+        if self.handover.toolset is not None:
+            toolsets.append(self.handover.toolset)
+        return guarded(self.handover.restrict(toolsets))
+
+    def _is_mcp_tool(self, name: str) -> bool:
+        return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
+
+    async def _instructions(self, ctx: ToolExecutionContext) -> str:
+        sources = self.instruction_sources
+        return await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def history(self, chat_key: str) -> list[ModelMessage]:
+        """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
+
+        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        """
+        return self.store.history_sync(validate_chat_key(chat_key), self.chats)
+
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
+
+        Raises:
+            KeyError: the chat has no summary with that id.
+        """
+        key = validate_chat_key(chat_key)
+        return self.store.message_log_sync(key).expand(key, summary_id)
+
+    def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
+        """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
+        return self._ledger.records(validate_chat_key(chat_key), last=last)
+
+    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
+
+        Raises:
+            KeyError: no such record, or the stores no longer hold what it names.
+        """
+        key = validate_chat_key(chat_key)
+        return self._ledger.reconstruct(key, request_id, step, messages=self.store.message_log_sync(key))
+
+    async def clear(self, chat_key: str) -> None:
+        """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
+        key = validate_chat_key(chat_key)
+        await self.chats.reset(key, uuid.uuid4().hex)
+
+    # -- the turn's parts -------------------------------------------------------------------------
+
+    def _tool_stores(self) -> TurnStores:
+        """Where this agent's history tools read (a sub-agent: where the delegating agent reads)."""
+        return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
+
+    def _context_window(self, deps: TurnDeps) -> ContextWindow:
+        """The run's context-window capability (``_turn.tool_loop_agent`` asks for one per run)."""
+        key, request_id = deps.tool.chat_key, deps.tool.request_id
+        return context_window(
+            self.config.context,
+            key,
+            keep_result=partial(self._keep_elided, key),
+            history_sources=self.chats.sources(key),
+            observer=self._ledger.recorder(key, request_id),
+            calibration=self.token_calibration,
+            prior_items=self._prior_items,
         )
-        if cards is not None:
-            cards()  # logs its own failure: the turn is committed either way
 
-    async def _failed(
-        self, request_id: str, exc: BaseException, steps: StepReporter, *, overflow: bool, saved: bool = True
-    ) -> AgentResult:
-        kind = type(exc).__name__
-        if not saved:
-            message = (
-                f"The turn ran but could not be saved ({kind}: {exc}). The chat continues from what "
-                f"is on disk."
-            )
-        elif overflow:
-            message = (
-                f"The conversation no longer fits the model's context window even after compacting "
-                f"{MAX_OVERFLOW_RETRIES} times ({kind}: {exc}). The chat's history is unchanged."
-            )
-        else:  # in words that name what to change (URL, ship.json key, variable)
-            url = self._model.base_url if self._model is not None else self.config.llm.base_url
-            reason = explain_failure(exc, url=url, llm=self.config.llm)
-            message = f"The run failed: {reason.rstrip('.')}. The chat's history is unchanged."
-        log.warning("run %s failed: %s: %s", request_id, kind, exc)
-        await steps.emit(StepEvent("done", message, {"requestId": request_id, "success": False}))
-        return AgentResult(success=False, output=message, request_id=request_id, finish_reason="error")
+    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
+        """Keep a tool result the budget elided as a context file, so the model can read it back."""
+        ref = self.context_files.add_artifact(
+            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
+        )
+        return ref.id
+
+    async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
+        return list(await self.skills_cache.get(ctx.project_root, ctx.config))
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> bool:
+        """Answer an :class:`ApprovalRequired`; ``False`` if it is not waiting (any more)."""
+        return self.approvals.resolve(approval_id, approved)

@@ -20,19 +20,19 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from ._deps import FILE_STORES, TurnStores
-from ._executors import SharedChats, TurnExecutor, executor_factories, shared_factories
+from ._executors import TurnExecutor, executor_factories
 
 if TYPE_CHECKING:
     from .history.compaction import CompactionResult
+    from .stores import ChatStore
 
 __all__ = [
+    "Commit",
     "CommitOutcome",
-    "SharedChats",
     "TurnCommit",
     "TurnExecutor",
     "TurnHooks",
     "executor_factories",
-    "shared_factories",
 ]
 
 
@@ -54,6 +54,9 @@ class TurnCommit:
 
 CommitOutcome = tuple["CompactionResult | None", "Exception | None"]
 """What a commit did: the compaction it triggered, or the exception that kept the turn from sticking."""
+
+Commit = Callable[[TurnCommit, "ChatStore"], Awaitable[CommitOutcome]]
+"""The agent's commit: builds the turn's one record and hands it to the store it is given."""
 
 
 AgentT = TypeVar("AgentT")
@@ -86,8 +89,11 @@ class TurnHooks(Generic[AgentT]):
         """Where the turn's history tools read the chat's logs (the run's ``deps.stores``)."""
         return FILE_STORES
 
-    async def commit(
-        self, agent: AgentT, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
-    ) -> CommitOutcome:
-        """Write the turn to every store (durable mode: once, whatever crashes in between)."""
-        return await commit(turn)
+    def store(self, agent: AgentT) -> ChatStore:
+        """Where the turn's chat lives: the agent's store (a Postgres worker: the cluster's)."""
+        found: ChatStore = getattr(agent, "store")  # noqa: B009 - the agent's type is not named here
+        return found
+
+    async def commit(self, agent: AgentT, turn: TurnCommit, commit: Commit) -> CommitOutcome:
+        """Write the turn's record to the store (idempotent by request id: durable mode replays it)."""
+        return await commit(turn, self.store(agent))

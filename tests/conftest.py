@@ -1,12 +1,25 @@
-"""Test-wide settings: no test may reach a real model provider."""
+"""What every folder of tests shares.
+
+- No test may reach a real model provider: ``ALLOW_MODEL_REQUESTS`` is off for the whole run.
+- anyio runs async tests on asyncio.
+- Postgres: one throwaway server per test session (``postgres_server``) and a fresh database on it
+  per test (``pg_database``). They live here, not under ``hosts/durable``, because the core's
+  store tests, the docs' runnable examples and the durable hosts all use them.
+
+Helpers that are not fixtures (scripted models, servers, MCP server scripts) are in
+``tests/support`` and imported by their absolute name (``from tests.support.core import …``):
+``tests`` and each of its folders are packages, so pytest puts the repository root on ``sys.path``
+and names every test module by its dotted path — two test files may share a basename.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import pytest
 from pydantic_ai import models
 
-# one throwaway Postgres cluster per test session, and a fresh database on it per test
-from tests.support.durable import database, pg_database, postgres_server  # noqa: F401
+from tests.support.postgres import fresh_database, throwaway_postgres
 
 models.ALLOW_MODEL_REQUESTS = False
 
@@ -14,3 +27,17 @@ models.ALLOW_MODEL_REQUESTS = False
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """A server URL (database ``postgres``) for the whole session."""
+    with throwaway_postgres() as url:
+        yield url
+
+
+@pytest.fixture
+def pg_database(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's Postgres for one test."""
+    with fresh_database(postgres_server) as url:
+        yield url

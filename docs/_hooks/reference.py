@@ -8,7 +8,7 @@ what the program accepts. A page asks for a generated part with a marker line:
     <!-- generated: cli -->
 
 A block marked ``<!-- fragment: why -->`` or ``<!-- manual: why -->`` (see
-``tests/test_readme_runnable.py``) gets the reason as its visible title.
+``tests/docs/test_readme_runnable.py``) gets the reason as its visible title.
 
 The meaning of each ship.json key comes from ``ship_json_meanings.yml`` beside this file; a key
 there that the schema does not have stops the build (with ``--strict`` and without), so a renamed

@@ -5,7 +5,7 @@ the CLI starts without the durable extra.
 
 ``--model-factory MODULE:ATTR`` (or ``SHIPAGENT_MODEL_FACTORY``) is the same hook as
 ``shipagent serve``'s (:mod:`shipagent._model_factory`): worker subprocesses in the test suite run
-a scripted ``FunctionModel`` through it (``tests/durable_support.py``).
+a scripted ``FunctionModel`` through it (``tests/support/durable_worker.py``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ import os
 import socket
 import sqlite3
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -80,6 +81,24 @@ def _where() -> str:
     except OSError:
         return ""
     return f"{boot}|{namespace}" if boot else ""
+
+
+def _use_wal(conn: sqlite3.Connection, *, attempts: int = 50) -> None:
+    """Switch the file to WAL unless it is already (only the first worker on a new file does).
+
+    Changing the journal mode needs the file to itself, and SQLite does not always wait for that
+    with the busy timeout: workers starting together may each get ``SQLITE_BUSY`` once. They read
+    the mode first (free once it is WAL) and retry the switch for a few seconds.
+    """
+    for attempt in range(attempts):
+        try:
+            if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+                conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF != sqlite3.SQLITE_BUSY or attempt == attempts - 1:
+                raise
+            time.sleep(0.1)
 
 
 @dataclass(frozen=True)
@@ -158,7 +177,7 @@ class Heartbeats:
                 # WAL (a property of the file, so DBOS's connections use it too): a commit is one
                 # append to the log instead of a rollback journal written, synced and deleted,
                 # and readers do not block the writer. Committed data survives a killed process.
-                conn.execute("PRAGMA journal_mode=WAL")
+                _use_wal(conn)
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     conn.execute(ddl.replace("{real}", "REAL"))

@@ -9,9 +9,9 @@ Plugged into :attr:`ShipAgent.turn_hooks` by a worker. Inside the turn's workflo
 * tools with effects are steps (:class:`~shipagent.durable._steps.StepToolset`);
 * before the turn, the chat is reloaded from disk if another worker committed to it since this
   worker last looked (the last record's request id in the message log is the marker);
-* the commit is one step that is idempotent by request id (:func:`commit_once`): a crash after
-  some stores were written and before DBOS recorded the step finishes the rest, writes nothing
-  twice.
+* the commit is one step, and the store's commit is idempotent by request id
+  (:meth:`~shipagent.stores.ChatStore.commit`): a crash after some parts were written and before
+  DBOS recorded the step finishes the rest, writes nothing twice.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import anyio
 from dbos import DBOS
 from pydantic_ai.durable_exec.dbos import DBOSModel
 from pydantic_ai.messages import ModelMessage
@@ -27,8 +26,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..errors import ShipAgentError
-from ..turns import CommitOutcome, TurnCommit, TurnHooks
-from ._commit import commit_once, last_request_id
+from ..turns import Commit, CommitOutcome, TurnCommit, TurnHooks
 from ._steps import StepToolset
 
 if TYPE_CHECKING:
@@ -68,7 +66,7 @@ class DurableTurnHooks(TurnHooks["ShipAgent"]):
     async def load(
         self, agent: ShipAgent, chat_key: str, load: Callable[[], Awaitable[list[ModelMessage]]]
     ) -> list[ModelMessage]:
-        last = await anyio.to_thread.run_sync(last_request_id, agent.chats.log.path(chat_key))
+        last = (await self.store(agent).last_committed(chat_key)).request_id
         if self._seen.get(chat_key, _UNSEEN) != last:  # another worker committed since: re-read
             agent.chats.clear_memory(chat_key)
             agent.agent_context.forget(chat_key)
@@ -94,10 +92,8 @@ class DurableTurnHooks(TurnHooks["ShipAgent"]):
         outcome: CommitOutcome = await DBOS.run_step_async({"name": "shipagent.commit"}, step)
         return outcome, ran
 
-    async def commit(
-        self, agent: ShipAgent, turn: TurnCommit, commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
-    ) -> CommitOutcome:
-        outcome, ran = await self._commit_step(lambda: commit_once(agent, turn, commit))
+    async def commit(self, agent: ShipAgent, turn: TurnCommit, commit: Commit) -> CommitOutcome:
+        outcome, ran = await self._commit_step(lambda: commit(turn, self.store(agent)))
         if not ran:  # recorded by an earlier attempt: this process's memory of the chat is stale
             agent.chats.clear_memory(turn.chat_key)
         self._seen[turn.chat_key] = turn.request_id if outcome[1] is None else _UNSEEN

@@ -221,6 +221,8 @@ class DurableExecutor:
         """Chats in Postgres when the database is Postgres (a cluster), else in ``.ship/`` files."""
         if self.settings.is_sqlite:
             return DurableTurnHooks()
+        if isinstance(self.agent.store, PgStores):  # the agent's own ChatStore: one pool per worker
+            return PgTurnHooks(self.agent.store)
         config = self.agent.config
         self._stores = PgStores(
             self.settings.database_url,

@@ -18,9 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .._cliopts import ProjectOpt
-from .._executors import shared_factories
 from .._lock import ProjectLock
-from ..chatkeys import ShipPaths
 from ..config import load_config
 from ..errors import ConfigError, ProjectLockedError, ShipAgentError
 from ._ref import CONTEXT_KINDS
@@ -52,9 +50,9 @@ def _files(project: Path) -> ContextFiles:
         config = load_config(root)  # a broken ship.json is reported here, as by every command
     except ShipAgentError as exc:
         raise _fail(str(exc)) from None
-    factory = shared_factories.get("durable") if config.durable.enabled else None
-    shared = factory(root, config) if factory is not None else None  # a cluster: in its database
-    return shared.context_files if shared is not None else ContextFiles(ShipPaths(root))
+    from ..stores._select import open_stores  # a durable cluster's are in its database
+
+    return open_stores(root, config).sync_context_files()
 
 
 @context_app.command("list")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..history.stores import MessageLog
+from ..history.logs import MessageLog
 from ..history.tokens import count_tokens
 from ._render import render_messages
 

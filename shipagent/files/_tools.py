@@ -26,7 +26,7 @@ from pydantic_ai.toolsets import FunctionToolset
 from .._deps import TurnDeps, deps_of
 from ..errors import ShipAgentError
 from ..execution import ToolExecutionContext
-from ..history.stores import MessageLog
+from ..history.logs import MessageLog
 from ..history.tokens import count_tokens
 from ._expand import expand_result
 from ._grep import GrepMatch, InvalidPatternError

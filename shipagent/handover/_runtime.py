@@ -24,7 +24,7 @@ from ..chatkeys import ShipPaths
 from ..config import HandoverConfig, ShipConfig
 from ..errors import BadRequestError, NotFoundError, ShipAgentError
 from ..execution import ToolExecutionContext
-from ._cards import CARD_CHAT_MESSAGE, Card, NewCard, TextContent
+from ._cards import Card
 from ._delegation import DelegationLimitError, DelegationTask, SubAgent
 from ._ids import new_id
 from ._inspect import format_box
@@ -149,56 +149,6 @@ class Handover:
         if box_id is None:  # named boxes never change: one lookup per chat while it is in use
             box_id = self._output_boxes[chat_key] = await self.store.named_box(f"output:{chat_key}")
         return box_id
-
-    @staticmethod
-    def _turn_cards(chat_key: str, request_id: str, user_text: str, output: str) -> list[NewCard]:
-        return [
-            NewCard(CARD_CHAT_MESSAGE, TextContent(text), chat_key, {"role": role, "request_id": request_id})
-            for role, text in (("user", user_text), ("assistant", output))
-            if text.strip()
-        ]
-
-    async def record_turn(self, chat_key: str, request_id: str, user_text: str, output: str) -> list[str]:
-        """Append a completed turn to the chat's output box: the user's text, then the answer.
-
-        Called once per committed turn. A store failure is logged, not raised: the turn is already
-        committed to the chat's history, and losing its cards must not turn it into a failed run.
-        """
-        cards = self._turn_cards(chat_key, request_id, user_text, output)
-        try:
-            return await self.store.append_to_box(await self.output_box_id(chat_key), cards)
-        except Exception as exc:
-            log.warning("chat %r: could not write turn %s to its output box: %s", chat_key, request_id, exc)
-            return []
-
-    def turn_writer(
-        self, chat_key: str, request_id: str, user_text: str, output: str
-    ) -> Callable[[], None] | None:
-        """:meth:`record_turn` as a blocking function for the turn's commit thread, when possible.
-
-        A turn then pays one worker-thread hop for all its stores instead of two. ``None`` when
-        the store has no blocking append or the chat's output box is not known yet (its first
-        turn in this process): the caller awaits :meth:`record_turn` instead.
-        """
-        append: Callable[[str, list[NewCard]], object] | None = getattr(
-            self.store, "append_to_box_sync", None
-        )
-        if append is None:
-            return None
-        box_id = self._output_boxes.get(chat_key)  # a use: the chat is now the most recent
-        if box_id is None:
-            return None
-        cards = self._turn_cards(chat_key, request_id, user_text, output)
-
-        def write() -> None:
-            try:
-                append(box_id, cards)
-            except Exception as exc:  # as in record_turn: the turn itself is committed
-                log.warning(
-                    "chat %r: could not write turn %s to its output box: %s", chat_key, request_id, exc
-                )
-
-        return write
 
     async def read_box(self, box_id: BoxId) -> list[Card]:
         """The cards of a box, in order (for inspection)."""
@@ -370,4 +320,4 @@ async def _seed(sub: SubAgent, chat_key: str, rendered: SubAgentInput) -> None:
         return
     async with sub.chats.lock(chat_key):
         base = await sub.chats.aget(chat_key)
-        await sub.chats.commit(chat_key, f"handover-{new_id()}", base, list(rendered.history))
+        await sub.chats.seed(chat_key, f"handover-{new_id()}", base, list(rendered.history))

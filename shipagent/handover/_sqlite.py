@@ -323,6 +323,23 @@ class SqliteCardBoxStore:
             self._box_ends.pop(bid, None)
             raise
 
+    def box_holds_sync(self, box_id: BoxId, key: str, value: str, *, last: int = 4) -> bool:
+        """Whether one of the box's newest ``last`` cards has ``metadata[key] == value``.
+
+        What a turn's commit asks before appending its cards, so a commit run again (after a
+        crash, a replayed durable step) writes them once; called from the commit's worker thread.
+        """
+
+        def read(conn: sqlite3.Connection) -> bool:
+            rows = conn.execute(
+                "SELECT c.metadata FROM box_cards b JOIN cards c ON c.card_id = b.card_id "
+                "WHERE b.box_id = ? ORDER BY b.position DESC LIMIT ?",
+                (str(box_id), last),
+            ).fetchall()
+            return any(json.loads(row[0]).get(key) == value for row in rows)
+
+        return self._read(read)
+
     def _remember_end(self, box_id: str, project_id: str, end: int) -> None:
         self._box_ends[box_id] = (project_id, end)
 

@@ -1,6 +1,6 @@
 """``.ship/memory/agent-context/<key>.jsonl``: the per-run execution summaries.
 
-Split from :mod:`shipagent.history.stores` (which re-exports it) because, unlike the other
+Split from :mod:`shipagent.history.logs` (which re-exports it) because, unlike the other
 append-only logs, this one is windowed: past ``windowEntries`` the file is rewritten on every
 turn, and that rewrite is kept cheap by working on raw lines.
 """

@@ -1,8 +1,11 @@
 """Per-chat in-memory history, hydrated from disk once and committed turn by turn.
 
 One :class:`ChatHistories` per agent. Each chat key has its own lock, so turns of one chat never
-interleave while different chats run concurrently. A committed turn costs a few appends; the
-history in memory stays within ``inMemoryMaxMessages`` through compaction.
+interleave while different chats run concurrently. It decides how a turn is committed
+(:meth:`ChatHistories.plan`: numbering and compaction, before anything is written) and holds the
+result in memory once the store has it (:meth:`ChatHistories.committed`); the writes are the
+store's (``shipagent.stores.ChatStore.commit``). The history in memory stays within
+``inMemoryMaxMessages`` through compaction.
 """
 
 from __future__ import annotations
@@ -13,23 +16,67 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from functools import partial
+from typing import Protocol
 
 import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
 from ..config import ChatHistoryConfig
+from ..stores._record import CommitReport, TurnRecord
 from .compaction import CompactionResult, compact, compaction_input
 from .injections import strip_injections
-from .stores import MessageLog
+from .logs import MessageLog
 
-__all__ = ["ChatHistories", "CompactionHook", "Reconciler", "Summarizer"]
+__all__ = ["ChatHistories", "ChatWriter", "PlannedTurn", "Reconciler", "Summarizer"]
 
 log = logging.getLogger("shipagent.history")
 
-CompactionHook = Callable[[str, CompactionResult], None]
-"""Called (in a worker thread) with the chat key and what a compaction removed."""
+
+class ChatWriter(Protocol):
+    """What this class asks of the chats' store (a ``shipagent.stores.ChatStore``)."""
+
+    async def clear(self, chat_key: str, request_id: str) -> None: ...
+
+    async def commit(self, record: TurnRecord) -> CommitReport: ...
+
+
+@dataclass
+class PlannedTurn:
+    """A turn's commit as :meth:`ChatHistories.plan` decided it (see ``stores.TurnRecord``).
+
+    Attributes:
+        new: the turn's messages, injections stripped.
+        history: the history the turn leaves before any compaction (``base + new``).
+        before: the sources of ``base`` (what a base compaction record names).
+        sources: the sources of ``history``.
+        first_seq: the seq of ``new[0]``.
+        base_compaction: the compaction the run needed to fit (``None``: none).
+        done: the compaction committing the turn triggers (``None``: within the bound).
+    """
+
+    new: list[ModelMessage]
+    history: list[ModelMessage]
+    before: list[str]
+    sources: list[str]
+    first_seq: int
+    base_compaction: CompactionResult | None
+    done: CompactionResult | None
+
+    @property
+    def next_seq(self) -> int:
+        return self.first_seq + len(self.new)
+
+    @property
+    def final_sources(self) -> list[str]:
+        """The sources of the history the chat has after the turn."""
+        return self.done.sources(self.sources) if self.done is not None else self.sources
+
+    @property
+    def removed(self) -> list[list[ModelMessage]]:
+        """What each compaction of the turn removed (kept as ``history`` context files)."""
+        return [c.removed for c in (self.base_compaction, self.done) if c is not None and c.removed]
+
 
 Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
 """``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
@@ -97,7 +144,8 @@ class ChatHistories:
         self.config = config
         self.log = MessageLog(paths)
         self._chats: OrderedDict[str, _Chat] = OrderedDict()  # least recently used first
-        self.compaction_hooks: list[CompactionHook] = []
+        self.store: ChatWriter | None = None
+        """Where ``reset`` writes (the agent's ChatStore); this class itself writes nothing."""
         self.reconciler: Reconciler | None = None
         self._hydrating = threading.Lock()
         """Run once per chat when it is hydrated from disk, and after a failed log write."""
@@ -258,25 +306,15 @@ class ChatHistories:
         )
 
     async def reset(self, chat_key: str, request_id: str) -> None:
-        """Start the chat's model context afresh; everything said stays on disk.
+        """Start the chat's model context afresh; everything said stays in the store.
 
-        Written as a compaction record with an empty history, so a restart agrees.
+        The store writes it (a compaction record with an empty history), so a restart agrees.
         """
-        async with self.lock(chat_key):  # pins the chat: the lookups below find this one
-            await self.aget(chat_key)  # the seq counter continues after a /clear
-            chat = self._chat(chat_key)
-            write = partial(
-                self.log.append_compaction, chat_key, request_id, [], sources=[], next_seq=chat.next_seq
-            )
-            await anyio.to_thread.run_sync(write)
-            chat.messages, chat.sources = [], []
-
-    def _run_hooks(self, chat_key: str, result: CompactionResult) -> None:
-        for hook in self.compaction_hooks:
-            try:
-                hook(chat_key, result)
-            except Exception:  # a hook must never cost the user the turn
-                log.exception("compaction hook %r failed for chat %r", hook, chat_key)
+        if self.store is None:
+            raise RuntimeError("ChatHistories.reset needs a store (ChatHistories.store)")
+        async with self.lock(chat_key):  # waits for a turn of the chat running here
+            await self.store.clear(chat_key, request_id)  # the seq counter continues after it
+            self.clear_memory(chat_key)  # the next turn reads the cleared chat back, numbered
 
     async def _model_summary(self, chat_key: str, history: list[ModelMessage]) -> str | None:
         """A model-written summary body when this commit will compact, else ``None``.
@@ -300,70 +338,69 @@ class ChatHistories:
             return None
         return body or None
 
-    async def commit(
+    async def plan(
         self,
         chat_key: str,
-        request_id: str,
         base: list[ModelMessage],
         new: list[ModelMessage],
-        *,
         base_compaction: CompactionResult | None = None,
-        also: Callable[[], None] | None = None,
-    ) -> CompactionResult | None:
-        """Persist a turn: ``base`` (the history the run started from) + ``new`` messages.
+        *,
+        summarize: bool = True,
+    ) -> PlannedTurn:
+        """What committing a turn writes, decided before anything is: numbering and compaction.
 
-        ``base_compaction`` is set when the run only succeeded on a compacted history (context
-        overflow retry); it is persisted first. Returns the compaction this commit triggered, if
-        any. ``also`` runs in the same worker-thread hop (the transcript and agent-context
-        writes), so a turn pays for one thread round trip, not three. Must be called while
-        holding the chat's lock.
-
-        Once the turn record is in the message log the turn is committed: a failure of ``also``
-        (disk full, a damaged log) is logged and repaired from the message log before the chat's
-        next turn, never reported as a failed turn (a caller would retry it and say it twice).
+        ``base`` is the history the run started from (after ``base_compaction`` when the run
+        only fit compacted), ``new`` its messages. Over ``inMemoryMaxMessages`` the history is
+        compacted (a model-written summary when ``chatHistory.summarizer`` is ``model`` and
+        ``summarize`` is on; a turn committed already does not ask the model again).
         """
-        chat = self._chat(chat_key)
         new = strip_injections(new)  # injections live for one run
         history = [*base, *new]
-        result: CompactionResult | None = None
-        behind = False
         before, sources, first_seq = self.turn_numbering(chat_key, base, len(new), base_compaction)
-        next_seq = first_seq + len(new)
-        final_sources = sources
-        body = await self._model_summary(chat_key, history)
+        body = await self._model_summary(chat_key, history) if summarize else None
+        done = self.compaction_of(history, sources, body)
+        return PlannedTurn(new, history, before, sources, first_seq, base_compaction, done)
 
-        def write() -> CompactionResult | None:
-            nonlocal final_sources, behind
-            if base_compaction is not None:
-                self.log.append_compaction(chat_key, request_id, base, sources=before, next_seq=first_seq)
-                self._run_hooks(chat_key, base_compaction)
-            self.log.append_turn(chat_key, request_id, new, seq=first_seq)
-            if also is not None:
-                try:
-                    also()
-                except Exception:
-                    behind = True
-                    log.exception(
-                        "chat %r: turn %s is saved, but writing its transcript/logs failed; "
-                        "they are rebuilt from the message log before the next turn",
-                        chat_key,
-                        request_id,
-                    )
-            done = self.compaction_of(history, sources, body)
-            if done is not None:
-                self._run_hooks(chat_key, done)
-                final_sources = done.sources(sources)
-                self.log.append_compaction(
-                    chat_key, request_id, done.history, sources=final_sources, next_seq=next_seq
-                )
-            return done
+    async def seed(
+        self, chat_key: str, request_id: str, base: list[ModelMessage], new: list[ModelMessage]
+    ) -> None:
+        """Commit ``new`` as messages nobody said (a delegate's inherited history): no transcript.
 
+        Must be called while holding the chat's lock.
+        """
+        if self.store is None:
+            raise RuntimeError("ChatHistories.seed needs a store (ChatHistories.store)")
+        plan = await self.plan(chat_key, base, new)
+        record = TurnRecord(
+            chat_key,
+            request_id,
+            "",
+            "",
+            plan.new,
+            compaction=plan.done.history if plan.done is not None else None,
+            seq=plan.first_seq,
+            compaction_sources=plan.final_sources if plan.done is not None else None,
+            removed=plan.removed,
+            spoken=False,
+        )
         try:
-            result = await anyio.to_thread.run_sync(write)
+            await self.store.commit(record)
         except BaseException:
-            chat.messages = None  # part of the turn may be on disk: the next turn re-reads the truth
+            self.clear_memory(chat_key)
             raise
-        chat.messages = result.history if result is not None else history
+        self.committed(chat_key, plan)
+
+    def over_bound(self, count: int) -> bool:
+        """Whether a history of ``count`` messages is compacted when committed."""
+        return count > self.config.in_memory_max_messages
+
+    def committed(self, chat_key: str, plan: PlannedTurn, *, behind: bool = False) -> None:
+        """The store holds ``plan``'s turn: it becomes the chat's history in memory.
+
+        ``behind``: a part after the message log failed; the logs are reconciled with the
+        message log before the chat's next turn.
+        """
+        chat = self._chat(chat_key)
+        chat.messages = plan.done.history if plan.done is not None else plan.history
+        chat.sources, chat.next_seq = plan.final_sources, plan.next_seq
         chat.logs_behind = behind
-        chat.sources, chat.next_seq = final_sources, next_seq
-        return result

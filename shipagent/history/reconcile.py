@@ -32,7 +32,7 @@ from pydantic_ai.messages import (
 
 from .. import jsonl
 from .._steps import call_outcomes, tool_call_records
-from .stores import AgentContextLog, MessageLog, Transcript, record_messages
+from .logs import AgentContextLog, MessageLog, Transcript, record_messages
 
 __all__ = ["RecoveredTurn", "reconcile"]
 

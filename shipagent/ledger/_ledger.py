@@ -3,8 +3,8 @@
 The core's :class:`~shipagent.history.placement.ContextWindow` reports every request it shapes
 to a :class:`~shipagent.history.placement.RequestObserver`; a :class:`LedgerRecorder` is that
 observer for one turn. It only builds records in memory (no I/O, no thread hop per request); the
-agent hands :meth:`Ledger.flush` to ``ChatHistories.commit(also=...)`` so a turn's records are
-written in the same worker-thread hop as the turn itself.
+agent puts :meth:`Ledger.flush`'s writer in the turn's record (``stores.TurnRecord.ledger``), so
+the files store writes a turn's records in the same worker-thread hop as the turn itself.
 
 With ``observability.otel`` each request also gets a ``shipagent.request`` span (child of
 pydantic-ai's agent-run span) carrying the chat key, request id, step and section token counts.
@@ -26,9 +26,9 @@ from ..chatkeys import ShipPaths
 from ..config import LedgerConfig
 from ..execution import InjectedMessage
 from ..history.injections import RunInjection
+from ..history.logs import MessageLog, now_iso
 from ..history.placement import RequestReport, injected_message, render_plan
 from ..history.sections import Item
-from ..history.stores import MessageLog, now_iso
 from ._encode import Base, encode_report
 from ._records import LedgerItem, RequestRecord, record_from_report
 from ._store import LedgerStore
@@ -160,7 +160,7 @@ class Ledger:
         return found
 
     def flush(self, chat_key: str, request_id: str, new: Sequence[ModelMessage]) -> Callable[[], None] | None:
-        """A blocking writer of the turn's records, for ``ChatHistories.commit(also=...)``."""
+        """A blocking writer of the turn's records, for the turn's record (``TurnRecord.ledger``)."""
         recorder = self._recorders.pop((chat_key, request_id), None)
         if not self.config.enabled or recorder is None:
             return None

@@ -156,11 +156,8 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with agent:  # MCP servers and providers start with the app and stop with it
             log.info("serving %r (%d API key(s))", agent.config.name, len(auth.keys))
-            try:
-                yield
-                await state.drain(settings.shutdown_grace_seconds)
-            finally:
-                await api.aclose()
+            yield
+            await state.drain(settings.shutdown_grace_seconds)
 
     app = Starlette(
         routes=routes,

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from ..chatkeys import validate_chat_key
 from ..errors import NotFoundError
 from ..events import ApprovalRequired
-from ..stores import PgStores, open_stores
+from ..stores import PgStores
 from ..stores._shared import chat_activity
 from ._auth import ApiKey
 from ._body import read_json
@@ -87,15 +87,9 @@ class Api:
     def __init__(self, state: ServeState) -> None:
         self.state = state
         self.agent = state.agent
-        self.shared: PgStores | None = None
+        store = self.agent.store
+        self.shared: PgStores | None = store if isinstance(store, PgStores) else None
         """A durable cluster's database: its workers commit transcripts there, not to this ``.ship/``."""
-        if self.agent.config.durable.enabled:
-            stores = open_stores(self.agent.project_root, self.agent.config)  # no I/O until used
-            self.shared = stores if isinstance(stores, PgStores) else None
-
-    async def aclose(self) -> None:
-        if self.shared is not None:
-            await self.shared.close()
 
     # -- plain reads -----------------------------------------------------------------------------
 

@@ -1,6 +1,11 @@
-"""Stores behind a protocol: the same chats on ``.ship/`` files or on Postgres.
+"""The ChatStore: where a project's chats live, behind one async protocol the core owns.
 
-A project's state is five stores — the model-message log (turns and compactions), the
+:class:`ChatStore` is what a turn reads and writes: ``load`` (the history to run on, numbered),
+``commit`` (ONE :class:`TurnRecord` per turn, idempotent by request id) and the read side. Each
+backend below implements it with exactly one commit; :func:`open_stores` picks the project's
+from ship.json (Postgres in a durable cluster, else the files).
+
+Underneath, a project's state is five stores — the model-message log (turns and compactions), the
 transcript, the agent-context log, the context files (index + contents) and the cards/boxes —
 each a small async protocol in the shape of openai-agents' session protocol:
 
@@ -21,22 +26,66 @@ between the two, verifying the counts per chat and store.
 
 from __future__ import annotations
 
-from ._files import FileStores
-from ._memory import MemoryStores
-from ._migrate import MigrationRow, migrate
-from ._postgres import PgStores
-from ._protocols import (
-    AgentContextStore,
-    Committed,
-    ContextFileStore,
-    LogRecord,
-    MessageLogStore,
-    RecordLog,
-    Stores,
-    TranscriptStore,
-    TurnWrite,
-)
-from ._select import open_stores
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ._files import FileStores
+    from ._memory import MemoryStores
+    from ._migrate import MigrationRow, migrate
+    from ._postgres import PgStores
+    from ._protocols import (
+        COMMIT_PARTS as COMMIT_PARTS,
+    )
+    from ._protocols import (
+        AgentContextStore,
+        Committed,
+        ContextFileStore,
+        LogRecord,
+        MessageLogStore,
+        RecordLog,
+        Stores,
+        TranscriptStore,
+        TurnWrite,
+    )
+    from ._protocols import (
+        ChatStore as ChatStore,
+    )
+    from ._protocols import (
+        CommitReport as CommitReport,
+    )
+    from ._protocols import (
+        LoadedChat as LoadedChat,
+    )
+    from ._protocols import (
+        TurnRecord as TurnRecord,
+    )
+    from ._select import open_stores
+
+_HOME = {
+    "AgentContextStore": "_protocols",
+    "COMMIT_PARTS": "_protocols",
+    "ChatStore": "_protocols",
+    "CommitReport": "_protocols",
+    "Committed": "_protocols",
+    "ContextFileStore": "_protocols",
+    "FileStores": "_files",
+    "LoadedChat": "_protocols",
+    "LogRecord": "_protocols",
+    "MemoryStores": "_memory",
+    "MessageLogStore": "_protocols",
+    "MigrationRow": "_migrate",
+    "PgStores": "_postgres",
+    "RecordLog": "_protocols",
+    "Stores": "_protocols",
+    "TranscriptStore": "_protocols",
+    "TurnRecord": "_protocols",
+    "TurnWrite": "_protocols",
+    "migrate": "_migrate",
+    "open_stores": "_select",
+}
+"""Where each name lives: loaded on first use, so a module that needs only the plain records
+(``stores._record``: the history layer builds :class:`TurnRecord` s) does not load the backends."""
 
 __all__ = [
     "AgentContextStore",
@@ -55,3 +104,15 @@ __all__ = [
     "migrate",
     "open_stores",
 ]
+"""The curated surface; :class:`ChatStore`, :class:`TurnRecord`, :class:`CommitReport`,
+:class:`LoadedChat` and ``COMMIT_PARTS`` are importable from here too (the core's store protocol
+and its records)."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{home}", __name__), name)
+    globals()[name] = value  # later lookups are plain module attributes
+    return value

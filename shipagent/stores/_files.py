@@ -1,7 +1,7 @@
 """The default stores, ``.ship/`` files and SQLite, behind the store protocols.
 
 Thin adapters: every write goes through the classes the runtime has always used
-(``history.stores.MessageLog``/``Transcript``/``AgentContextLog``, ``files.ContextFiles``,
+(``history.logs.MessageLog``/``Transcript``/``AgentContextLog``, ``files.ContextFiles``,
 ``handover.SqliteCardBoxStore``), so the bytes on disk are unchanged. A record's ``seq`` is its
 line number among the readable lines (a torn last line is not counted). All file work runs in a
 worker thread.
@@ -24,9 +24,10 @@ from ..errors import ChatKeyError
 from ..files import ContextFiles, ContextRef, Page, Tail
 from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
-from ..history.stores import AgentContextLog, MessageLog, Transcript
+from ..history.logs import AgentContextLog, MessageLog, Transcript
+from ._files_chat import FileChatStore
 from ._protocols import Committed, LogRecord, TurnWrite
-from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, commit_in_order
+from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
 
 __all__ = ["FileStores", "file_chat_keys"]
 
@@ -159,7 +160,7 @@ class _FileLog(RawLog):
 
 
 class FileMessageLog(MessageLogMixin, _FileLog):
-    """``.ship/chats/<key>/messages.jsonl`` through :class:`~shipagent.history.stores.MessageLog`."""
+    """``.ship/chats/<key>/messages.jsonl`` through :class:`~shipagent.history.logs.MessageLog`."""
 
     def __init__(self, paths: ShipPaths) -> None:
         self.log = MessageLog(paths)
@@ -178,7 +179,7 @@ class FileMessageLog(MessageLogMixin, _FileLog):
 
 
 class FileTranscript(TranscriptMixin, _FileLog):
-    """``.ship/chats/<key>/history.jsonl`` through :class:`~shipagent.history.stores.Transcript`."""
+    """``.ship/chats/<key>/history.jsonl`` through :class:`~shipagent.history.logs.Transcript`."""
 
     def __init__(self, paths: ShipPaths) -> None:
         self.log = Transcript(paths)
@@ -192,7 +193,7 @@ class FileTranscript(TranscriptMixin, _FileLog):
 
 
 class FileAgentContext(AgentContextMixin, _FileLog):
-    """``.ship/memory/agent-context/<key>.jsonl`` through :class:`~shipagent.history.stores.AgentContextLog`."""
+    """``.ship/memory/agent-context/<key>.jsonl`` through :class:`~shipagent.history.logs.AgentContextLog`."""
 
     def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
         self.log = AgentContextLog(paths, window=window)
@@ -284,8 +285,11 @@ class FileContextFiles:
         return await anyio.to_thread.run_sync(scan)
 
 
-class FileStores:
+class FileStores(FileChatStore):
     """Today's stores of a project: JSONL files under ``.ship/`` and ``.ship/cardbox.sqlite3``.
+
+    The :class:`~shipagent.stores.ChatStore` of a project on one machine (the default): its
+    commit is :meth:`~FileChatStore.commit_sync` in one worker-thread hop.
 
     Args:
         project_root: the project directory (the one with ``ship.json``).
@@ -300,10 +304,15 @@ class FileStores:
         self.agent_context = FileAgentContext(self.paths, window=window)
         self.context_files = FileContextFiles(self.paths)
         self.cards = SqliteCardBoxStore(self.paths.ship_dir / CARD_FILE, project_id=project_id)
+        self.message_log = self.messages.log
+        self.transcript_log = self.transcript.log
+        self.agent_context_log = self.agent_context.log
+        self.files = self.context_files.files
+        self._init_chat_store()
 
     async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
-        """Store after store, as the plain runtime commits (not atomic; see ``commit_in_order``)."""
-        return await commit_in_order(self.messages, self.transcript, self.agent_context, self.cards, turn)
+        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
+        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.cards.close()

@@ -11,10 +11,23 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pydantic_ai.messages import ModelMessage
+
 from ..handover import CardBoxStore, SqliteCardBoxStore
+from ..history.logs import MessageLog
 from ._context import ContextBase, sha256
-from ._protocols import LogRecord, TurnWrite
-from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin, commit_in_order
+from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
+from ._record import CachedChats
+from ._records import (
+    AgentContextMixin,
+    Fault,
+    MessageLogMixin,
+    RawLog,
+    RecordChatStore,
+    TranscriptMixin,
+    commit_parts,
+    records_log,
+)
 
 __all__ = ["MemoryStores"]
 
@@ -93,7 +106,7 @@ class MemoryContextFiles(ContextBase):
         return sorted(k for k, v in self._index.items() if v)
 
 
-class MemoryStores:
+class MemoryStores(RecordChatStore):
     """Every store in memory: for tests and for trying the runtime without a disk."""
 
     def __init__(self, *, window: int = 200, project_id: str = "default") -> None:
@@ -102,9 +115,23 @@ class MemoryStores:
         self.agent_context = MemoryAgentContext(window=window)
         self.context_files = MemoryContextFiles()
         self.cards: CardBoxStore = SqliteCardBoxStore(Path(":memory:"), project_id=project_id)
+        self.fault: Fault | None = None
+        """Test seam: called with each part's name just before it is written."""
+
+    async def commit(self, record: TurnRecord) -> CommitReport:
+        """Part after part, each skipped when it holds the request id (see ``commit_parts``)."""
+        return await commit_parts(self, record, self.fault)
+
+    def history_sync(self, chat_key: str, chats: CachedChats) -> list[ModelMessage]:
+        """The chat's history: the agent's copy, hydrated when it has none (as on files)."""
+        return chats.get(chat_key)
+
+    def message_log_sync(self, chat_key: str) -> MessageLog:
+        """The chat's message log as it is now (memory needs no event loop to read)."""
+        return records_log(chat_key, [_copy(r) for r in self.messages._chats.get(chat_key, [])])
 
     async def commit_turn(self, turn: TurnWrite) -> list[str]:
-        return await commit_in_order(self.messages, self.transcript, self.agent_context, self.cards, turn)
+        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.cards.close()

@@ -8,6 +8,7 @@ says which layout the database holds and a newer one than this code knows is ref
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -55,6 +56,11 @@ def dumps(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
 
 
+def is_postgres(database: str) -> bool:
+    """Whether ship.json ``durable.database`` names a Postgres server (else SQLite)."""
+    return database.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
+
+
 def redact(url: str) -> str:
     """``url`` without its password (for messages and logs)."""
     head, at, tail = url.rpartition("@")
@@ -73,10 +79,24 @@ class PgPool:
 
     def __init__(self, url: str, *, size: int = 4) -> None:
         self.url = url.replace("postgresql+psycopg://", "postgresql://", 1)
+        self._size = size
         self._idle: list[Any] = []
         self._slots = anyio.Semaphore(size)
         self._schema_ready = False
         self._schema_lock = anyio.Lock()
+        self._loop: object = None
+
+    def _on_this_loop(self) -> None:
+        """Start over on an event loop other than the last one's (a CLI's ``anyio.run`` per command).
+
+        A psycopg connection belongs to the loop that opened it: the idle ones of an earlier
+        loop are dropped (that loop is gone or busy elsewhere), not reused.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop, self._idle = loop, []
+            self._slots = anyio.Semaphore(self._size)
+            self._schema_lock = anyio.Lock()
 
     async def _connect(self) -> Any:
         import psycopg
@@ -92,6 +112,7 @@ class PgPool:
         """A connection for one call; the schema exists by the time it is handed out."""
         from psycopg.pq import TransactionStatus
 
+        self._on_this_loop()
         await self.ensure_schema()
         async with self._slots:
             conn = self._idle.pop() if self._idle else await self._connect()

@@ -12,21 +12,25 @@ from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from ._context import ContextBase, sha256
 from ._pg_base import PgPool, append_rows, dumps
 from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
-from ._protocols import LogRecord, TurnWrite
+from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
 from ._records import (
     AgentContextMixin,
+    Fault,
     MessageLogMixin,
     RawLog,
+    RecordChatStore,
     TranscriptMixin,
     agent_context_entry,
     agent_context_summary,
-    compaction_record,
+    history_file,
+    message_records,
     transcript_records,
     turn_cards,
-    turn_record,
 )
 
 __all__ = ["PgStores"]
@@ -219,7 +223,7 @@ class PgContextFiles(ContextBase):
             return sorted(row[0] for row in await cur.fetchall())
 
 
-class PgStores:
+class PgStores(RecordChatStore):
     """Every store of a project on one Postgres database (``postgresql://…``).
 
     Args:
@@ -241,23 +245,22 @@ class PgStores:
         self.cards = PgCardBoxStore(self.pool, project_id=project_id)
         self.before_commit: Callable[[Any], Awaitable[None]] | None = None
         """Test seam: awaited with the connection inside the transaction, just before COMMIT."""
+        self.fault: Fault | None = None
+        """Test seam: called with each part's name just before it is written (inside the transaction)."""
 
-    async def commit_turn(self, turn: TurnWrite) -> list[str]:
+    async def commit(self, record: TurnRecord) -> CommitReport:
         """The whole turn in one transaction: history, transcript, agent context, output-box cards.
 
-        Idempotent by request id: a turn already committed writes nothing and returns ``[]``.
+        Idempotent by request id: a turn already committed writes nothing. The ``history``
+        context files of its compactions follow the transaction (their ids come from the
+        request id, so a re-commit writes the ones still missing).
         """
-        key, rid = turn.chat_key, turn.request_id
-        history: list[dict[str, Any]] = []
-        after = None if turn.seq is None else turn.seq + len(turn.messages)
-        if turn.base_compaction is not None:
-            history.append(compaction_record(rid, turn.base_compaction, turn.base_sources, turn.seq))
-        history.append(turn_record(rid, turn.messages, turn.seq))
-        if turn.compaction is not None:
-            history.append(compaction_record(rid, turn.compaction, turn.compaction_sources, after))
-        said = transcript_records(key, rid, turn.user_text, turn.transcript_answer, turn.sent)
-        entry = agent_context_entry(key, rid, turn.user_text, turn.output, turn.tool_calls)
-        cards = turn_cards(key, rid, turn.user_text, turn.output)
+        key, rid = record.chat_key, record.request_id
+        report = CommitReport()
+        fault = self.fault or (lambda _part: None)
+        said = transcript_records(key, rid, record.user_text, record.transcript_answer, record.sent)
+        entry = agent_context_entry(key, rid, record.user_text, record.output, record.tool_calls)
+        cards = turn_cards(key, rid, record.user_text, record.output) if record.spoken else []
         # pipeline mode: statements whose results are not read go out without waiting for the
         # server, so the ~16 statements cost a handful of round trips instead of one each
         async with self.pool.connection() as conn, conn.pipeline(), conn.transaction():
@@ -268,16 +271,40 @@ class PgStores:
                 "SELECT 1 FROM shipagent.messages WHERE chat_key = %s AND request_id = %s AND kind = 'turn'",
                 (key, rid),
             )
-            if await cur.fetchone() is not None:
-                return []  # committed already, whole (one transaction): a replay writes nothing
-            await append_rows(conn, "messages", key, history)
-            await append_rows(conn, "transcript", key, said)
-            await _agent_context_append(conn, key, entry, self.agent_context.window)
-            box = await named_box_in(conn, self.cards.project_id, f"output:{key}")
-            card_ids = await append_cards(conn, box, cards)
-            if self.before_commit is not None:
-                await self.before_commit(conn)
-        return card_ids
+            held = await cur.fetchone() is not None
+            if not held:  # else committed already, whole (one transaction): a replay writes nothing
+                fault("messages")
+                await append_rows(conn, "messages", key, message_records(record))
+                fault("transcript")
+                if record.spoken:
+                    await append_rows(conn, "transcript", key, said)
+                fault("agentContext")
+                if record.spoken:
+                    await _agent_context_append(conn, key, entry, self.agent_context.window)
+                fault("cards")
+                if cards:
+                    box = await named_box_in(conn, self.cards.project_id, f"output:{key}")
+                    report.card_ids = await append_cards(conn, box, cards)
+                if self.before_commit is not None:
+                    await self.before_commit(conn)
+                report.written.extend(["messages", "transcript", "agentContext", "cards"])
+        try:
+            for n, removed in enumerate(record.removed):
+                ref, data = history_file(key, rid, n, removed)
+                if removed and await self.context_files.stored(key, ref.id) is None:
+                    fault("history")
+                    await self.context_files.put(key, ref, data)
+                    report.written.append("history")
+        except Exception as exc:  # the turn is committed; the next commit of it writes the file
+            report.failed["history"] = exc
+        if record.ledger is not None and not held:  # the ledger is this machine's: its .ship/ files
+            await anyio.to_thread.run_sync(record.ledger)
+            report.written.append("ledger")
+        return report
+
+    async def commit_turn(self, turn: TurnWrite) -> list[str]:
+        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
+        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.pool.close()

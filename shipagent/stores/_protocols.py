@@ -12,84 +12,30 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic_ai.messages import ModelMessage
 
 from ..files import ContextRef, Page, Tail
 from ..handover import CardBoxStore
+from ._record import COMMIT_PARTS, CommitReport, Committed, LoadedChat, LogRecord, TurnRecord, TurnWrite
 
 __all__ = [
+    "COMMIT_PARTS",
     "AgentContextStore",
+    "ChatStore",
+    "CommitReport",
     "Committed",
     "ContextFileStore",
+    "LoadedChat",
     "LogRecord",
     "MessageLogStore",
     "RecordLog",
     "Stores",
     "TranscriptStore",
+    "TurnRecord",
     "TurnWrite",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class LogRecord:
-    """One record of a per-chat log: its ``seq`` (1-based, per chat key) and its JSON object."""
-
-    seq: int
-    data: dict[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Committed:
-    """Where a chat's message log stands: its last ``seq`` and that record's request id.
-
-    A worker compares this with what it saw last: a different value means another worker
-    committed a turn of the chat since, and the in-memory history must be rebuilt.
-    """
-
-    seq: int
-    request_id: str | None
-
-
-@dataclass
-class TurnWrite:
-    """Everything one successful turn writes, for :meth:`Stores.commit_turn`.
-
-    Attributes:
-        messages: the turn's new model messages (injections already stripped).
-        base_compaction: when the run succeeded only on a compacted history, that history; it
-            is written as a compaction record before the turn.
-        compaction: the history right after a compaction this turn triggered, written after it.
-        tool_calls: ``{"tool", "success", "error"}`` per call, for the agent-context log.
-        sent: ``chat_send`` texts, in the order they were said (transcript lines ``via: tool``).
-        said: the answer as the transcript records it (``None``: ``output``); the agent passes
-            its ``TurnCommit.said`` here and ``output`` goes to the agent context and the cards.
-        seq: the seq of the first of ``messages`` when the chat's messages are numbered (what
-            makes compaction summaries expandable); ``None`` writes no numbers.
-        base_sources: with ``seq``, the source of each message of ``base_compaction``.
-        compaction_sources: with ``seq``, the source of each message of ``compaction``.
-    """
-
-    chat_key: str
-    request_id: str
-    user_text: str
-    output: str
-    messages: builtins.list[ModelMessage]
-    sent: builtins.list[str] = field(default_factory=list)
-    tool_calls: builtins.list[dict[str, Any]] = field(default_factory=list)
-    base_compaction: builtins.list[ModelMessage] | None = None
-    compaction: builtins.list[ModelMessage] | None = None
-    said: str | None = None
-    seq: int | None = None
-    base_sources: builtins.list[str] | None = None
-    compaction_sources: builtins.list[str] | None = None
-
-    @property
-    def transcript_answer(self) -> str:
-        """What the transcript's answer line says."""
-        return self.output if self.said is None else self.said
 
 
 @runtime_checkable
@@ -125,7 +71,7 @@ class RecordLog(Protocol):
 
 @runtime_checkable
 class MessageLogStore(RecordLog, Protocol):
-    """Model messages per chat: ``turn`` records and ``compaction`` records (see ``history.stores``)."""
+    """Model messages per chat: ``turn`` records and ``compaction`` records (see ``history.logs``)."""
 
     async def append_turn(self, chat_key: str, request_id: str, messages: builtins.list[ModelMessage]) -> int:
         """Append the messages one committed turn added; returns the record's seq."""
@@ -251,6 +197,77 @@ class Stores(Protocol):
         visible or none of it; the files are written store after store, each skipped when it
         already holds the request id.
         """
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@runtime_checkable
+class ChatStore(Protocol):
+    """Where a project's chats live: the one store protocol the core writes and reads through.
+
+    ``load`` gives a turn its history, ``commit`` writes ONE :class:`TurnRecord` to every part
+    (message log, history files, transcript, agent-context log, ledger, output-box cards),
+    idempotent by request id, and the rest is the read side. Backends: :class:`FileStores`
+    (``.ship/``, the default), :class:`MemoryStores` (tests), :class:`PgStores` (a durable
+    cluster). Each has one commit.
+    """
+
+    @property
+    def context_files(self) -> ContextFileStore:
+        """The chats' context files (history files of compactions among them)."""
+        ...
+
+    @property
+    def cards(self) -> CardBoxStore:
+        """Cards and boxes (a chat's output box gets a turn's cards)."""
+        ...
+
+    async def load(self, chat_key: str) -> LoadedChat:
+        """The chat's history, numbered; an unknown chat is empty."""
+        ...
+
+    async def commit(self, record: TurnRecord) -> CommitReport:
+        """Write ``record``'s parts the store does not hold yet.
+
+        Raises when the message log could not take the turn (nothing of it is committed then,
+        and a later commit of the same record starts over); a later part that fails is in
+        :attr:`CommitReport.failed`.
+        """
+        ...
+
+    async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
+        """Transcript lines of a turn that did not commit: the user, then what ``chat_send`` said.
+
+        Once per request id.
+        """
+        ...
+
+    async def clear(self, chat_key: str, request_id: str) -> None:
+        """Start the chat's model context afresh (an empty compaction); everything said stays."""
+        ...
+
+    async def last_committed(self, chat_key: str) -> Committed:
+        """Where the chat's message log stands (another worker may have committed since)."""
+        ...
+
+    async def transcript_page(
+        self, chat_key: str, before: int | None, limit: int
+    ) -> builtins.list[LogRecord]:
+        """Up to ``limit`` transcript records with ``seq < before`` (``None``: the newest)."""
+        ...
+
+    async def expand(self, chat_key: str, summary_id: str) -> builtins.list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced; ``KeyError`` if unknown."""
+        ...
+
+    async def find(
+        self, chat_key: str, sources: Sequence[str], request_id: str
+    ) -> tuple[builtins.list[ModelMessage], builtins.list[ModelMessage]]:
+        """``(messages named by sources, messages of turn request_id)``: what reconstructing a
+        ledger record reads. ``KeyError`` naming what is missing."""
         ...
 
     async def close(self) -> None:

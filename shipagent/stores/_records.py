@@ -1,6 +1,6 @@
 """The records every store writes, and the typed stores built on a raw record log.
 
-The record shapes are exactly those of ``shipagent.history.stores`` (the file stores, which stay
+The record shapes are exactly those of ``shipagent.history.logs`` (the file stores, which stay
 the format's reference): the conformance suite checks every implementation against them, so a
 chat migrated from files to Postgres and back reads the same. The in-memory and Postgres stores
 implement only the raw operations of :class:`RawLog`; the typed methods here are shared.
@@ -8,31 +8,47 @@ implement only the raw operations of :class:`RawLog`; the typed methods here are
 
 from __future__ import annotations
 
+import hashlib
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+import anyio
 from pydantic_ai.messages import ModelMessage
 
+from ..chatkeys import ShipPaths
+from ..files import ContextRef
+from ..files._ref import utc_now_iso
+from ..files._render import render_messages
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
-from ..history.stores import (
+from ..history.logs import (
+    MessageLog,
     agent_context_entry,
     agent_context_summary,
     dump_messages,
     load_messages,
     now_iso,
 )
-from ._protocols import Committed, LogRecord, TurnWrite
+from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord
 
 __all__ = [
     "AgentContextMixin",
+    "Fault",
     "MessageLogMixin",
     "RawLog",
+    "RecordChatStore",
+    "RecordsMessageLog",
     "TranscriptMixin",
     "agent_context_entry",
     "agent_context_summary",
-    "commit_in_order",
+    "cards_hold",
+    "commit_parts",
     "compaction_record",
+    "history_file",
+    "load_records",
+    "message_records",
+    "records_log",
     "summarize_window",
     "transcript_records",
     "turn_cards",
@@ -77,7 +93,7 @@ def transcript_records(
 def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
     """The agent-context log after its window overflowed: one summary entry + the newest ``window - 1``.
 
-    The summary is :func:`~shipagent.history.stores.agent_context_summary`, the one the file
+    The summary is :func:`~shipagent.history.logs.agent_context_summary`, the one the file
     store writes, so a chat reads the same from either.
     """
     cut = len(entries) - (window - 1)
@@ -87,7 +103,7 @@ def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) 
 
 
 def turn_cards(chat_key: str, request_id: str, user_text: str, output: str) -> list[NewCard]:
-    """The output-box cards of a turn, as ``HandoverRuntime.record_turn`` writes them."""
+    """The output-box cards of a turn, the user's text, then the answer."""
     return [
         NewCard(CARD_CHAT_MESSAGE, TextContent(text), chat_key, {"role": role, "request_id": request_id})
         for role, text in (("user", user_text), ("assistant", output))
@@ -205,37 +221,220 @@ class AgentContextMixin(RawLog):
             await self.replace_all(chat_key, summarize_window(chat_key, entries, self.window))
 
 
-async def _cards_hold(cards: CardBoxStore, chat_key: str, request_id: str) -> bool:
+async def cards_hold(cards: CardBoxStore, chat_key: str, request_id: str) -> bool:
+    """Whether the chat's output box ends with the cards of ``request_id``."""
     box = await cards.get_box(await cards.named_box(f"output:{chat_key}"))
     return any(c.metadata.get("request_id") == request_id for c in await cards.get_cards(box.card_ids[-4:]))
 
 
-async def commit_in_order(
-    messages: MessageLogMixin,
-    transcript: TranscriptMixin,
-    agent_context: AgentContextMixin,
-    cards: CardBoxStore,
-    turn: TurnWrite,
-) -> list[str]:
-    """A turn's commit store after store, as the file runtime has always written it.
+def history_file(
+    chat_key: str, request_id: str, n: int, removed: list[ModelMessage]
+) -> tuple[ContextRef, bytes]:
+    """The ``history`` context file that keeps what compaction ``n`` of a turn removed.
 
-    Not atomic, so it is idempotent per store instead: a store that already holds the turn's
-    request id (an earlier attempt crashed half-way, a durable step is replayed) is skipped, so
-    the retry completes the turn and every store holds it exactly once. Returns the ids of the
-    output-box cards written now (``[]`` when they were already there).
+    Its id comes from the request id, so a store that is asked to commit the turn again finds
+    the file it wrote the first time (the ``.ship/`` store matches by name instead: its ids are
+    random, as they have always been).
     """
-    key, rid = turn.chat_key, turn.request_id
+    text, first, last = render_messages(removed)
+    span = f"{first} – {last}" if first else "unknown time"
+    data = text.encode("utf-8")
+    ref_id = "h" + hashlib.sha256(f"{chat_key}\x1f{request_id}\x1f{n}".encode()).hexdigest()[:6]
+    ref = ContextRef(
+        id=ref_id,
+        kind="history",
+        name=f"conversation {span}",
+        description=f"{len(removed)} compacted messages ({span})",
+        size_bytes=len(data),
+        created_at=utc_now_iso(),
+        mime="text/markdown",
+        eager=True,
+        source="compaction",
+        path=f"{ref_id}.md",
+    )
+    return ref, data
+
+
+def message_records(record: TurnRecord) -> list[dict[str, Any]]:
+    """The message-log records of a turn: base compaction, the turn, the compaction it triggered."""
+    rid = record.request_id
+    out: list[dict[str, Any]] = []
+    if record.base_compaction is not None:
+        out.append(compaction_record(rid, record.base_compaction, record.base_sources, record.seq))
+    out.append(turn_record(rid, record.messages, record.seq))
+    if record.compaction is not None:
+        out.append(compaction_record(rid, record.compaction, record.compaction_sources, record.next_seq))
+    return out
+
+
+Fault = Callable[[str], None]
+"""Test seam of every backend: called with a part's name (``COMMIT_PARTS``) just before it is written."""
+
+
+async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = None) -> CommitReport:
+    """A turn's commit part after part, on stores built on :class:`RawLog` (memory).
+
+    Not atomic, so it is idempotent per part instead: a part that already holds the turn's
+    request id (an earlier attempt stopped half-way, a durable step is replayed) is skipped, so
+    the retry completes the turn and every part holds it exactly once. The message log goes
+    first and whole (its records in one append): once it holds the turn, the turn is committed.
+    """
+    key, rid = record.chat_key, record.request_id
+    report = CommitReport()
+    messages: MessageLogMixin = stores.messages
     if not await messages.holds(key, rid, scan=8, kind="turn"):
-        if turn.base_compaction is not None:
-            await messages.append_compaction(key, rid, turn.base_compaction)
-        await messages.append_turn(key, rid, turn.messages)
-        if turn.compaction is not None:
-            await messages.append_compaction(key, rid, turn.compaction)
-    if not await transcript.holds(key, rid, scan=64):
-        await transcript.append_turn(key, rid, turn.user_text, turn.transcript_answer, sent=turn.sent)
-    if not await agent_context.holds(key, rid, scan=8):
-        await agent_context.append(key, rid, turn.user_text, turn.output, turn.tool_calls)
-    if await _cards_hold(cards, key, rid):
-        return []
-    box = await cards.named_box(f"output:{key}")
-    return await cards.append_to_box(box, turn_cards(key, rid, turn.user_text, turn.output))
+        if fault is not None:
+            fault("messages")
+        await messages.append_records(key, message_records(record))
+        report.written.append("messages")
+
+    async def history() -> bool:
+        wrote = False
+        for n, removed in enumerate(record.removed):
+            ref, data = history_file(key, rid, n, removed)
+            if removed and ref.id not in {r.id for r in await stores.context_files.list(key)}:
+                await stores.context_files.put(key, ref, data)
+                wrote = True
+        return wrote
+
+    async def transcript() -> bool:
+        if not record.spoken or await stores.transcript.holds(key, rid, scan=64):
+            return False
+        await stores.transcript.append_turn(
+            key, rid, record.user_text, record.transcript_answer, sent=record.sent
+        )
+        return True
+
+    async def agent_context() -> bool:
+        if not record.spoken or await stores.agent_context.holds(key, rid, scan=8):
+            return False
+        await stores.agent_context.append(key, rid, record.user_text, record.output, record.tool_calls)
+        return True
+
+    async def cards() -> bool:
+        if not record.spoken or await cards_hold(stores.cards, key, rid):
+            return False
+        box = await stores.cards.named_box(f"output:{key}")
+        report.card_ids = await stores.cards.append_to_box(
+            box, turn_cards(key, rid, record.user_text, record.output)
+        )
+        return True
+
+    async def ledger() -> bool:  # the ledger is this machine's account: its .ship/ files
+        if record.ledger is None or "messages" not in report.written:
+            return False
+        await anyio.to_thread.run_sync(record.ledger)
+        return True
+
+    parts: list[tuple[str, Callable[[], Awaitable[bool]]]] = [
+        ("history", history),
+        ("transcript", transcript),
+        ("agentContext", agent_context),
+        ("cards", cards),
+        ("ledger", ledger),
+    ]
+    for name, write in parts:
+        try:
+            if fault is not None:
+                fault(name)
+            if await write():
+                report.written.append(name)
+        except Exception as exc:  # the turn is committed: the parts after it wait for a re-commit
+            report.failed[name] = exc
+            break
+    return report
+
+
+class RecordsMessageLog(MessageLog):
+    """A :class:`MessageLog` over records already read from another store (one chat's)."""
+
+    def __init__(self, paths: ShipPaths, chat_key: str, records: Sequence[dict[str, Any]]) -> None:
+        super().__init__(paths)
+        self.chat_key = chat_key
+        self._records = list(records)
+
+    def records_backward(self, chat_key: str) -> Iterator[Any]:
+        return iter(self.records_forward(chat_key)[::-1])
+
+    def records_forward(self, chat_key: str) -> list[Any]:
+        return list(self._records) if chat_key == self.chat_key else []
+
+
+_NOWHERE = ShipPaths(Path("/nonexistent-shipagent-records"))
+"""What a :class:`RecordsMessageLog` is given for paths: it never opens a file."""
+
+
+def records_log(chat_key: str, records: Sequence[dict[str, Any]]) -> RecordsMessageLog:
+    """One chat's message log over records read from a store that is not ``.ship/``."""
+    return RecordsMessageLog(_NOWHERE, chat_key, records)
+
+
+def _unnumbered(records: Sequence[dict[str, Any]]) -> bool:
+    """Whether records from the last compaction on lack seqs (written before they were numbered)."""
+    if records and records[0].get("t") == "compaction" and "sources" not in records[0]:
+        return True
+    return any(r.get("t") == "turn" and not isinstance(r.get("seq"), int) for r in records)
+
+
+async def load_records(messages: MessageLogMixin, chat_key: str) -> LoadedChat:
+    """The chat's history, each message's source and the next seq, as the message log file gives them.
+
+    Reads from the newest compaction on (the whole log only when older records carry no seqs),
+    so a store that is not ``.ship/`` names messages ``history:<seq>`` like the files do, and
+    compaction summaries get ids that ``context_expand`` and ``agent.expand`` resolve anywhere.
+    """
+    start = await messages.last_compaction(chat_key)
+    records = [r.data for r in await messages.records(chat_key, max(1, start))]
+    if start > 1 and _unnumbered(records):
+        records = [r.data for r in await messages.records(chat_key)]
+    history: list[ModelMessage] = []
+    for record in records:
+        if record.get("t") == "compaction":
+            history = load_messages(record["history"])
+        elif record.get("t") == "turn":
+            history.extend(load_messages(record["messages"]))
+    sources, next_seq = records_log(chat_key, records).sources(chat_key)
+    if len(sources) != len(history):
+        sources = [f"history:@{n}" for n in range(len(history))]
+    return LoadedChat(history, sources, next_seq)
+
+
+class RecordChatStore:
+    """The :class:`~shipagent.stores.ChatStore` read side and small writes on RawLog stores.
+
+    Mixed into the memory and Postgres stores (their ``messages``/``transcript`` are
+    :class:`RawLog` s); the files have their own, over the files themselves.
+    """
+
+    messages: Any
+    transcript: Any
+
+    async def load(self, chat_key: str) -> LoadedChat:
+        return await load_records(self.messages, chat_key)
+
+    async def last_committed(self, chat_key: str) -> Committed:
+        result: Committed = await self.messages.last_committed(chat_key)
+        return result
+
+    async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
+        if sent and not await self.transcript.holds(chat_key, request_id, scan=64):
+            await self.transcript.append_turn(chat_key, request_id, user_text, "", sent=sent)
+
+    async def clear(self, chat_key: str, request_id: str) -> None:
+        next_seq = (await self.load(chat_key)).next_seq  # the seqs go on after a /clear
+        await self.messages.append_records(chat_key, [compaction_record(request_id, [], [], next_seq)])
+
+    async def transcript_page(self, chat_key: str, before: int | None, limit: int) -> list[LogRecord]:
+        page: list[LogRecord] = await self.transcript.page_before(chat_key, before, limit)
+        return page
+
+    async def _log(self, chat_key: str) -> RecordsMessageLog:
+        return records_log(chat_key, [r.data for r in await self.messages.records(chat_key)])
+
+    async def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        return (await self._log(chat_key)).expand(chat_key, summary_id)
+
+    async def find(
+        self, chat_key: str, sources: Sequence[str], request_id: str
+    ) -> tuple[list[ModelMessage], list[ModelMessage]]:
+        return (await self._log(chat_key)).find(chat_key, sources, request_id)

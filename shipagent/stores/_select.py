@@ -9,22 +9,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..chatkeys import ShipPaths
 from ..config import ShipConfig
 from ._files import FileStores
-from ._postgres import PgStores
+from ._pg_base import is_postgres
+from ._pg_cluster import PgClusterStore
 
 __all__ = ["is_postgres", "open_stores"]
 
 
-def is_postgres(database: str) -> bool:
-    """Whether ship.json ``durable.database`` names a Postgres server (else SQLite)."""
-    return database.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
-
-
-def open_stores(project_root: Path, config: ShipConfig) -> FileStores | PgStores:
-    """The project's stores (no I/O until first used): Postgres in a durable cluster, else files."""
+def open_stores(project_root: Path, config: ShipConfig) -> FileStores | PgClusterStore:
+    """The project's ChatStore (no I/O until first used): Postgres in a durable cluster, else files."""
     window = config.context.agent_context.window_entries
     database = config.durable.database
     if config.durable.enabled and is_postgres(database):
-        return PgStores(database, window=window, project_id=config.name)
+        return PgClusterStore(
+            database, window=window, project_id=config.name, paths=ShipPaths(Path(project_root))
+        )
     return FileStores(project_root, window=window, project_id=config.name)

@@ -15,7 +15,7 @@ import pytest
 
 from shipagent import jsonl
 from shipagent.chatkeys import ShipPaths
-from shipagent.history.stores import AgentContextLog, agent_context_summary
+from shipagent.history.logs import AgentContextLog, agent_context_summary
 from shipagent.stores._records import summarize_window
 
 CALL = [{"tool": "exec_shell", "success": True, "error": None}]

@@ -109,7 +109,7 @@ async def _expand_missing(agent: ShipAgent) -> dict[str, Any]:
 
 def test_a_log_written_before_seqs_gets_implicit_ones(tmp_path: Path) -> None:
     from shipagent.chatkeys import ShipPaths
-    from shipagent.history.stores import MessageLog, dump_messages
+    from shipagent.history.logs import MessageLog, dump_messages
 
     log = MessageLog(ShipPaths(tmp_path))
     path = log.path(KEY)

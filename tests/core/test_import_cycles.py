@@ -141,9 +141,9 @@ def test_the_graph_sees_the_package() -> None:
     # the facade loads its public names on first use (importlib, by name): it imports little itself
     assert "shipagent.errors" in graph["shipagent"]
     assert "shipagent.agent" in graph["shipagent.serve._cli"]  # ``from ..agent`` in a sub-package
-    assert "shipagent._agent_base" in graph["shipagent.agent"]
-    assert "shipagent.config" in graph["shipagent._agent_base"]
-    assert "shipagent.handover" in graph["shipagent._agent_base"]
+    assert "shipagent._turn" in graph["shipagent.agent"]
+    assert "shipagent.config" in graph["shipagent._lifecycle"]
+    assert "shipagent.handover" in graph["shipagent.agent"]
     assert "shipagent.serve._state" in graph["shipagent.serve._routes"]  # under TYPE_CHECKING
     assert "shipagent.handover._tools" in graph["shipagent.handover._runtime"]  # inside a function
 

@@ -20,7 +20,7 @@ from shipagent import jsonl
 from shipagent.errors import NotFoundError
 from shipagent.files import ContextRef
 from shipagent.handover import NewCard, TextContent
-from shipagent.history.stores import dump_messages
+from shipagent.history.logs import dump_messages
 from shipagent.stores import (
     AgentContextStore,
     Committed,

@@ -56,8 +56,8 @@ from pydantic_ai.models.function import FunctionModel
 from typer.testing import CliRunner
 
 from shipagent import ShipAgent, check_project, cli, load_config
-from tests.support.durable import fresh_database
 from tests.support.paths import ROOT
+from tests.support.postgres import fresh_database
 
 DOCUMENTS = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").rglob("*.md") if "_hooks" not in p.parts)]
 PLAIN_SHIPAGENT = re.compile(r"^shipagent [^|&;<>$`(){}]*$")

@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.history.stores import AgentContextLog, MessageLog, Transcript
+from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
 
 pytestmark = pytest.mark.anyio
 KEY = "api:chat:disk"

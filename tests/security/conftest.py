@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -27,8 +26,10 @@ import httpx
 import pytest
 
 from shipagent.tools._sandbox import sandbox_status
+from tests.support.net import free_port
 
 _REQUIRED = bool(os.environ.get("SHIPAGENT_REQUIRE_SANDBOX") or os.environ.get("CI"))
+
 SANDBOX_MISSING = not sandbox_status().available and not _REQUIRED
 """Skip on a developer machine without a working bwrap; never in CI, where it must fail instead."""
 
@@ -103,12 +104,6 @@ def project_motto() -> str:
 
 toolset = FunctionToolset([project_motto])
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass

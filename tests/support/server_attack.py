@@ -19,6 +19,8 @@ from typing import Any
 
 import httpx
 
+from tests.support.net import free_port
+
 SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
 ECHO_MODEL = """
 from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
@@ -43,13 +45,6 @@ async def stream(messages, info):
 def build():
     return FunctionModel(respond, stream_function=stream, model_name="scripted")
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass

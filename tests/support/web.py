@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import socket
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -23,6 +22,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 from pydantic_ai.models.function import AgentInfo, DeltaToolCall, DeltaToolCalls, FunctionModel
 
 from tests.support.core import last_user_text
+from tests.support.net import free_port
 from tests.support.paths import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -34,13 +34,6 @@ def launch_chromium(playwright: Any) -> Any:
     if not CHROMIUM.exists():
         raise RuntimeError(f"the web page tests need {CHROMIUM}: apt-get install chromium (.ci/run does)")
     return playwright.chromium.launch(executable_path=str(CHROMIUM))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @contextlib.contextmanager

@@ -187,7 +187,7 @@ async def test_http_wrong_token_fails_without_leaking_it(
 
 
 async def test_http_connection_refused_is_a_failed_server(tmp_path: Path) -> None:
-    from tests.support.mcp_servers.http_server import free_port
+    from tests.support.net import free_port
 
     url = f"http://127.0.0.1:{free_port()}/mcp?api_key=sk-live-123456"
     config = make_project(tmp_path, {"down": {"type": "http", "url": url}})

@@ -349,12 +349,12 @@ def test_serve_no_worker_enqueues_and_idempotency_key_runs_one_turn(tmp_path: Pa
 
     import httpx
 
-    from tests.support.durable import _free_port
+    from tests.support.net import free_port
 
     project = durable_project(tmp_path / "p", "sqlite")
     signals = project / "signals"
     worker = Worker(project, "worker-srv")
-    port = _free_port()
+    port = free_port()
     args = [SHIPAGENT, "serve", "-C", str(project), "--port", str(port), "--no-worker"]
     serve = subprocess.Popen(
         [*args, "--model-factory", "tests.support.durable_worker:scripted_model"],

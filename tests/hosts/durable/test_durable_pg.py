@@ -197,7 +197,6 @@ async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
     from pydantic_ai.models.test import TestModel
 
     from shipagent import ShipAgent
-    from shipagent.durable._pgturns import commit_to_postgres
     from shipagent.stores import PgStores
     from shipagent.turns import TurnCommit
 
@@ -206,10 +205,10 @@ async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
     new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
     turn = TurnCommit("chat:r", "rid-1", "hi", "hello", "hello", [], [], [], new, None)
     try:
-        assert await commit_to_postgres(agent, stores, turn) == (None, None)
+        assert await agent._commit(turn, stores) == (None, None)
         stale = [ModelRequest(parts=[UserPromptPart("stale")])]
         replay = TurnCommit("chat:r", "rid-1", "hi", "hello", "hello", [], [], stale, new, None)
-        assert await commit_to_postgres(agent, stores, replay) == (None, None)
+        assert await agent._commit(replay, stores) == (None, None)
         assert [r.data["requestId"] for r in await stores.messages.records("chat:r")] == ["rid-1"]
         said = [(r.data["role"], r.data["text"]) for r in await stores.transcript.records("chat:r")]
         assert said == [("user", "hi"), ("assistant", "hello")]
@@ -231,7 +230,6 @@ async def test_replayed_commit_that_compacted_asks_the_summarizer_once(
     from pydantic_ai.models.test import TestModel
 
     from shipagent import ShipAgent
-    from shipagent.durable._pgturns import commit_to_postgres
     from shipagent.stores import PgStores
     from shipagent.turns import TurnCommit
 
@@ -260,9 +258,9 @@ async def test_replayed_commit_that_compacted_asks_the_summarizer_once(
     new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
     turn = TurnCommit("chat:c", "rid-c", "hi", "hello", "hello", [], [], base, new, None)
     try:
-        compaction, failure = await commit_to_postgres(agent, stores, turn)
+        compaction, failure = await agent._commit(turn, stores)
         assert failure is None and compaction is not None
-        assert await commit_to_postgres(agent, stores, turn) == (None, None)  # the replay
+        assert await agent._commit(turn, stores) == (None, None)  # the replay
         assert asked == [6]  # once, by the first attempt
         kinds = [r.data["t"] for r in await stores.messages.records("chat:c")]
         assert kinds == ["turn", "compaction"]  # written once
@@ -282,7 +280,8 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
 
     from shipagent.files import ContextRef
     from shipagent.stores import PgStores, TurnWrite
-    from tests.support.durable import SHIPAGENT, _free_port, worker_env
+    from tests.support.durable import SHIPAGENT, worker_env
+    from tests.support.net import free_port
 
     async def seed() -> None:
         stores = PgStores(pg_database)
@@ -314,7 +313,7 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
 
     anyio.run(seed)
     project = durable_project(tmp_path / "front", pg_database)
-    port = _free_port()
+    port = free_port()
     args = [SHIPAGENT, "serve", "-C", str(project), "--port", str(port), "--no-worker"]
     args += ["--model-factory", "tests.support.durable_worker:scripted_model"]
     serve = subprocess.Popen(

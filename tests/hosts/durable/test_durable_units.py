@@ -15,7 +15,6 @@ from shipagent import ConfigError, ShipAgent, ShipAgentError
 from shipagent.cli import app
 from shipagent.config import parse_config
 from shipagent.durable import resolve_settings
-from shipagent.durable._commit import commit_once, stores_holding
 from shipagent.turns import CommitOutcome, TurnCommit, TurnHooks
 from tests.support.core import make_agent, make_project
 
@@ -64,23 +63,48 @@ def _echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
 
 
 class _Capture(TurnHooks):
-    """Plain hooks that write only the message log, as a worker killed mid-commit would leave it."""
+    """Plain hooks whose commit stops after the message log, as a worker killed mid-commit leaves it."""
 
     turn: TurnCommit | None = None
 
     async def commit(self, agent: ShipAgent, turn: TurnCommit, commit: Any) -> CommitOutcome:
         self.turn = turn
-        await agent.chats.commit(turn.chat_key, turn.request_id, turn.base, turn.new)
+
+        def killed(part: str) -> None:
+            if part != "messages":
+                raise OSError(f"killed before {part}")
+
+        agent.store.fault = killed
+        try:
+            await commit(turn, agent.store)
+        finally:
+            agent.store.fault = None
         return None, None
 
 
-async def test_commit_once_finishes_a_partial_commit_and_never_writes_twice(tmp_path: Path) -> None:
+async def stores_holding(agent: ShipAgent, chat_key: str, request_id: str) -> set[str]:
+    """Which parts of the chat's store hold ``request_id``."""
+    found = set()
+    for name, log in (
+        ("messages", agent.store.messages),
+        ("transcript", agent.store.transcript),
+        ("agentContext", agent.store.agent_context),
+    ):
+        if any(r.data.get("requestId") == request_id for r in await log.records(chat_key)):
+            found.add(name)
+    box = await agent.handover.read_box(await agent.handover.output_box_id(chat_key))
+    if any(c.metadata.get("request_id") == request_id for c in box):
+        found.add("cards")
+    return found
+
+
+async def test_a_recommit_finishes_a_partial_commit_and_never_writes_twice(tmp_path: Path) -> None:
     agent = make_agent(make_project(tmp_path / "p"), FunctionModel(_echo))
     hooks = agent.turn_hooks = _Capture()
     result = await agent.run("chat:c", "hello", request_id="rid-1")
     assert result.success and hooks.turn is not None
     assert await stores_holding(agent, "chat:c", "rid-1") == {"messages"}
-    outcome = await commit_once(agent, hooks.turn, agent._commit)  # the resumed turn's commit
+    outcome = await agent._commit(hooks.turn, agent.store)  # the resumed turn's commit
     assert outcome == (None, None)
     assert await stores_holding(agent, "chat:c", "rid-1") == {
         "messages",
@@ -88,7 +112,7 @@ async def test_commit_once_finishes_a_partial_commit_and_never_writes_twice(tmp_
         "agentContext",
         "cards",
     }
-    await commit_once(agent, hooks.turn, agent._commit)  # and once more: nothing changes
+    await agent._commit(hooks.turn, agent.store)  # and once more: nothing changes
     log = [json.loads(line) for line in agent.chats.log.path("chat:c").read_text().splitlines()]
     assert [r["requestId"] for r in log] == ["rid-1"]
     transcript = agent.transcript.last("chat:c", 10)

@@ -22,7 +22,8 @@ from shipagent import ShipAgent
 from shipagent.config import load_config
 from shipagent.durable import _runtime
 from shipagent.stores import open_stores
-from tests.support.durable import Worker, durable_project, fresh_database, read_jsonl
+from tests.support.durable import Worker, durable_project, read_jsonl
+from tests.support.postgres import fresh_database
 
 pytestmark = pytest.mark.anyio
 

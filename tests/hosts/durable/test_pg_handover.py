@@ -49,9 +49,7 @@ class ClusterHooks(TurnHooks):
         return await self.pg.load(agent, chat_key, load)
 
     async def commit(self, agent: ShipAgent, turn: Any, commit: Any) -> Any:
-        from shipagent.durable._pgturns import commit_to_postgres
-
-        return await commit_to_postgres(agent, self.pg.stores, turn)
+        return await self.pg.commit(agent, turn, commit)
 
 
 def _said(cards: list[Any]) -> list[tuple[str, str, str, str]]:

@@ -61,7 +61,7 @@ async def test_history_expand_reconstruct_context_files_and_clear_read_postgres(
 
     member = ShipAgent.from_project(tmp_path, model=FunctionModel(capture))
     try:
-        assert member.shared is not None
+        assert type(member.store).__name__ == "PgClusterStore"
         assert member.history(KEY) == history
         assert member.expand(KEY, sid) == expanded
         for record, received in zip(records, capture.requests, strict=True):
@@ -115,10 +115,10 @@ async def test_a_failed_turn_keeps_its_chat_send_lines_in_postgres_once(
 
 
 def test_plain_and_sqlite_projects_have_no_shared_chats(tmp_path: Path) -> None:
-    assert ShipAgent.from_project(tmp_path).shared is None
+    assert type(ShipAgent.from_project(tmp_path).store).__name__ == "FileStores"
     (tmp_path / "ship.json").write_text(json.dumps({"durable": {"enabled": True, "database": "sqlite"}}))
     agent = ShipAgent.from_project(tmp_path)
-    assert agent.shared is None and type(agent.context_files).__name__ == "ContextFiles"
+    assert type(agent.store).__name__ == "FileStores" and type(agent.context_files).__name__ == "ContextFiles"
 
 
 async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
@@ -130,7 +130,7 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
     from shipagent._deps import TurnDeps
-    from shipagent.durable._pgturns import PgTurnHooks, commit_to_postgres
+    from shipagent.durable._pgturns import PgTurnHooks
     from shipagent.files._tools import expand_page
     from shipagent.turns import TurnCommit
 
@@ -148,7 +148,7 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
         base = await hooks[id(agent)].load(agent, KEY, partial(agent.chats.aget, KEY))
         new = [ModelRequest(parts=[UserPromptPart(f"q{n}")]), ModelResponse(parts=[TextPart(f"a{n}")])]
         commit = TurnCommit(KEY, f"r{n}", f"q{n}", f"a{n}", f"a{n}", [], [], base, new, None)
-        _, failure = await commit_to_postgres(agent, stores, commit)
+        _, failure = await hooks[id(agent)].commit(agent, commit, agent._commit)
         assert failure is None
 
     try:

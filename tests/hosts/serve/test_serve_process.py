@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -27,6 +26,7 @@ import openai
 import pytest
 from httpx_sse import connect_sse
 
+from tests.support.net import free_port
 from tests.support.paths import MCP_SERVERS
 
 MODEL_MODULE = """
@@ -68,12 +68,6 @@ SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
 MCP_SERVER = MCP_SERVERS / "stdio_server.py"
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _pids_running(marker: str) -> list[int]:
     """Processes whose command line holds ``marker`` (zombies have none, so they do not count)."""
     found = []
@@ -112,7 +106,7 @@ def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Served]:
     }
     (tmp_path / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
     (tmp_path / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     command = [SHIPAGENT, "serve", "-C", str(tmp_path), "--port", str(port)]
     command += ["--model-factory", "scripted_model:build"]

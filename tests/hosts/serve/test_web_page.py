@@ -16,12 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from pydantic_ai.messages import ToolReturnPart
 
 from shipagent import ShipAgent
 from shipagent.serve import create_app
-from tests.support.web import StreamingScript, chunks, launch_chromium, serve_in_thread, shell_call
+from tests.support.web import StreamingScript, chunks, serve_in_thread, shell_call
 
 STREAMED = "Hello from the scripted model. This answer arrives in small pieces, one after another."
 LONG = "A long answer that is still being written when the user presses Stop. " * 6
@@ -50,14 +50,6 @@ def reply(text: str, result: ToolReturnPart | None) -> Any:
     if "long" in text:
         return chunks(LONG, 8)
     return chunks(STREAMED, 12)
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_playwright() as p:
-        browser = launch_chromium(p)
-        yield browser
-        browser.close()
 
 
 @contextlib.contextmanager

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 from pydantic_ai import RunContext
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import ModelRequestParameters, StreamedResponse
@@ -28,7 +28,7 @@ from pydantic_ai.settings import ModelSettings
 from shipagent import ShipAgent
 from shipagent.serve import create_app
 from tests.support.core import last_user_text
-from tests.support.web import launch_chromium, serve_in_thread
+from tests.support.web import serve_in_thread
 
 WHOLE = "A whole answer, streamed in pieces."
 CUT = "This answer stops where the token limit"
@@ -77,14 +77,6 @@ class _Script(FunctionModel):
             if "cut" in last_user_text(messages):
                 response.finish_reason = "length"  # as a provider's last chunk says it
             yield response
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    with sync_playwright() as p:
-        browser = launch_chromium(p)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

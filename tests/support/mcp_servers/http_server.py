@@ -12,7 +12,6 @@ When started with a ``token``, every request must carry ``Authorization: Bearer 
 from __future__ import annotations
 
 import base64
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -31,6 +30,8 @@ from mcp_types import (
 )
 from pydantic import BaseModel, Field
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from tests.support.net import free_port
 
 LONG_TOOL_NAME = "summarize_quarterly_revenue_by_region_and_product_line_including_forecasts_v2024"
 assert len(LONG_TOOL_NAME) == 80, len(LONG_TOOL_NAME)
@@ -124,12 +125,6 @@ class _RequireBearer:
             await send({"type": "http.response.body", "body": b"unauthorized"})
             return
         await self.app(scope, receive, send)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextmanager

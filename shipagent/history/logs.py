@@ -1,4 +1,6 @@
-"""The per-chat stores under ``.ship/``: transcript, model-message log, agent-context log.
+"""The per-chat logs under ``.ship/``: transcript, model-message log, agent-context log.
+
+:class:`~shipagent.stores.FileStores`, the default store, writes a turn through them.
 
 All three are append-only JSONL (``shipagent.jsonl``), one file per chat key, so a turn costs a
 few appends whatever the length of the chat. Only the agent-context log is ever rewritten (its

@@ -1,0 +1,1 @@
+"""The ChatStore conformance suite, run against every backend."""
