@@ -150,6 +150,7 @@ class TelegramChannel:
             self.health.last_error = self._token.clean(f"could not start: {type(exc).__name__}: {exc}")
             raise
         self.health.details["bot"] = f"@{self._username}"
+        self.health.connected = True  # the Bot API answered; a failing poll says otherwise
         await self.pipeline.__aenter__()
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()

@@ -30,3 +30,21 @@ async def test_dm_round_trip_registers_commands_and_never_logs_the_token(
     assert agent.paths.transcript("telegram:chat:42").exists()
     assert any("getUpdates" in r.getMessage() for r in caplog.records)  # the HTTP log was there…
     assert TOKEN not in caplog.text  # …without the token
+
+
+async def test_the_host_starts_what_ship_json_enables_and_reports_its_health(tmp_path: Path) -> None:
+    from shipagent import ShipAgent
+    from shipagent.channels import ChannelHost
+    from tests.hosts.channels._support import ship_json
+    from tests.support.core import make_project
+
+    async with telegram_server() as fake:
+        root = make_project(tmp_path / "on", ship_json(fake))
+        agent = ShipAgent.from_project(root, model=StreamScript().model)
+        async with agent, ChannelHost(agent) as host:
+            await fake.wait_for(lambda: host.health["telegram"].connected)
+            health = host.health["telegram"]
+            assert health.details["bot"] == "@ship_bot" and health.backlog == 0 and not health.stopped
+        assert not host.health["telegram"].connected  # stopped with the block
+    off = ShipAgent.from_project(make_project(tmp_path / "off", {}), model=StreamScript().model)
+    assert ChannelHost(off).channels == []
