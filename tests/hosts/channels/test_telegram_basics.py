@@ -30,6 +30,8 @@ async def test_dm_round_trip_registers_commands_and_never_logs_the_token(
     assert agent.paths.transcript("telegram:chat:42").exists()
     assert any("getUpdates" in r.getMessage() for r in caplog.records)  # the HTTP log was there…
     assert TOKEN not in caplog.text  # …without the token
+    stored = [p for p in (tmp_path / "p" / ".ship").rglob("*") if p.is_file()]
+    assert stored and not [p for p in stored if TOKEN.encode() in p.read_bytes()]  # nor in any store
 
 
 async def test_the_host_starts_what_ship_json_enables_and_reports_its_health(tmp_path: Path) -> None:
