@@ -2,7 +2,7 @@
 
 ``async with ChannelHost(agent):`` starts the channels (each returns once it is polling) and stops
 them on exit, answering what was already accepted first. A host process (``shipagent channels
-run``; ``shipagent serve`` later) keeps the block open for as long as it runs and reads
+run``; ``shipagent serve``, beside the HTTP API) keeps the block open for as long as it runs and reads
 :attr:`ChannelHost.health` for its health endpoint.
 """
 
@@ -51,6 +51,21 @@ class ChannelHost:
     def health(self) -> dict[str, ChannelHealth]:
         """Each channel's health by name (connected, last inbound, last error, backlog, restarts)."""
         return {channel.name: channel.health for channel in self.channels}
+
+    def health_json(self) -> dict[str, dict[str, Any]]:
+        """:attr:`health` as ``/healthz`` shows it (camelCase; never a secret)."""
+        return {
+            name: {
+                "connected": h.connected,
+                "lastInboundAt": h.last_inbound_at,
+                "lastError": h.last_error,
+                "backlog": h.backlog,
+                "restarts": h.restarts,
+                "stopped": h.stopped,
+                "undelivered": h.undelivered,
+            }
+            for name, h in self.health.items()
+        }
 
     async def __aenter__(self) -> Self:
         try:

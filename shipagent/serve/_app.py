@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..agent import ShipAgent
+from ..channels import ChannelHost
 from ..config import ServeApiKey
 from ..errors import ConfigError, ShipAgentError
 from ._auth import Auth
@@ -106,16 +107,19 @@ def create_app(
     agent: ShipAgent,
     *,
     api_keys: Sequence[ServeApiKey | Mapping[str, Any] | str] | None = None,
+    channels: bool = True,
 ) -> ASGIApp:
     """The ASGI app serving ``agent``: REST + SSE, OpenAI Chat Completions, the web page.
 
-    The app's lifespan starts the agent (``async with agent``) and stops it on shutdown, after
-    the running turns finished or ``serve.shutdownGraceSeconds`` passed.
+    The app's lifespan starts the agent (``async with agent``) and the chat channels ship.json
+    enables (``channels``), and stops them on shutdown, after the running turns finished or
+    ``serve.shutdownGraceSeconds`` passed.
 
     Args:
         agent: the agent to serve (not started yet, or started by the caller).
         api_keys: overrides ship.json ``serve.apiKeys``: ``ServeApiKey``s, their JSON form, or
             bare key strings (allowed every chat). ``None`` uses ship.json.
+        channels: start the channels ship.json enables (Telegram) in this process, beside the API.
 
     Raises:
         ConfigError: an API key is malformed, or ``serve.corsOrigins`` is set without keys.
@@ -155,9 +159,15 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         async with agent:  # MCP servers and providers start with the app and stop with it
-            log.info("serving %r (%d API key(s))", agent.config.name, len(auth.keys))
-            yield
-            await state.drain(settings.shutdown_grace_seconds)
+            host = ChannelHost(agent) if channels else None
+            async with host if host is not None and host.channels else nullcontext():
+                state.channels = host if host is not None and host.channels else None
+                for name, health in state.channels.health.items() if state.channels else ():
+                    log.info("channel %s: running %s", name, health.details.get("bot", ""))
+                log.info("serving %r (%d API key(s))", agent.config.name, len(auth.keys))
+                yield
+                await state.drain(settings.shutdown_grace_seconds)
+            # (the channels stop after the HTTP turns drained: what they accepted is answered first)
 
     app = Starlette(
         routes=routes,

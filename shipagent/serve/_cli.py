@@ -53,8 +53,17 @@ def serve(
         bool,
         typer.Option("--no-worker", help="Durable mode: only enqueue turns; `shipagent worker`s run them."),
     ] = False,
+    no_http: Annotated[
+        bool,
+        typer.Option("--no-http", help="Run only the chat channels ship.json enables (no HTTP server)."),
+    ] = False,
 ) -> None:
-    """Serve the agent over HTTP: REST + SSE, OpenAI-compatible /v1/chat/completions, a web page."""
+    """Serve the agent over HTTP (REST + SSE, OpenAI-compatible, a web page) and its chat channels."""
+    if no_http:  # the channels alone: what `shipagent channels run` does
+        from ..channels._cli import run_command
+
+        run_command(model=model, model_factory=model_factory, project=project)
+        return
     import uvicorn
 
     from ._app import create_app

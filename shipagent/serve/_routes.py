@@ -97,7 +97,12 @@ class Api:
         status = "stopping" if self.state.closing else "ok"
         # ``auth`` tells a client (the web page) whether to ask for an API key
         return JSONResponse(
-            {"status": status, "activeTurns": self.state.active, "auth": self.state.auth.enabled}
+            {
+                "status": status,
+                "activeTurns": self.state.active,
+                "auth": self.state.auth.enabled,
+                **({"channels": self.state.channels.health_json()} if self.state.channels else {}),
+            }
         )
 
     async def models(self, request: Request) -> Response:

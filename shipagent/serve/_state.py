@@ -12,6 +12,7 @@ import anyio
 from starlette.requests import Request
 
 from ..agent import ShipAgent
+from ..channels import ChannelHost
 from ..config import ServeConfig
 from ._auth import ApiKey, Auth, is_loopback
 from ._idempotency import IdempotencyKeys
@@ -33,6 +34,8 @@ class ServeState:
         """approval id → (index of the key whose turn asked, chat key)."""
         self.idempotency = IdempotencyKeys(enabled=not agent.config.durable.enabled)
         """Plain mode: a reused ``Idempotency-Key`` is a 409 (durable mode: the queue dedupes)."""
+        self.channels: ChannelHost | None = None
+        """The chat channels ship.json enables, started beside the HTTP API (``/healthz`` reports them)."""
         self.closing = False
         self.active = 0
         self._idle = anyio.Event()
