@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .execution import (
         ApprovalRequest,
         InjectionResult,
+        ReplyChannel,
         ToolExecutionContext,
         current_tool_context,
     )
@@ -64,6 +65,7 @@ _HOME = {
     "NotFoundError": "errors",
     "Problem": "_checks",
     "ProjectLockedError": "errors",
+    "ReplyChannel": "execution",
     "ShipAgent": "agent",
     "ShipAgentError": "errors",
     "ShipConfig": "config",
@@ -94,6 +96,7 @@ __all__ = [
     "NotFoundError",
     "Problem",
     "ProjectLockedError",
+    "ReplyChannel",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",

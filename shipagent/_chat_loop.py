@@ -16,7 +16,6 @@ import queue
 import re
 import threading
 from contextlib import aclosing
-from typing import Any
 
 import click
 from anyio.from_thread import BlockingPortal, start_blocking_portal
@@ -35,6 +34,7 @@ from rich.status import Status
 
 from .agent import ShipAgent
 from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
+from .execution import ReplyChannel
 from .results import AgentResult, StepEvent, cut_notice
 
 __all__ = ["COMMANDS", "ChatLoop", "render_context"]
@@ -130,7 +130,9 @@ class _TurnView:
 class ChatLoop:
     """One interactive chat with ``agent`` on ``chat_key``, printing to ``console``."""
 
-    def __init__(self, agent: ShipAgent, chat_key: str, console: Console, *, channel: Any = None) -> None:
+    def __init__(
+        self, agent: ShipAgent, chat_key: str, console: Console, *, channel: ReplyChannel | None = None
+    ) -> None:
         self.agent = agent
         self.chat_key = chat_key
         self.console = console

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from ._steps import StepCallback
+    from .execution import ReplyChannel
     from .results import AgentResult
 
 __all__ = [
@@ -36,7 +37,7 @@ class TurnExecutor(Protocol):
         *,
         request_id: str | None,
         on_step: StepCallback | None,
-        channel: Any,
+        channel: ReplyChannel | None,
         emit: Callable[[Any], Awaitable[None]] | None = None,
     ) -> AgentResult:
         """Run the turn; ``emit`` (from ``run_stream``) takes its run events, ``Done`` excepted."""

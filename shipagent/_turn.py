@@ -46,7 +46,7 @@ from ._streaming import (
     stream_tool_calls,
 )
 from .events import Compacted
-from .execution import ToolExecutionContext, use_tool_context
+from .execution import ReplyChannel, ToolExecutionContext, use_tool_context
 from .history.compaction import CompactionResult, compact
 from .history.placement import ContextWindow
 from .results import AgentResult, StepEvent
@@ -157,7 +157,7 @@ async def run_turn(
     text: str,
     *,
     on_step: StepCallback | None = None,
-    channel: Any = None,
+    channel: ReplyChannel | None = None,
     request_id: str | None = None,
     emit: Emit | None = None,
     approval_timeout: float | None = None,

@@ -50,7 +50,7 @@ from .config import ShipConfig, load_config
 from .context import ProviderRuntime
 from .errors import ConfigError, ShipAgentError
 from .events import RunEvent
-from .execution import ApprovalCallback, ToolExecutionContext, running_tool_context
+from .execution import ApprovalCallback, ReplyChannel, ToolExecutionContext, running_tool_context
 from .files import CatalogToolset, context_toolset
 from .handover import Handover, ResolvedProfile, SqliteCardBoxStore
 from .handover._delegation import profile_agent_md
@@ -313,7 +313,7 @@ class ShipAgent:
         text: str,
         *,
         on_step: StepCallback | None = None,
-        channel: Any = None,
+        channel: ReplyChannel | None = None,
         request_id: str | None = None,
     ) -> AgentResult:
         """:meth:`run` for code without an event loop."""
@@ -327,7 +327,7 @@ class ShipAgent:
         text: str,
         *,
         on_step: StepCallback | None = None,
-        channel: Any = None,
+        channel: ReplyChannel | None = None,
         request_id: str | None = None,
     ) -> AgentResult:
         """Run one turn of ``chat_key`` with the user's ``text``.
@@ -370,7 +370,7 @@ class ShipAgent:
         text: str,
         *,
         on_step: StepCallback | None = None,
-        channel: Any = None,
+        channel: ReplyChannel | None = None,
         request_id: str | None = None,
         emit: Emit | None = None,
     ) -> AgentResult:
@@ -397,7 +397,7 @@ class ShipAgent:
         chat_key: str,
         text: str,
         *,
-        channel: Any = None,
+        channel: ReplyChannel | None = None,
         on_step: StepCallback | None = None,
         approval_timeout: float | None = None,
         request_id: str | None = None,
@@ -439,7 +439,7 @@ class ShipAgent:
         )
         return stream_turn(lambda emit: turn(emit=emit))
 
-    def _context(self, chat_key: str, request_id: str, channel: Any) -> ToolExecutionContext:
+    def _context(self, chat_key: str, request_id: str, channel: ReplyChannel | None) -> ToolExecutionContext:
         return ToolExecutionContext(
             chat_key=chat_key,
             request_id=request_id,

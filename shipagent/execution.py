@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from .errors import ToolContextError
 
@@ -37,6 +37,7 @@ __all__ = [
     "InjectedMessage",
     "InjectionReason",
     "InjectionResult",
+    "ReplyChannel",
     "ToolExecutionContext",
     "collect_call_injections",
     "current_tool_context",
@@ -99,6 +100,20 @@ def fingerprint_of(*parts: object) -> str:
     return digest[:16]
 
 
+@runtime_checkable
+class ReplyChannel(Protocol):
+    """Where a turn's ``chat_send`` delivers, when the chat lives somewhere (a chat app, a terminal).
+
+    The core knows only this: a host passes one to ``ShipAgent.run(..., channel=...)`` and the
+    turn's ``chat_send`` calls it (a coroutine, or a plain function). What a chat app's channel
+    does besides — streaming by edits, buttons, files — is the channel host's (``shipagent.channels``).
+    """
+
+    def send_text(self, chat_key: str, text: str) -> Awaitable[None] | None:
+        """Deliver ``text`` to the chat now; raising says it could not (the model is told)."""
+        ...
+
+
 @dataclass(eq=False)
 class ToolExecutionContext:
     """Everything a tool may know about the run it executes in.
@@ -112,7 +127,7 @@ class ToolExecutionContext:
             ``context.injection.maxInjectedMessages``).
         paths: where this project's ``.ship/`` files are.
         session_token: the session token of the context injector, when one is issued.
-        channel: the chat's outbound channel (``async send_text(chat_key, text)``), if any.
+        channel: where ``chat_send`` delivers (a :class:`ReplyChannel`), if the chat has one.
         on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
         context_files: the project's context files store; the agent sets it, and tools
             used outside an agent make one from ``paths`` on first use.
@@ -131,7 +146,7 @@ class ToolExecutionContext:
     paths: ShipPaths
     max_injected_messages: int = 120
     session_token: str | None = None
-    channel: Any = None
+    channel: ReplyChannel | None = None
     on_approval: ApprovalCallback | None = None
     context_files: ContextFiles | None = None
     session: SessionContext | None = None

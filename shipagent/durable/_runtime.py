@@ -43,6 +43,7 @@ from dbos._utils import INTERNAL_QUEUE_NAME
 from .._steps import StepCallback
 from ..errors import ShipAgentError
 from ..events import RunEvent, TextDelta
+from ..execution import ReplyChannel
 from ..results import AgentResult, StepEvent
 from ..stores import PgStores
 from ..turns import TurnHooks
@@ -368,7 +369,7 @@ class DurableExecutor:
         *,
         request_id: str | None,
         on_step: StepCallback | None,
-        channel: Any,
+        channel: ReplyChannel | None,
         emit: Callable[[RunEvent], Awaitable[None]] | None = None,
     ) -> AgentResult:
         """Enqueue the turn (or find it, by request id) and wait for its result.

@@ -32,6 +32,7 @@ EXPORTS: dict[str, list[str]] = {
         "NotFoundError",
         "Problem",
         "ProjectLockedError",
+        "ReplyChannel",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",

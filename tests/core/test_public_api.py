@@ -36,6 +36,7 @@ def test_all_is_pinned() -> None:
         "NotFoundError",
         "Problem",
         "ProjectLockedError",
+        "ReplyChannel",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",
