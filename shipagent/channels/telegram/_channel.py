@@ -49,11 +49,21 @@ from ._wire import seconds, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ...agent import ShipAgent
+    from ...execution import ToolExecutionContext
 
 __all__ = ["TelegramChannel"]
 
 log = logging.getLogger("shipagent.channels.telegram")
 _NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+
+WHERE = (
+    "This chat is on Telegram. Your answers are shown with Telegram's formatting: **bold**, "
+    "*italics*, `inline code`, fenced code blocks, links and quotes render; tables, images and "
+    "HTML do not (write a list instead of a table). A long answer is split into messages of about "
+    "{limit} characters, so prefer short answers. In a group, each user line starts with who wrote it."
+)
+"""What the model is told about where it is, in every turn of a Telegram chat (a stable paragraph)."""
 
 
 def _debounce(milliseconds: int | None) -> dict[str, float]:
@@ -110,6 +120,8 @@ class TelegramChannel:
                 **_debounce(config.debounce_ms),
             ),
         )
+        self.agent = agent
+        self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._tasks: anyio.abc.TaskGroup | None = None
         self._bot: Bot | None = None
         self._bot_id = 0
@@ -151,6 +163,7 @@ class TelegramChannel:
             raise
         self.health.details["bot"] = f"@{self._username}"
         self.health.connected = True  # the Bot API answered; a failing poll says otherwise
+        self.agent.instruction_sources.append(self._where_it_is)
         await self.pipeline.__aenter__()
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
@@ -169,6 +182,12 @@ class TelegramChannel:
         finally:
             self.health.connected = False
             self._token.remove()
+            if self._where_it_is in self.agent.instruction_sources:
+                self.agent.instruction_sources.remove(self._where_it_is)
+
+    def _where_it_is(self, ctx: ToolExecutionContext) -> str | None:
+        """The paragraph that tells the model it is on Telegram (this channel's chats only)."""
+        return self._told if ctx.chat_key.startswith("telegram:") else None
 
     # -- polling ----------------------------------------------------------------------------------
 

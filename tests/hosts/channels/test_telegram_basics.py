@@ -50,3 +50,17 @@ async def test_the_host_starts_what_ship_json_enables_and_reports_its_health(tmp
         assert not host.health["telegram"].connected  # stopped with the block
     off = ShipAgent.from_project(make_project(tmp_path / "off", {}), model=StreamScript().model)
     assert ChannelHost(off).channels == []
+
+
+async def test_the_model_is_told_it_is_on_telegram_in_telegram_chats_only(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with telegram_server() as fake, running(tmp_path / "p", fake, script.model) as (agent, _):
+        fake.user_message("hello")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "echo: hello")
+        told = script.requests[-1][-1].instructions or ""  # type: ignore[union-attr]
+        assert "This chat is on Telegram" in told and "4,000 characters" in told
+        await agent.run("api:other", "hi")  # another host's chat of the same agent
+        assert "Telegram" not in (script.requests[-1][-1].instructions or "")  # type: ignore[union-attr]
+    assert not agent.instruction_sources or all(
+        getattr(s, "__name__", "") != "_where_it_is" for s in agent.instruction_sources
+    )  # removed when the channel stopped
