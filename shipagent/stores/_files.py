@@ -26,7 +26,7 @@ from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
 from ..history.logs import AgentContextLog, MessageLog, Transcript
 from ._files_chat import FileChatStore
-from ._protocols import Committed, LogRecord, TurnWrite
+from ._protocols import Committed, LogRecord
 from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
 
 __all__ = ["FileStores", "file_chat_keys"]
@@ -309,10 +309,3 @@ class FileStores(FileChatStore):
         self.agent_context_log = self.agent_context.log
         self.files = self.context_files.files
         self._init_chat_store()
-
-    async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
-        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
-        return (await self.commit(turn)).card_ids
-
-    async def close(self) -> None:
-        await self.cards.close()

@@ -17,10 +17,9 @@ import anyio
 from ._context import ContextBase, sha256
 from ._pg_base import PgPool, append_rows, dumps
 from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
-from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
+from ._protocols import CommitReport, LogRecord, TurnRecord
 from ._records import (
     AgentContextMixin,
-    Fault,
     MessageLogMixin,
     RawLog,
     RecordChatStore,
@@ -245,8 +244,6 @@ class PgStores(RecordChatStore):
         self.cards = PgCardBoxStore(self.pool, project_id=project_id)
         self.before_commit: Callable[[Any], Awaitable[None]] | None = None
         """Test seam: awaited with the connection inside the transaction, just before COMMIT."""
-        self.fault: Fault | None = None
-        """Test seam: called with each part's name just before it is written (inside the transaction)."""
 
     async def commit(self, record: TurnRecord) -> CommitReport:
         """The whole turn in one transaction: history, transcript, agent context, output-box cards.
@@ -257,7 +254,6 @@ class PgStores(RecordChatStore):
         """
         key, rid = record.chat_key, record.request_id
         report = CommitReport()
-        fault = self.fault or (lambda _part: None)
         said = transcript_records(key, rid, record.user_text, record.transcript_answer, record.sent)
         entry = agent_context_entry(key, rid, record.user_text, record.output, record.tool_calls)
         cards = turn_cards(key, rid, record.user_text, record.output) if record.spoken else []
@@ -273,15 +269,15 @@ class PgStores(RecordChatStore):
             )
             held = await cur.fetchone() is not None
             if not held:  # else committed already, whole (one transaction): a replay writes nothing
-                fault("messages")
+                self._fault("messages")
                 await append_rows(conn, "messages", key, message_records(record))
-                fault("transcript")
+                self._fault("transcript")
                 if record.spoken:
                     await append_rows(conn, "transcript", key, said)
-                fault("agentContext")
+                self._fault("agentContext")
                 if record.spoken:
                     await _agent_context_append(conn, key, entry, self.agent_context.window)
-                fault("cards")
+                self._fault("cards")
                 if cards:
                     box = await named_box_in(conn, self.cards.project_id, f"output:{key}")
                     report.card_ids = await append_cards(conn, box, cards)
@@ -292,7 +288,7 @@ class PgStores(RecordChatStore):
             for n, removed in enumerate(record.removed):
                 ref, data = history_file(key, rid, n, removed)
                 if removed and await self.context_files.stored(key, ref.id) is None:
-                    fault("history")
+                    self._fault("history")
                     await self.context_files.put(key, ref, data)
                     report.written.append("history")
         except Exception as exc:  # the turn is committed; the next commit of it writes the file
@@ -301,10 +297,6 @@ class PgStores(RecordChatStore):
             await anyio.to_thread.run_sync(record.ledger)
             report.written.append("ledger")
         return report
-
-    async def commit_turn(self, turn: TurnWrite) -> list[str]:
-        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
-        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.pool.close()

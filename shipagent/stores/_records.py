@@ -271,7 +271,30 @@ Fault = Callable[[str], None]
 """Test seam of every backend: called with a part's name (``COMMIT_PARTS``) just before it is written."""
 
 
-async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = None) -> CommitReport:
+class StoreBase(ABC):
+    """What every backend has around its one :meth:`commit`: the fault seam, ``commit_turn``, close."""
+
+    cards: CardBoxStore
+    fault: Fault | None = None
+    """Test seam: called with each part's name just before it is written (on Postgres: inside the
+    transaction)."""
+
+    def _fault(self, part: str) -> None:
+        if self.fault is not None:
+            self.fault(part)
+
+    @abstractmethod
+    async def commit(self, record: TurnRecord) -> CommitReport: ...
+
+    async def commit_turn(self, turn: TurnRecord) -> list[str]:
+        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
+        return (await self.commit(turn)).card_ids
+
+    async def close(self) -> None:
+        await self.cards.close()
+
+
+async def commit_parts(stores: Any, record: TurnRecord) -> CommitReport:
     """A turn's commit part after part, on stores built on :class:`RawLog` (memory).
 
     Not atomic, so it is idempotent per part instead: a part that already holds the turn's
@@ -283,8 +306,7 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
     report = CommitReport()
     messages: MessageLogMixin = stores.messages
     if not await messages.holds(key, rid, scan=8, kind="turn"):
-        if fault is not None:
-            fault("messages")
+        stores._fault("messages")
         await messages.append_records(key, message_records(record))
         report.written.append("messages")
 
@@ -335,8 +357,7 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
     ]
     for name, write in parts:
         try:
-            if fault is not None:
-                fault(name)
+            stores._fault(name)
             if await write():
                 report.written.append(name)
         except Exception as exc:  # the turn is committed: the parts after it wait for a re-commit
@@ -399,7 +420,7 @@ async def load_records(messages: MessageLogMixin, chat_key: str) -> LoadedChat:
     return LoadedChat(history, sources, next_seq)
 
 
-class RecordChatStore:
+class RecordChatStore(StoreBase):
     """The :class:`~shipagent.stores.ChatStore` read side and small writes on RawLog stores.
 
     Mixed into the memory and Postgres stores (their ``messages``/``transcript`` are
