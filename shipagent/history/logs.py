@@ -36,7 +36,9 @@ __all__ = [
     "Transcript",
     "agent_context_entry",
     "agent_context_summary",
+    "compaction_record",
     "now_iso",
+    "transcript_records",
 ]
 
 log = logging.getLogger("shipagent.history")
@@ -73,6 +75,40 @@ def record_messages(record: Any, field: str, path: Path) -> list[ModelMessage] |
             str(exc).splitlines()[0][:200],
         )
         return None
+
+
+def compaction_record(
+    request_id: str,
+    history: list[ModelMessage],
+    sources: Sequence[str] | None = None,
+    next_seq: int | None = None,
+) -> dict[str, Any]:
+    """A ``compaction`` record; with each message's source and the seq counter when numbered."""
+    record: dict[str, Any] = {"t": "compaction", "ts": now_iso(), "requestId": request_id}
+    record["history"] = dump_messages(history)
+    if sources is not None and next_seq is not None:
+        record["sources"], record["nextSeq"] = list(sources), next_seq
+    return record
+
+
+def transcript_records(
+    chat_key: str,
+    request_id: str,
+    user_text: str,
+    output: str,
+    sent: Sequence[str],
+    *,
+    recovered: bool = False,
+) -> list[dict[str, Any]]:
+    """A turn's transcript lines, in the order it was said: the user, ``chat_send`` texts, the answer."""
+    base: dict[str, Any] = {"v": 1, "ts": now_iso(), "chatKey": chat_key, "requestId": request_id}
+    if recovered:
+        base["recovered"] = True
+    lines = [{**base, "role": "user", "text": user_text}]
+    lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
+    if output:
+        lines.append({**base, "role": "assistant", "text": output})
+    return lines
 
 
 class Transcript:
@@ -113,14 +149,7 @@ class Transcript:
         Written with a single append, so a crash never leaves half a turn. ``recovered`` marks
         entries rebuilt from the message log after a crash (see ``history.reconcile``).
         """
-        ts = now_iso()
-        base: dict[str, Any] = {"v": 1, "ts": ts, "chatKey": chat_key, "requestId": request_id}
-        if recovered:
-            base["recovered"] = True
-        lines = [{**base, "role": "user", "text": user_text}]
-        lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
-        if output:
-            lines.append({**base, "role": "assistant", "text": output})
+        lines = transcript_records(chat_key, request_id, user_text, output, sent, recovered=recovered)
         jsonl.append_lines(self.path(chat_key), lines)
 
     def last(self, chat_key: str, count: int) -> list[dict[str, Any]]:
@@ -172,15 +201,7 @@ class MessageLog:
         next_seq: int | None = None,
     ) -> None:
         """Append the history right after a compaction, with each message's source and the counter."""
-        record: dict[str, Any] = {
-            "t": "compaction",
-            "ts": now_iso(),
-            "requestId": request_id,
-            "history": dump_messages(history),
-        }
-        if sources is not None and next_seq is not None:
-            record["sources"], record["nextSeq"] = list(sources), next_seq
-        jsonl.append_line(self.path(chat_key), record)
+        jsonl.append_line(self.path(chat_key), compaction_record(request_id, history, sources, next_seq))
 
     def rebuild(self, chat_key: str) -> list[ModelMessage]:
         """The chat's in-memory history as it was after the last committed turn.

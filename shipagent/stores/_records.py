@@ -26,9 +26,11 @@ from ..history.logs import (
     MessageLog,
     agent_context_entry,
     agent_context_summary,
+    compaction_record,
     dump_messages,
     load_messages,
     now_iso,
+    transcript_records,
 )
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord
 
@@ -63,31 +65,6 @@ def turn_record(request_id: str, messages: list[ModelMessage], seq: int | None =
         record["seq"] = seq
     record["messages"] = dump_messages(messages)
     return record
-
-
-def compaction_record(
-    request_id: str,
-    history: list[ModelMessage],
-    sources: Sequence[str] | None = None,
-    next_seq: int | None = None,
-) -> dict[str, Any]:
-    """A ``compaction`` record; with each message's source and the seq counter when numbered."""
-    record: dict[str, Any] = {"t": "compaction", "ts": now_iso(), "requestId": request_id}
-    record["history"] = dump_messages(history)
-    if sources is not None and next_seq is not None:
-        record["sources"], record["nextSeq"] = list(sources), next_seq
-    return record
-
-
-def transcript_records(
-    chat_key: str, request_id: str, user_text: str, output: str, sent: Sequence[str]
-) -> list[dict[str, Any]]:
-    base = {"v": 1, "ts": now_iso(), "chatKey": chat_key, "requestId": request_id}
-    lines = [{**base, "role": "user", "text": user_text}]
-    lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
-    if output:
-        lines.append({**base, "role": "assistant", "text": output})
-    return lines
 
 
 def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
