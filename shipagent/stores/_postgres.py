@@ -188,33 +188,27 @@ class PgContextFiles(ContextBase):
         async with self._pool.connection() as conn:
             return await _records(conn, "context_index", chat_key, seq + 1, None)
 
+    async def _content(self, chat_key: str, ref_id: str, column: str) -> Any:
+        """Column ``content`` or ``sha256`` of ``ref_id``'s row (``None``: no row)."""
+        async with self._pool.connection() as conn:
+            cur = await conn.execute(
+                f"SELECT {column} FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
+                (chat_key, ref_id),
+            )
+            row = await cur.fetchone()
+            return None if row is None else row[0]
+
     async def stored(self, chat_key: str, ref_id: str) -> bytes | None:
         """The bytes kept for ``ref_id`` (``None``: none), without reading the index."""
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT content FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return None if row is None else bytes(row[0])
+        data = await self._content(chat_key, ref_id, "content")
+        return None if data is None else bytes(data)
 
     async def _digest(self, chat_key: str, ref_id: str) -> str | None:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT sha256 FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return None if row is None else str(row[0])
+        digest = await self._content(chat_key, ref_id, "sha256")
+        return None if digest is None else str(digest)
 
     async def _bytes(self, chat_key: str, ref_id: str) -> bytes:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT content FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return b"" if row is None else bytes(row[0])
+        return await self.stored(chat_key, ref_id) or b""
 
     async def chat_keys(self) -> list[str]:
         async with self._pool.connection() as conn:
