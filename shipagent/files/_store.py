@@ -36,7 +36,7 @@ from ._catalog_memo import forget_catalog
 from ._grep import GrepEngine, GrepResult, grep_file
 from ._paging import Page, Tail, read_page, read_tail
 from ._ref import ContextKind, ContextRef, utc_now_iso
-from ._render import render_catalog, render_messages
+from ._render import render_catalog, render_history
 from ._transfer import export_refs, plan_import
 
 if TYPE_CHECKING:
@@ -337,15 +337,8 @@ class ContextFiles:
         Compaction calls this with the messages it is about to drop, so what leaves the model's
         window stays findable with ``context_grep``.
         """
-        text, first, last = render_messages(messages)
-        span = f"{first} – {last}" if first else "unknown time"
-        return self.add_history(
-            chat_key,
-            text,
-            name=f"conversation {span}",
-            description=f"{len(messages)} compacted messages ({span})",
-            source=source,
-        )
+        text, name, description = render_history(messages)
+        return self.add_history(chat_key, text, name=name, description=description, source=source)
 
     def set_catalog(self, chat_key: str, content: str, *, description: str = "") -> ContextRef:
         """Write the chat's ``catalog`` file (id ``catalog``); a no-op when the text is unchanged."""

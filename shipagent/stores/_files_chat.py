@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .. import jsonl
 from .._cache import BoundedCache
-from ..files._render import render_messages
+from ..files._render import render_history
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TranscriptStore, TurnRecord
 from ._records import StoreBase, cards_hold, turn_cards
 
@@ -145,11 +145,9 @@ class FileChatStore(StoreBase):
         for removed in record.removed:
             if not removed:
                 continue
-            _, first, last = render_messages(removed)
-            span = f"{first} – {last}" if first else "unknown time"
-            description = f"{len(removed)} compacted messages ({span})"
+            _, name, description = render_history(removed)
             newest = self.files.list(record.chat_key, kind="history", limit=4)
-            if any(r.description == description and r.name == f"conversation {span}" for r in newest):
+            if any(r.description == description and r.name == name for r in newest):
                 continue  # kept by an earlier attempt of this turn
             self.files.add_history_messages(record.chat_key, removed)
             wrote = True

@@ -20,7 +20,7 @@ from pydantic_ai.messages import ModelMessage
 from ..chatkeys import ShipPaths
 from ..files import ContextRef
 from ..files._ref import utc_now_iso
-from ..files._render import render_messages
+from ..files._render import render_history
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
 from ..history.logs import (
     MessageLog,
@@ -213,15 +213,14 @@ def history_file(
     the file it wrote the first time (the ``.ship/`` store matches by name instead: its ids are
     random, as they have always been).
     """
-    text, first, last = render_messages(removed)
-    span = f"{first} – {last}" if first else "unknown time"
+    text, name, description = render_history(removed)
     data = text.encode("utf-8")
     ref_id = "h" + hashlib.sha256(f"{chat_key}\x1f{request_id}\x1f{n}".encode()).hexdigest()[:6]
     ref = ContextRef(
         id=ref_id,
         kind="history",
-        name=f"conversation {span}",
-        description=f"{len(removed)} compacted messages ({span})",
+        name=name,
+        description=description,
         size_bytes=len(data),
         created_at=utc_now_iso(),
         mime="text/markdown",
