@@ -115,24 +115,10 @@ class Transcript:
     """``.ship/chats/<key>/history.jsonl``: what the user and the assistant said, in order."""
 
     def __init__(self, paths: ShipPaths) -> None:
-        self._paths = paths
         self._path = cached_paths(paths.transcript)
 
     def path(self, chat_key: str) -> Path:
         return self._path(chat_key)
-
-    def append(self, chat_key: str, request_id: str, role: str, text: str, *, via: str | None = None) -> None:
-        entry: dict[str, Any] = {
-            "v": 1,
-            "ts": now_iso(),
-            "chatKey": chat_key,
-            "requestId": request_id,
-            "role": role,
-            "text": text,
-        }
-        if via:
-            entry["via"] = via
-        jsonl.append_line(self.path(chat_key), entry)
 
     def append_turn(
         self,
@@ -172,7 +158,6 @@ class MessageLog:
     """``.ship/chats/<key>/messages.jsonl``: every committed model message, plus compactions."""
 
     def __init__(self, paths: ShipPaths) -> None:
-        self._paths = paths
         self._path = cached_paths(paths.message_log)
 
     def path(self, chat_key: str) -> Path:
