@@ -170,26 +170,16 @@ class FileMessageLog(MessageLogMixin, _FileLog):
         await self._run(lambda: self.log.append_turn(chat_key, request_id, messages))
         return await self.count(chat_key)
 
-    async def append_compaction(self, chat_key: str, request_id: str, history: builtins.list[Any]) -> int:
-        await self._run(lambda: self.log.append_compaction(chat_key, request_id, history))
-        return await self.count(chat_key)
-
     async def rebuild(self, chat_key: str) -> builtins.list[Any]:
         return await self._run(lambda: self.log.rebuild(chat_key))  # reads backwards, never the whole file
 
 
 class FileTranscript(TranscriptMixin, _FileLog):
-    """``.ship/chats/<key>/history.jsonl`` through :class:`~shipagent.history.logs.Transcript`."""
+    """``.ship/chats/<key>/history.jsonl``, the file :class:`~shipagent.history.logs.Transcript` writes (same records)."""
 
     def __init__(self, paths: ShipPaths) -> None:
         self.log = Transcript(paths)
         super().__init__(paths, self.log.path)
-
-    async def append_turn(
-        self, chat_key: str, request_id: str, user_text: str, output: str, *, sent: Sequence[str] = ()
-    ) -> int:
-        await self._run(lambda: self.log.append_turn(chat_key, request_id, user_text, output, sent=sent))
-        return await self.count(chat_key)
 
 
 class FileAgentContext(AgentContextMixin, _FileLog):
