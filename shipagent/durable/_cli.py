@@ -17,18 +17,17 @@ from typing import Annotated, Any
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from .._cliopts import ProjectOpt
+from .._cliopts import fail as _fail
+from .._cliopts import out as _out
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..errors import ConfigError, ShipAgentError
 
 __all__ = ["recover_command", "worker_command"]
 
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 
 ExecutorOpt = Annotated[
     str | None,
@@ -38,11 +37,6 @@ ExecutorOpt = Annotated[
     ),
 ]
 FactoryOpt = Annotated[str | None, typer.Option("--model-factory", help=FACTORY_HELP)]
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _log_to_stderr() -> None:

@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .._cliopts import ProjectOpt
+from .._cliopts import err as _err
+from .._cliopts import fail as _fail
+from .._cliopts import out as _out
 from .._lock import ProjectLock
 from ..config import load_config
 from ..errors import ConfigError, ProjectLockedError, ShipAgentError
@@ -31,15 +33,8 @@ context_app = typer.Typer(
     help="List, export and import a chat's context files (spilled outputs, compacted history, catalog).",
     no_args_is_help=True,
 )
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 
 KeyArg = Annotated[str, typer.Argument(help="The chat key (telegram:chat:42).")]
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _files(project: Path) -> ContextFiles:

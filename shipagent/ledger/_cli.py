@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .._cliopts import ProjectOpt
+from .._cliopts import fail as _fail
+from .._cliopts import out as _out
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import ShipAgentError
 from ._inspect import diff_records, find_record, ledger_stats, previous_of
@@ -23,14 +24,6 @@ from ._records import SECTION_NAMES, LedgerItem, RequestRecord
 from ._store import LedgerStore
 
 __all__ = ["inspect_command"]
-
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _note(item: LedgerItem) -> str:

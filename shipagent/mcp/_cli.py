@@ -19,10 +19,11 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from .._cliopts import ProjectOpt
+from .._cliopts import err as _err
+from .._cliopts import out as _out
 from ..config import load_config
 from ..errors import ShipAgentError
 from ._manager import McpManager
@@ -35,8 +36,6 @@ mcp_app = typer.Typer(
     help="Inspect the MCP servers declared in ship.json.",
     no_args_is_help=True,
 )
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 
 _STYLE = {"connected": "green", "failed": "red", "disabled": "dim", "stopped": "green", "pending": "yellow"}
 

@@ -16,10 +16,10 @@ from typing import Annotated, Any, Protocol
 
 import typer
 from pydantic_ai.models import Model
-from rich.console import Console
 from rich.markup import escape
 
 from .._cliopts import ProjectOpt
+from .._cliopts import err as _err
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..config import ShipConfig
@@ -28,8 +28,6 @@ from ._auth import is_loopback
 from ._conn import uvicorn_options
 
 __all__ = ["load_model_factory", "serve", "serve_check_hook"]
-
-_err = Console(stderr=True, soft_wrap=True)
 
 
 class _Printer(Protocol):

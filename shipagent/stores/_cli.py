@@ -13,11 +13,13 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from .._cliopts import ProjectOpt
+from .._cliopts import err as _err
+from .._cliopts import fail as _fail
+from .._cliopts import out as _out
 from ..config import load_config
 from ..errors import ShipAgentError
 from ._files import FileStores
@@ -27,14 +29,7 @@ from ._postgres import PgStores
 
 __all__ = ["migrate_command"]
 
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 _SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _table(rows: list[MigrationRow]) -> Table:
