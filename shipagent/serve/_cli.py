@@ -18,8 +18,7 @@ import typer
 from pydantic_ai.models import Model
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt
-from .._cliopts import err as _err
+from .._cliopts import ProjectOpt, err, fail
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..config import ShipConfig
@@ -67,11 +66,10 @@ def serve(
         agent.model  # noqa: B018 - fail here, with one line, when no model is configured
         app = create_app(agent)
     except ShipAgentError as exc:
-        _err.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     settings = agent.config.serve
     if not settings.api_keys and not is_loopback(host):
-        _err.print(
+        err.print(
             f"[bold red]error:[/] refusing to listen on {escape(host)} without API keys: anyone who can "
             "reach it could use the agent. Add serve.apiKeys to ship.json "
             '(e.g. {"key": "${WEB_KEY}", "chatKeys": ["web:*"]}) or use --host 127.0.0.1.'
@@ -82,7 +80,7 @@ def serve(
     logging.getLogger("shipagent").addHandler(handler)
     logging.getLogger("shipagent").setLevel(logging.INFO)
     shown = f"[{host}]" if ":" in host else host
-    _err.print(f"serving [bold]{escape(agent.config.name)}[/] on http://{escape(shown)}:{port}/")
+    err.print(f"serving [bold]{escape(agent.config.name)}[/] on http://{escape(shown)}:{port}/")
     uvicorn.run(
         app,
         host=host,
