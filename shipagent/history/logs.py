@@ -18,7 +18,7 @@ The model-message log holds two kinds of records:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -115,10 +115,7 @@ class Transcript:
     """``.ship/chats/<key>/history.jsonl``: what the user and the assistant said, in order."""
 
     def __init__(self, paths: ShipPaths) -> None:
-        self._path = cached_paths(paths.transcript)
-
-    def path(self, chat_key: str) -> Path:
-        return self._path(chat_key)
+        self.path: Callable[[str], Path] = cached_paths(paths.transcript)
 
     def append_turn(
         self,
@@ -158,10 +155,7 @@ class MessageLog:
     """``.ship/chats/<key>/messages.jsonl``: every committed model message, plus compactions."""
 
     def __init__(self, paths: ShipPaths) -> None:
-        self._path = cached_paths(paths.message_log)
-
-    def path(self, chat_key: str) -> Path:
-        return self._path(chat_key)
+        self.path: Callable[[str], Path] = cached_paths(paths.message_log)
 
     def append_turn(
         self, chat_key: str, request_id: str, messages: list[ModelMessage], *, seq: int | None = None
