@@ -131,11 +131,10 @@ class PgCardBoxStore:
 
     async def get_cards(self, card_ids: Sequence[str]) -> list[Card]:
         ids = [str(c) for c in card_ids]
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT * FROM shipagent.cards WHERE card_id = ANY(%s)", (list(set(ids)),)
-            )
-            rows = {row[0]: row for row in await cur.fetchall()}
+        found = await self._pool.fetch(
+            "SELECT * FROM shipagent.cards WHERE card_id = ANY(%s)", (list(set(ids)),)
+        )
+        rows = {row[0]: row for row in found}
         for card_id in ids:
             if card_id not in rows:
                 raise NotFoundError(f"card {card_id!r} not found")

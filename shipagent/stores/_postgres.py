@@ -99,25 +99,19 @@ class _PgLog(RawLog):
     async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
         if count <= 0:
             return []
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT record FROM shipagent.{self.table} WHERE chat_key = %s ORDER BY seq DESC LIMIT %s OFFSET %s",
-                (chat_key, count, max(0, skip)),
-            )
-            return [row[0] for row in reversed(await cur.fetchall())]
+        rows = await self._pool.fetch(
+            f"SELECT record FROM shipagent.{self.table} WHERE chat_key = %s ORDER BY seq DESC LIMIT %s OFFSET %s",
+            (chat_key, count, max(0, skip)),
+        )
+        return [row[0] for row in reversed(rows)]
 
     async def count(self, chat_key: str) -> int:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT coalesce(max(seq), 0) FROM shipagent.{self.table} WHERE chat_key = %s", (chat_key,)
-            )
-            row = await cur.fetchone()
-            return int(row[0])
+        query = f"SELECT coalesce(max(seq), 0) FROM shipagent.{self.table} WHERE chat_key = %s"
+        return int((await self._pool.fetch(query, (chat_key,)))[0][0])
 
     async def chat_keys(self) -> list[str]:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(f"SELECT DISTINCT chat_key FROM shipagent.{self.table}")
-            return sorted(row[0] for row in await cur.fetchall())  # Python's order, not the collation's
+        rows = await self._pool.fetch(f"SELECT DISTINCT chat_key FROM shipagent.{self.table}")
+        return sorted(row[0] for row in rows)  # Python's order, not the collation's
 
     async def replace_all(self, chat_key: str, records: Sequence[dict[str, Any]]) -> None:
         async with self._pool.connection() as conn, conn.transaction():
@@ -130,13 +124,10 @@ class PgMessageLog(MessageLogMixin, _PgLog):
     table = "messages"
 
     async def last_compaction(self, chat_key: str) -> int:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT coalesce(max(seq), 0) FROM shipagent.messages WHERE chat_key = %s AND kind = 'compaction'",
-                (chat_key,),
-            )
-            row = await cur.fetchone()
-            return int(row[0])
+        query = (
+            "SELECT coalesce(max(seq), 0) FROM shipagent.messages WHERE chat_key = %s AND kind = 'compaction'"
+        )
+        return int((await self._pool.fetch(query, (chat_key,)))[0][0])
 
 
 class PgTranscript(TranscriptMixin, _PgLog):
@@ -190,13 +181,9 @@ class PgContextFiles(ContextBase):
 
     async def _content(self, chat_key: str, ref_id: str, column: str) -> Any:
         """Column ``content`` or ``sha256`` of ``ref_id``'s row (``None``: no row)."""
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT {column} FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return None if row is None else row[0]
+        query = f"SELECT {column} FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s"
+        rows = await self._pool.fetch(query, (chat_key, ref_id))
+        return rows[0][0] if rows else None
 
     async def stored(self, chat_key: str, ref_id: str) -> bytes | None:
         """The bytes kept for ``ref_id`` (``None``: none), without reading the index."""
@@ -211,9 +198,9 @@ class PgContextFiles(ContextBase):
         return await self.stored(chat_key, ref_id) or b""
 
     async def chat_keys(self) -> list[str]:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute("SELECT DISTINCT chat_key FROM shipagent.context_index")
-            return sorted(row[0] for row in await cur.fetchall())
+        return sorted(
+            row[0] for row in await self._pool.fetch("SELECT DISTINCT chat_key FROM shipagent.context_index")
+        )
 
 
 class PgStores(RecordChatStore):
