@@ -14,7 +14,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["ProjectOpt", "no_project_message", "require_project"]
+__all__ = ["ProjectOpt", "err", "fail", "no_project_message", "out", "require_project"]
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True, soft_wrap=True)
+
+
+def fail(message: str) -> typer.Exit:
+    """Say ``error: message`` on stderr; the ``typer.Exit`` (status 2, bad input) to raise."""
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    return typer.Exit(2)
 
 
 def no_project_message(project: Path) -> str | None:
@@ -38,8 +47,7 @@ def require_project(ctx: typer.Context, value: Path) -> Path:
         return value
     message = no_project_message(value)
     if message is not None:
-        Console(stderr=True, soft_wrap=True).print(f"[bold red]error:[/] {escape(message)}")
-        raise typer.Exit(2)
+        raise fail(message)
     return value
 
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .._cache import BoundedCache
 from ._events import EventSink
 from ._templates import load_template, render_template
 from ._tokens import SessionTokenStore
@@ -106,7 +106,7 @@ class ProviderInjector:
         self._bus: EventSink | None = None
         self._tokens: SessionTokenStore | None = None
         self._generation = 0
-        self._cache: OrderedDict[tuple[str, str], _Cached] = OrderedDict()
+        self._cache: BoundedCache[tuple[str, str], _Cached] = BoundedCache(MAX_CACHED_SESSIONS)
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -148,7 +148,7 @@ class ProviderInjector:
         if self._tokens is not None:
             self._tokens.revoke(agent_name)
         for key in [k for k in self._cache if k[0] == agent_name]:
-            del self._cache[key]
+            self._cache.pop(key)
 
     @property
     def generation(self) -> int:
@@ -268,7 +268,7 @@ class ProviderInjector:
         """
         key = (agent_name, session_id)
         revisions = await self._revisions()
-        cached = self._cache.get(key)
+        cached = self._cache.get(key)  # a use: this chat is now the most recent
         if (
             cached is not None
             and revisions is not None
@@ -276,13 +276,10 @@ class ProviderInjector:
             and cached.revisions == revisions
             and cached.meta == meta
         ):
-            self._cache.move_to_end(key)
             return cached.context
         generation = self._generation
         context = await self.prepare(agent_name, meta, session_id)
         if revisions is not None:
+            # beyond MAX_CACHED_SESSIONS the least recently used chat prepares afresh
             self._cache[key] = _Cached(context, meta, revisions, generation)
-            self._cache.move_to_end(key)
-            while len(self._cache) > MAX_CACHED_SESSIONS:
-                self._cache.popitem(last=False)  # the least recently used chat prepares afresh
         return context

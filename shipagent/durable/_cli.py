@@ -17,18 +17,15 @@ from typing import Annotated, Any
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, fail, out
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..errors import ConfigError, ShipAgentError
 
 __all__ = ["recover_command", "worker_command"]
 
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 
 ExecutorOpt = Annotated[
     str | None,
@@ -38,11 +35,6 @@ ExecutorOpt = Annotated[
     ),
 ]
 FactoryOpt = Annotated[str | None, typer.Option("--model-factory", help=FACTORY_HELP)]
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _log_to_stderr() -> None:
@@ -84,13 +76,13 @@ def worker_command(
             project, model_factory, worker=True, concurrency=concurrency, executor_id=executor_id
         )
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _log_to_stderr()
 
     async def serve() -> None:
         async with agent:
             executor: Any = agent.turn_executor
-            _out.print(
+            out.print(
                 f"worker {escape(str(executor.executor_id))} ready on "
                 f"{escape(executor.settings.redacted_url())}",
                 highlight=False,
@@ -98,12 +90,12 @@ def worker_command(
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for _ in signals:
                     break
-            _out.print("worker stopping", highlight=False)
+            out.print("worker stopping", highlight=False)
 
     try:
         anyio.run(serve)
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def recover_command(
@@ -143,11 +135,11 @@ def recover_command(
             beats.forget(target, RECOVERING + me.owner)
         beats.close()
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except Exception as exc:
-        raise _fail(f"durable database {type(exc).__name__}: {exc}") from None
+        raise fail(f"durable database {type(exc).__name__}: {exc}") from None
     for target in targets:
         row = rows.get(target)
         seen = f"last heartbeat {row.age:.0f}s ago" if row is not None else "no heartbeat row"
-        _out.print(f"executor {escape(target)}: {seen}", highlight=False)
-    _out.print(f"resumed {len(ids)} pending turn(s)", highlight=False)
+        out.print(f"executor {escape(target)}: {seen}", highlight=False)
+    out.print(f"resumed {len(ids)} pending turn(s)", highlight=False)

@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, err, fail, out
 from .._lock import ProjectLock
 from ..config import load_config
 from ..errors import ConfigError, ProjectLockedError, ShipAgentError
@@ -31,15 +30,8 @@ context_app = typer.Typer(
     help="List, export and import a chat's context files (spilled outputs, compacted history, catalog).",
     no_args_is_help=True,
 )
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 
 KeyArg = Annotated[str, typer.Argument(help="The chat key (telegram:chat:42).")]
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _files(project: Path) -> ContextFiles:
@@ -49,7 +41,7 @@ def _files(project: Path) -> ContextFiles:
             raise ConfigError(f"project directory {str(project)!r} does not exist", path=None)
         config = load_config(root)  # a broken ship.json is reported here, as by every command
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     from ..stores._select import open_stores  # a durable cluster's are in its database
 
     return open_stores(root, config).sync_context_files()
@@ -65,22 +57,22 @@ def list_(
 ) -> None:
     """List a chat's context files, newest first."""
     if kind is not None and kind not in CONTEXT_KINDS:
-        raise _fail(f"--kind must be one of {', '.join(CONTEXT_KINDS)}; got {kind!r}")
+        raise fail(f"--kind must be one of {', '.join(CONTEXT_KINDS)}; got {kind!r}")
     files = _files(project)
     try:
         refs = files.list(chat_key, kind=kind, limit=limit)  # type: ignore[arg-type]
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
-        _out.print_json(json.dumps([r.to_json() for r in refs], ensure_ascii=False))
+        out.print_json(json.dumps([r.to_json() for r in refs], ensure_ascii=False))
         return
     if not refs:
-        _out.print(f"no context files for {escape(chat_key)}")
+        out.print(f"no context files for {escape(chat_key)}")
         return
     table = Table("id", "kind", "bytes", "created", "source", "name")
     for ref in refs:
         table.add_row(ref.id, ref.kind, f"{ref.size_bytes:,}", ref.created_at, ref.source, escape(ref.name))
-    _out.print(table)
+    out.print(table)
 
 
 @context_app.command("export")
@@ -96,13 +88,13 @@ def export(
     try:
         data = files.export(chat_key)
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     text = json.dumps(data, ensure_ascii=False)
     if output is None:
         typer.echo(text)
         return
     output.write_text(text + "\n", encoding="utf-8")
-    _err.print(f"exported {len(data['items'])} context files of {escape(chat_key)} to {escape(str(output))}")
+    err.print(f"exported {len(data['items'])} context files of {escape(chat_key)} to {escape(str(output))}")
 
 
 @context_app.command("import")
@@ -115,15 +107,15 @@ def import_(
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise _fail(f"{file}: no such file") from None
+        raise fail(f"{file}: no such file") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise _fail(f"{file}: not a JSON export ({exc})") from None
+        raise fail(f"{file}: not a JSON export ({exc})") from None
     files = _files(project)
     try:
         with ProjectLock(files.paths.project_root).hold():  # a writer: one process at a time
             refs = files.import_(chat_key, data)
     except ProjectLockedError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     except ShipAgentError as exc:
-        raise _fail(f"{file}: {exc}") from None
-    _out.print(f"imported {len(refs)} context files into {escape(chat_key)}")
+        raise fail(f"{file}: {exc}") from None
+    out.print(f"imported {len(refs)} context files into {escape(chat_key)}")

@@ -117,6 +117,14 @@ def render_messages(messages: Sequence[ModelMessage]) -> tuple[str, str, str]:
     return header + "\n\n".join(blocks) + "\n", (known[0] if known else ""), (known[-1] if known else "")
 
 
+def render_history(messages: Sequence[ModelMessage]) -> tuple[str, str, str]:
+    """``(text, name, description)`` of the ``history`` file that keeps ``messages`` (what a
+    compaction removed): every store names it the same, so a re-commit can find it by name."""
+    text, first, last = render_messages(messages)
+    span = f"{first} – {last}" if first else "unknown time"
+    return text, f"conversation {span}", f"{len(messages)} compacted messages ({span})"
+
+
 def render_catalog(*, skills: Sequence[tuple[str, str]], tools: Sequence[tuple[str, str]]) -> str:
     """The catalog file: one line per skill and per tool, ``- name: description``."""
 

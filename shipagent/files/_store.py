@@ -36,7 +36,7 @@ from ._catalog_memo import forget_catalog
 from ._grep import GrepEngine, GrepResult, grep_file
 from ._paging import Page, Tail, read_page, read_tail
 from ._ref import ContextKind, ContextRef, utc_now_iso
-from ._render import render_catalog, render_messages
+from ._render import render_catalog, render_history
 from ._transfer import export_refs, plan_import
 
 if TYPE_CHECKING:
@@ -202,6 +202,13 @@ class ContextFiles:
             if candidate not in taken:
                 return candidate
 
+    def _writing(self) -> contextlib.AbstractContextManager[object]:
+        """Held around every write (a store shared between machines serialises them with its reads)."""
+        return contextlib.nullcontext()
+
+    def _added(self, chat_key: str, refs: Sequence[ContextRef]) -> None:
+        """Called inside :meth:`_writing` with what a write added, once its files and index lines are."""
+
     def _put(
         self,
         chat_key: str,
@@ -230,8 +237,10 @@ class ContextFiles:
             source=source,
             path=f"{ref_id}{_EXTENSIONS.get(mime, '.txt')}",
         )
-        _write_atomic(safe_child(folder, ref.path, what="context file"), data)
-        append_lines(folder / INDEX_NAME, [ref.to_json()])
+        with self._writing():
+            _write_atomic(safe_child(folder, ref.path, what="context file"), data)
+            append_lines(folder / INDEX_NAME, [ref.to_json()])
+            self._added(chat_key, [ref])
         return ref
 
     def add_artifact(
@@ -273,34 +282,36 @@ class ContextFiles:
         2 GB log costs no memory. Bytes that are not UTF-8 are kept as they are: the readers
         replace them when decoding, and an export carries the file base64-encoded.
         """
-        ref_id = self._new_id(chat_key, "artifact")
-        folder = self.folder(chat_key)
-        rel = f"{ref_id}{_EXTENSIONS.get(mime, '.txt')}"
-        target = safe_child(folder, rel, what="context file")
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        if move:
-            try:
-                os.replace(file, tmp)
-            except OSError:  # another filesystem: copy, then remove the original
+        with self._writing():
+            ref_id = self._new_id(chat_key, "artifact")
+            folder = self.folder(chat_key)
+            rel = f"{ref_id}{_EXTENSIONS.get(mime, '.txt')}"
+            target = safe_child(folder, rel, what="context file")
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+            if move:
+                try:
+                    os.replace(file, tmp)
+                except OSError:  # another filesystem: copy, then remove the original
+                    shutil.copyfile(file, tmp)
+                    os.unlink(file)
+            else:
                 shutil.copyfile(file, tmp)
-                os.unlink(file)
-        else:
-            shutil.copyfile(file, tmp)
-        os.replace(tmp, target)
-        ref = ContextRef(
-            id=ref_id,
-            kind="artifact",
-            name=name,
-            description=description,
-            size_bytes=target.stat().st_size,
-            created_at=utc_now_iso(),
-            mime=mime,
-            eager=True,
-            source=source,
-            path=rel,
-        )
-        append_lines(folder / INDEX_NAME, [ref.to_json()])
+            os.replace(tmp, target)
+            ref = ContextRef(
+                id=ref_id,
+                kind="artifact",
+                name=name,
+                description=description,
+                size_bytes=target.stat().st_size,
+                created_at=utc_now_iso(),
+                mime=mime,
+                eager=True,
+                source=source,
+                path=rel,
+            )
+            append_lines(folder / INDEX_NAME, [ref.to_json()])
+            self._added(chat_key, [ref])
         return ref
 
     def add_history(
@@ -326,15 +337,8 @@ class ContextFiles:
         Compaction calls this with the messages it is about to drop, so what leaves the model's
         window stays findable with ``context_grep``.
         """
-        text, first, last = render_messages(messages)
-        span = f"{first} – {last}" if first else "unknown time"
-        return self.add_history(
-            chat_key,
-            text,
-            name=f"conversation {span}",
-            description=f"{len(messages)} compacted messages ({span})",
-            source=source,
-        )
+        text, name, description = render_history(messages)
+        return self.add_history(chat_key, text, name=name, description=description, source=source)
 
     def set_catalog(self, chat_key: str, content: str, *, description: str = "") -> ContextRef:
         """Write the chat's ``catalog`` file (id ``catalog``); a no-op when the text is unchanged."""
@@ -417,10 +421,12 @@ class ContextFiles:
         folder = self.folder(chat_key)
         plan = plan_import(data, lambda rel, what: safe_child(folder, rel, what=what))
         written: builtins.list[ContextRef] = []
-        for ref, target, payload in plan:
-            _write_atomic(target, payload)
-            written.append(replace(ref, size_bytes=len(payload)))
-        if written:
-            append_lines(folder / INDEX_NAME, [ref.to_json() for ref in written])
-        forget_catalog(str(self.folder(chat_key)))  # the import may have replaced the catalog
+        with self._writing():
+            for ref, target, payload in plan:
+                _write_atomic(target, payload)
+                written.append(replace(ref, size_bytes=len(payload)))
+            if written:
+                append_lines(folder / INDEX_NAME, [ref.to_json() for ref in written])
+            forget_catalog(str(self.folder(chat_key)))  # the import may have replaced the catalog
+            self._added(chat_key, written)
         return written

@@ -9,6 +9,7 @@ many boxes, so handing context on never copies it.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -166,3 +167,38 @@ def content_from_json(data: Mapping[str, Any]) -> CardContent:
     if kind == "json":
         return JsonContent(data.get("data"))
     return JsonContent(dict(data))
+
+
+# json.dumps with options builds a new encoder per call; a turn serialises four values.
+_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+CardRow = tuple[str, str, str, str]
+"""A new card, serialised before its transaction: ``(type, content, author_id, metadata)``."""
+
+
+def _dumps(value: Any, what: str) -> str:
+    try:
+        return _ENCODE(value)
+    except (TypeError, ValueError) as exc:
+        raise BadRequestError(f"card {what} is not JSON-serialisable: {exc}") from None
+
+
+def serialise_card(card: NewCard) -> CardRow:
+    """The card's stored columns (SQLite and Postgres alike); serialising is the check, done
+    before any transaction starts."""
+    content = _dumps(content_to_json(card.content), "content")
+    return card.type, content, card.author_id, _dumps(card.metadata, "metadata")
+
+
+def card_from_row(row: tuple[Any, ...]) -> Card:
+    """A card from its stored columns (the ``cards`` table of either card store)."""
+    card_id, project_id, type_, content, author_id, metadata, created_at = row
+    return Card(
+        card_id=card_id,
+        project_id=project_id,
+        type=type_,
+        content=content_from_json(json.loads(content)),
+        author_id=author_id,
+        metadata=json.loads(metadata),
+        created_at=datetime.fromisoformat(created_at),
+    )

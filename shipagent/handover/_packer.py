@@ -75,6 +75,49 @@ def _argument_content(arg_key: str, card_type: str, value: object) -> CardConten
     return TextContent(str(value))
 
 
+def instruction_handover(*, inherit: bool, result_fields: bool = False) -> dict[str, Any]:
+    """The fixed handover recipe of ``delegate_async`` / ``fork_join``."""
+    pack: list[dict[str, Any]] = [{"arg_key": "instruction", "as_card_type": CARD_TASK_INSTRUCTION}]
+    if result_fields:
+        pack.append({"arg_key": "result_fields", "as_card_type": CARD_TASK_RESULT_FIELDS})
+    inherit_context: dict[str, Any] = {"include_parent": True}
+    if inherit:
+        inherit_context["include_boxes_from_args"] = ["input_box_ids"]
+    return {"context_packing_config": {"pack_arguments": pack, "inherit_context": inherit_context}}
+
+
+async def pack_context_with_instruction(
+    packer: HandoverPacker,
+    *,
+    project_id: str | None,
+    tool_suffix: str,
+    source_agent_id: str,
+    profile_name: str,
+    instruction: object,
+    input_box_ids: Sequence[BoxId] | BoxId | None = None,
+    result_fields: list[Any] | None = None,
+) -> PackedContext:
+    """Pack the one recipe every delegation uses: instruction, inherited boxes, parent pointer.
+
+    The context box holds, in order: the ``instruction`` as a ``task.instruction`` card (role
+    ``user``), the ``result_fields`` as a ``task.result_fields`` card when given, the cards of
+    ``input_box_ids`` when given, and the ``meta.parent_pointer`` card.
+
+    Raises:
+        BadRequestError, NotFoundError: as :meth:`HandoverPacker.pack_context`.
+    """
+    arguments: dict[str, Any] = {"profile_name": profile_name, "instruction": instruction}
+    has_inputs = input_box_ids is not None and input_box_ids != []
+    if has_inputs:
+        arguments["input_box_ids"] = (
+            list(input_box_ids) if isinstance(input_box_ids, list | tuple) else input_box_ids
+        )
+    if result_fields is not None:
+        arguments["result_fields"] = result_fields
+    handover = instruction_handover(inherit=has_inputs, result_fields=result_fields is not None)
+    return await packer.pack_context(project_id, tool_suffix, source_agent_id, arguments, handover)
+
+
 class HandoverPacker:
     """Builds context boxes from tool arguments and a handover configuration.
 
@@ -199,68 +242,5 @@ class HandoverPacker:
         box_id, card_ids = await self.store.create_box_with(entries, project_id)
         return PackedContext(box_id, profile_box_id, card_ids)
 
-    async def pack_context_with_instruction(
-        self,
-        *,
-        project_id: str | None,
-        tool_suffix: str,
-        source_agent_id: str,
-        profile_name: str,
-        instruction: object,
-        input_box_ids: Sequence[BoxId] | BoxId | None = None,
-        result_fields: list[Any] | None = None,
-    ) -> PackedContext:
-        """See :func:`pack_context_with_instruction`."""
-        return await pack_context_with_instruction(
-            self,
-            project_id=project_id,
-            tool_suffix=tool_suffix,
-            source_agent_id=source_agent_id,
-            profile_name=profile_name,
-            instruction=instruction,
-            input_box_ids=input_box_ids,
-            result_fields=result_fields,
-        )
-
-
-def instruction_handover(*, inherit: bool, result_fields: bool = False) -> dict[str, Any]:
-    """The fixed handover recipe of ``delegate_async`` / ``fork_join``."""
-    pack: list[dict[str, Any]] = [{"arg_key": "instruction", "as_card_type": CARD_TASK_INSTRUCTION}]
-    if result_fields:
-        pack.append({"arg_key": "result_fields", "as_card_type": CARD_TASK_RESULT_FIELDS})
-    inherit_context: dict[str, Any] = {"include_parent": True}
-    if inherit:
-        inherit_context["include_boxes_from_args"] = ["input_box_ids"]
-    return {"context_packing_config": {"pack_arguments": pack, "inherit_context": inherit_context}}
-
-
-async def pack_context_with_instruction(
-    packer: HandoverPacker,
-    *,
-    project_id: str | None,
-    tool_suffix: str,
-    source_agent_id: str,
-    profile_name: str,
-    instruction: object,
-    input_box_ids: Sequence[BoxId] | BoxId | None = None,
-    result_fields: list[Any] | None = None,
-) -> PackedContext:
-    """Pack the one recipe every delegation uses: instruction, inherited boxes, parent pointer.
-
-    The context box holds, in order: the ``instruction`` as a ``task.instruction`` card (role
-    ``user``), the ``result_fields`` as a ``task.result_fields`` card when given, the cards of
-    ``input_box_ids`` when given, and the ``meta.parent_pointer`` card.
-
-    Raises:
-        BadRequestError, NotFoundError: as :meth:`HandoverPacker.pack_context`.
-    """
-    arguments: dict[str, Any] = {"profile_name": profile_name, "instruction": instruction}
-    has_inputs = input_box_ids is not None and input_box_ids != []
-    if has_inputs:
-        arguments["input_box_ids"] = (
-            list(input_box_ids) if isinstance(input_box_ids, list | tuple) else input_box_ids
-        )
-    if result_fields is not None:
-        arguments["result_fields"] = result_fields
-    handover = instruction_handover(inherit=has_inputs, result_fields=result_fields is not None)
-    return await packer.pack_context(project_id, tool_suffix, source_agent_id, arguments, handover)
+    pack_context_with_instruction = pack_context_with_instruction
+    """See :func:`pack_context_with_instruction` (the packer is its first argument)."""

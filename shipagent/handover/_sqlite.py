@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import anyio.to_thread
 
 from .._cache import BoundedCache
-from ..errors import BadRequestError, NotFoundError
-from ._cards import Box, Card, CardContent, NewCard, content_from_json, content_to_json, to_content
+from ..errors import NotFoundError
+from ._cards import Box, Card, CardContent, CardRow, NewCard, card_from_row, serialise_card, to_content
 from ._ids import new_id
 from ._store import BoxId
 
@@ -59,28 +59,10 @@ CREATE TABLE IF NOT EXISTS named_boxes (
 _CHUNK = 500  # stay far below SQLite's bound-parameter limit
 _REMEMBERED_BOXES = 4096  # (project, next position) of the most recently appended-to boxes
 _QUICK_APPEND = 100  # cards one optimistic ``INSERT ... VALUES (...), (...)`` may carry
-# json.dumps with options builds a new encoder per call; a turn serialises four values.
-_ENCODE = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _BOX_END = (
     "SELECT project_id, (SELECT COALESCE(MAX(position) + 1, 0) FROM box_cards WHERE box_id = ?) "
     "FROM boxes WHERE box_id = ?"
 )
-
-_Row = tuple[str, str, str, str]
-"""A new card, serialised before its transaction: ``(type, content, author_id, metadata)``."""
-
-
-def _dumps(value: Any, what: str) -> str:
-    try:
-        return _ENCODE(value)
-    except (TypeError, ValueError) as exc:
-        raise BadRequestError(f"card {what} is not JSON-serialisable: {exc}") from None
-
-
-def _serialise(card: NewCard) -> _Row:
-    """The card's stored columns; serialising is the check, done before any transaction starts."""
-    content = _dumps(content_to_json(card.content), "content")
-    return card.type, content, card.author_id, _dumps(card.metadata, "metadata")
 
 
 def _now() -> str:
@@ -160,7 +142,7 @@ class SqliteCardBoxStore:
     # -- rows -------------------------------------------------------------------------------------
 
     @staticmethod
-    def _insert_cards(conn: sqlite3.Connection, items: Sequence[str | _Row], project_id: str) -> list[str]:
+    def _insert_cards(conn: sqlite3.Connection, items: Sequence[str | CardRow], project_id: str) -> list[str]:
         """Insert the serialised new cards among ``items`` (one statement); all ids, in order."""
         ids = [i if isinstance(i, str) else new_id() for i in items]
         now = _now()
@@ -195,19 +177,6 @@ class SqliteCardBoxStore:
         )
         return box_id
 
-    @staticmethod
-    def _card_from_row(row: tuple[Any, ...]) -> Card:
-        card_id, project_id, type_, content, author_id, metadata, created_at = row
-        return Card(
-            card_id=card_id,
-            project_id=project_id,
-            type=type_,
-            content=content_from_json(json.loads(content)),
-            author_id=author_id,
-            metadata=json.loads(metadata),
-            created_at=datetime.fromisoformat(created_at),
-        )
-
     # -- the CardBoxStore interface ---------------------------------------------------------------
 
     async def add_card(
@@ -222,7 +191,7 @@ class SqliteCardBoxStore:
         new = NewCard(
             type=type, content=to_content(content), author_id=author_id, metadata=dict(metadata or {})
         )
-        pid, row = self._pid(project_id), _serialise(new)
+        pid, row = self._pid(project_id), serialise_card(new)
         return await self._run(lambda: self._write(lambda conn: self._insert_cards(conn, [row], pid)[0]))
 
     async def get_card(self, card_id: str) -> Card:
@@ -238,7 +207,7 @@ class SqliteCardBoxStore:
                 chunk = unique[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
                 for row in conn.execute(f"SELECT * FROM cards WHERE card_id IN ({marks})", chunk):
-                    rows[row[0]] = self._card_from_row(row)
+                    rows[row[0]] = card_from_row(row)
             for card_id in ids:
                 if card_id not in rows:
                     raise NotFoundError(f"card {card_id!r} not found")
@@ -254,7 +223,7 @@ class SqliteCardBoxStore:
         self, entries: Sequence[str | NewCard], project_id: str | None = None
     ) -> tuple[str, list[str]]:
         pid = self._pid(project_id)
-        items = [_serialise(i) if isinstance(i, NewCard) else i for i in entries]
+        items = [serialise_card(i) if isinstance(i, NewCard) else i for i in entries]
 
         def write(conn: sqlite3.Connection) -> tuple[str, list[str]]:
             self._require_cards(conn, [i for i in items if isinstance(i, str)])
@@ -286,7 +255,7 @@ class SqliteCardBoxStore:
         Lets the agent write a turn's cards in the same thread hop as its JSONL stores.
         """
         bid = str(box_id)
-        items = [_serialise(c) if isinstance(c, NewCard) else str(c) for c in card_ids]
+        items = [serialise_card(c) if isinstance(c, NewCard) else str(c) for c in card_ids]
 
         def write(conn: sqlite3.Connection) -> tuple[list[str], str, int]:
             self._require_cards(conn, [i for i in items if isinstance(i, str)])
@@ -347,7 +316,7 @@ class SqliteCardBoxStore:
         self, name: str, *, initial: Sequence[NewCard] = (), project_id: str | None = None
     ) -> str:
         pid = self._pid(project_id)
-        cards = [_serialise(c) for c in initial]
+        cards = [serialise_card(c) for c in initial]
 
         def write(conn: sqlite3.Connection) -> str:
             row = conn.execute(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -95,15 +95,12 @@ class AgentContextLog:
 
     def __init__(self, paths: ShipPaths, *, window: int = 200) -> None:
         self._paths = paths
-        self._path = cached_paths(paths.agent_context)
+        self.path: Callable[[str], Path] = cached_paths(paths.agent_context)
         self.window = window
         # chat -> (entry count, whether its file holds a line that is not an entry): recent chats
         # only (a miss re-counts), the least recently appended to going first.
         self._counts: BoundedCache[str, tuple[int, bool]] = BoundedCache(_REMEMBERED_COUNTS)
         self._swept = False
-
-    def path(self, chat_key: str) -> Path:
-        return self._path(chat_key)
 
     def append(
         self,

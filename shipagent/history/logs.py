@@ -18,7 +18,7 @@ The model-message log holds two kinds of records:
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,9 @@ __all__ = [
     "Transcript",
     "agent_context_entry",
     "agent_context_summary",
+    "compaction_record",
     "now_iso",
+    "transcript_records",
 ]
 
 log = logging.getLogger("shipagent.history")
@@ -75,28 +77,45 @@ def record_messages(record: Any, field: str, path: Path) -> list[ModelMessage] |
         return None
 
 
+def compaction_record(
+    request_id: str,
+    history: list[ModelMessage],
+    sources: Sequence[str] | None = None,
+    next_seq: int | None = None,
+) -> dict[str, Any]:
+    """A ``compaction`` record; with each message's source and the seq counter when numbered."""
+    record: dict[str, Any] = {"t": "compaction", "ts": now_iso(), "requestId": request_id}
+    record["history"] = dump_messages(history)
+    if sources is not None and next_seq is not None:
+        record["sources"], record["nextSeq"] = list(sources), next_seq
+    return record
+
+
+def transcript_records(
+    chat_key: str,
+    request_id: str,
+    user_text: str,
+    output: str,
+    sent: Sequence[str],
+    *,
+    recovered: bool = False,
+) -> list[dict[str, Any]]:
+    """A turn's transcript lines, in the order it was said: the user, ``chat_send`` texts, the answer."""
+    base: dict[str, Any] = {"v": 1, "ts": now_iso(), "chatKey": chat_key, "requestId": request_id}
+    if recovered:
+        base["recovered"] = True
+    lines = [{**base, "role": "user", "text": user_text}]
+    lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
+    if output:
+        lines.append({**base, "role": "assistant", "text": output})
+    return lines
+
+
 class Transcript:
     """``.ship/chats/<key>/history.jsonl``: what the user and the assistant said, in order."""
 
     def __init__(self, paths: ShipPaths) -> None:
-        self._paths = paths
-        self._path = cached_paths(paths.transcript)
-
-    def path(self, chat_key: str) -> Path:
-        return self._path(chat_key)
-
-    def append(self, chat_key: str, request_id: str, role: str, text: str, *, via: str | None = None) -> None:
-        entry: dict[str, Any] = {
-            "v": 1,
-            "ts": now_iso(),
-            "chatKey": chat_key,
-            "requestId": request_id,
-            "role": role,
-            "text": text,
-        }
-        if via:
-            entry["via"] = via
-        jsonl.append_line(self.path(chat_key), entry)
+        self.path: Callable[[str], Path] = cached_paths(paths.transcript)
 
     def append_turn(
         self,
@@ -113,14 +132,7 @@ class Transcript:
         Written with a single append, so a crash never leaves half a turn. ``recovered`` marks
         entries rebuilt from the message log after a crash (see ``history.reconcile``).
         """
-        ts = now_iso()
-        base: dict[str, Any] = {"v": 1, "ts": ts, "chatKey": chat_key, "requestId": request_id}
-        if recovered:
-            base["recovered"] = True
-        lines = [{**base, "role": "user", "text": user_text}]
-        lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
-        if output:
-            lines.append({**base, "role": "assistant", "text": output})
+        lines = transcript_records(chat_key, request_id, user_text, output, sent, recovered=recovered)
         jsonl.append_lines(self.path(chat_key), lines)
 
     def last(self, chat_key: str, count: int) -> list[dict[str, Any]]:
@@ -143,11 +155,7 @@ class MessageLog:
     """``.ship/chats/<key>/messages.jsonl``: every committed model message, plus compactions."""
 
     def __init__(self, paths: ShipPaths) -> None:
-        self._paths = paths
-        self._path = cached_paths(paths.message_log)
-
-    def path(self, chat_key: str) -> Path:
-        return self._path(chat_key)
+        self.path: Callable[[str], Path] = cached_paths(paths.message_log)
 
     def append_turn(
         self, chat_key: str, request_id: str, messages: list[ModelMessage], *, seq: int | None = None
@@ -172,15 +180,7 @@ class MessageLog:
         next_seq: int | None = None,
     ) -> None:
         """Append the history right after a compaction, with each message's source and the counter."""
-        record: dict[str, Any] = {
-            "t": "compaction",
-            "ts": now_iso(),
-            "requestId": request_id,
-            "history": dump_messages(history),
-        }
-        if sources is not None and next_seq is not None:
-            record["sources"], record["nextSeq"] = list(sources), next_seq
-        jsonl.append_line(self.path(chat_key), record)
+        jsonl.append_line(self.path(chat_key), compaction_record(request_id, history, sources, next_seq))
 
     def rebuild(self, chat_key: str) -> list[ModelMessage]:
         """The chat's in-memory history as it was after the last committed turn.

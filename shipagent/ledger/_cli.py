@@ -11,11 +11,10 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, fail, out
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..errors import ShipAgentError
 from ._inspect import diff_records, find_record, ledger_stats, previous_of
@@ -23,14 +22,6 @@ from ._records import SECTION_NAMES, LedgerItem, RequestRecord
 from ._store import LedgerStore
 
 __all__ = ["inspect_command"]
-
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _note(item: LedgerItem) -> str:
@@ -65,7 +56,7 @@ def _show(record: RequestRecord) -> None:
     usage = ""
     if record.input_tokens is not None:
         usage = f" · provider input {record.input_tokens} (cached {record.cached_tokens or 0})"
-    _out.print(
+    out.print(
         f"[bold]request {record.request_id} step {record.step}[/] · {record.ts} · {escape(record.model)}\n"
         f"prefix {record.prefix_hash} · message budget {record.budget.get('total')} · "
         f"estimate {record.estimate}{usage}"
@@ -76,8 +67,8 @@ def _show(record: RequestRecord) -> None:
     for name in SECTION_NAMES:
         sections.add_row(name, str(record.sections.get(name, 0)))
     sections.add_row("[bold]total[/]", f"[bold]{record.total_tokens}[/]")
-    _out.print(sections)
-    _out.print(_items_table(record))
+    out.print(sections)
+    out.print(_items_table(record))
 
 
 def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: bool) -> None:
@@ -105,9 +96,9 @@ def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: boo
         was = f"{c.before.edit} {c.before.tokens}" if c.before else ""
         now = f"{c.after.edit} {c.after.tokens}" if c.after else ""
         table.add_row(c.change, escape(c.source), was, now)
-    _out.print(table)
+    out.print(table)
     if before is not None and before.prefix_hash != record.prefix_hash:
-        _out.print("[yellow]the instructions/tools prefix changed[/]")
+        out.print("[yellow]the instructions/tools prefix changed[/]")
 
 
 def _show_stats(stats: dict[str, Any]) -> None:
@@ -122,7 +113,7 @@ def _show_stats(stats: dict[str, Any]) -> None:
     table.add_row("mean tokens: total", f"{stats['meanTotalTokens']:,.1f}")
     for edit, count in sorted(stats["edits"].items()):
         table.add_row(f"items {edit}", str(count))
-    _out.print(table)
+    out.print(table)
 
 
 def inspect_command(
@@ -141,9 +132,9 @@ def inspect_command(
     try:
         validate_chat_key(chat_key)
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if not project.is_dir():
-        raise _fail(f"project directory {str(project)!r} does not exist")
+        raise fail(f"project directory {str(project)!r} does not exist")
     records, unreadable = LedgerStore(ShipPaths(project.resolve())).scan(chat_key)
     if stats:
         summary = ledger_stats(records)
@@ -155,7 +146,7 @@ def inspect_command(
     try:
         record = find_record(records, request, unreadable)
     except KeyError as exc:
-        raise _fail(str(exc.args[0])) from None
+        raise fail(str(exc.args[0])) from None
     if diff:
         _show_diff(records, record, as_json)
     elif as_json:

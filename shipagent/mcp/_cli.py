@@ -19,10 +19,9 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, fail, out
 from ..config import load_config
 from ..errors import ShipAgentError
 from ._manager import McpManager
@@ -35,8 +34,6 @@ mcp_app = typer.Typer(
     help="Inspect the MCP servers declared in ship.json.",
     no_args_is_help=True,
 )
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 
 _STYLE = {"connected": "green", "failed": "red", "disabled": "dim", "stopped": "green", "pending": "yellow"}
 
@@ -48,24 +45,24 @@ async def _collect(manager: McpManager) -> list[McpServerStatus]:
 
 def _print(status: McpServerStatus) -> None:
     style = _STYLE.get(status.state, "")
-    _out.print(
+    out.print(
         f"[bold]{escape(status.name)}[/]  [{style}]{status.state}[/]  "
         f"{status.transport}  [dim]{escape(status.target)}[/]"
     )
     if status.reason:
-        _out.print(f"  reason: {escape(status.reason)}")
+        out.print(f"  reason: {escape(status.reason)}")
     if status.detail:
-        _out.print(f"  [dim]detail: {escape(status.detail)}[/]")
+        out.print(f"  [dim]detail: {escape(status.detail)}[/]")
     renamed = [t for t in status.tools if t.exposed != f"{status.name}__{t.original}"]
     width = max((len(t.exposed) for t in renamed), default=0)
     for tool in status.tools:
         if tool in renamed:
             note = f"  [dim](server name: {escape(tool.original)})[/]"
-            _out.print(f"  {escape(tool.exposed.ljust(width))}{note}")
+            out.print(f"  {escape(tool.exposed.ljust(width))}{note}")
         else:
-            _out.print(f"  {escape(tool.exposed)}")
+            out.print(f"  {escape(tool.exposed)}")
     if status.hidden_tools:
-        _out.print(f"  [dim]hidden by allowedTools: {escape(', '.join(status.hidden_tools))}[/]")
+        out.print(f"  [dim]hidden by allowedTools: {escape(', '.join(status.hidden_tools))}[/]")
 
 
 @mcp_app.command("list")
@@ -81,14 +78,13 @@ def list_servers(
         root = project.resolve()
         statuses = anyio.run(_collect, McpManager(load_config(root), root))
     except ShipAgentError as exc:
-        _err.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     finally:
         quiet.setLevel(level)
     if as_json:
         typer.echo(json.dumps([asdict(s) for s in statuses], ensure_ascii=False, indent=2))
     elif not statuses:
-        _out.print("no MCP servers configured (ship.json mcp.servers)")
+        out.print("no MCP servers configured (ship.json mcp.servers)")
     for status in [] if as_json else statuses:
         _print(status)
     if any(s.state == "failed" for s in statuses):

@@ -16,10 +16,9 @@ from typing import Annotated, Any, Protocol
 
 import typer
 from pydantic_ai.models import Model
-from rich.console import Console
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, err, fail
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..config import ShipConfig
@@ -28,8 +27,6 @@ from ._auth import is_loopback
 from ._conn import uvicorn_options
 
 __all__ = ["load_model_factory", "serve", "serve_check_hook"]
-
-_err = Console(stderr=True, soft_wrap=True)
 
 
 class _Printer(Protocol):
@@ -78,11 +75,10 @@ def serve(
         agent.model  # noqa: B018 - fail here, with one line, when no model is configured
         app = create_app(agent)
     except ShipAgentError as exc:
-        _err.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(2) from None
+        raise fail(str(exc)) from None
     settings = agent.config.serve
     if not settings.api_keys and not is_loopback(host):
-        _err.print(
+        err.print(
             f"[bold red]error:[/] refusing to listen on {escape(host)} without API keys: anyone who can "
             "reach it could use the agent. Add serve.apiKeys to ship.json "
             '(e.g. {"key": "${WEB_KEY}", "chatKeys": ["web:*"]}) or use --host 127.0.0.1.'
@@ -93,7 +89,7 @@ def serve(
     logging.getLogger("shipagent").addHandler(handler)
     logging.getLogger("shipagent").setLevel(logging.INFO)
     shown = f"[{host}]" if ":" in host else host
-    _err.print(f"serving [bold]{escape(agent.config.name)}[/] on http://{escape(shown)}:{port}/")
+    err.print(f"serving [bold]{escape(agent.config.name)}[/] on http://{escape(shown)}:{port}/")
     uvicorn.run(
         app,
         host=host,

@@ -18,7 +18,7 @@ from ..chatkeys import validate_chat_key
 from ..errors import NotFoundError
 from ..events import ApprovalRequired
 from ..stores import PgStores
-from ..stores._shared import chat_activity
+from ..stores._pg_cluster import chat_activity
 from ._auth import ApiKey
 from ._body import read_json
 from ._chats import list_chats, read_transcript_page, shared_chats

@@ -13,11 +13,10 @@ from typing import Annotated
 
 import anyio
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, err, fail, out
 from ..config import load_config
 from ..errors import ShipAgentError
 from ._files import FileStores
@@ -27,14 +26,7 @@ from ._postgres import PgStores
 
 __all__ = ["migrate_command"]
 
-_out = Console(soft_wrap=True)
-_err = Console(stderr=True, soft_wrap=True)
 _SCHEMES = ("postgresql://", "postgres://", "postgresql+psycopg://")
-
-
-def _fail(message: str) -> typer.Exit:
-    _err.print(f"[bold red]error:[/] {escape(message)}")
-    return typer.Exit(2)
 
 
 def _table(rows: list[MigrationRow]) -> Table:
@@ -57,14 +49,14 @@ def migrate_command(
 ) -> None:
     """Copy a project's stores between .ship/ files and Postgres, verifying counts per chat and store."""
     if (to is None) == (from_ is None):
-        raise _fail("give exactly one of --to postgresql://… or --from postgresql://…")
+        raise fail("give exactly one of --to postgresql://… or --from postgresql://…")
     url = str(to or from_)
     if not url.startswith(_SCHEMES):
-        raise _fail(f"{redact(url)!r} is not a postgresql:// URL")
+        raise fail(f"{redact(url)!r} is not a postgresql:// URL")
     try:
         config = load_config(project)
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     window = config.context.agent_context.window_entries
     files = FileStores(project, window=window, project_id=config.name)
     database = PgStores(url, window=window, project_id=config.name)
@@ -80,18 +72,18 @@ def migrate_command(
     try:
         rows = anyio.run(run)
     except ShipAgentError as exc:
-        raise _fail(str(exc)) from None
-    _out.print(_table(rows))
+        raise fail(str(exc)) from None
+    out.print(_table(rows))
     bad = [row for row in rows if not row.ok]
     where = f"{redact(url)}" if to else f"{project / '.ship'}"
     if bad:
         for row in bad:
             chat = "(project)" if row.chat_key is None else repr(row.chat_key)
-            _err.print(
+            err.print(
                 escape(f"mismatch: chat {chat} store {row.store}: source {row.source}, target {row.target}")
                 + (f": {escape(row.note)}" if row.note else "")
             )
-        _err.print(f"[bold red]{len(bad)} store(s) do not match[/] in {escape(where)}")
+        err.print(f"[bold red]{len(bad)} store(s) do not match[/] in {escape(where)}")
         raise typer.Exit(1)
     chats = len({row.chat_key for row in rows if row.chat_key is not None})
-    _out.print(f"migrated {chats} chat(s) into {escape(where)}: every store matches")
+    out.print(f"migrated {chats} chat(s) into {escape(where)}: every store matches")

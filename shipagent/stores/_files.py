@@ -26,7 +26,7 @@ from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..handover import SqliteCardBoxStore
 from ..history.logs import AgentContextLog, MessageLog, Transcript
 from ._files_chat import FileChatStore
-from ._protocols import Committed, LogRecord, TurnWrite
+from ._protocols import Committed, LogRecord
 from ._records import AgentContextMixin, MessageLogMixin, RawLog, TranscriptMixin
 
 __all__ = ["FileStores", "file_chat_keys"]
@@ -170,26 +170,16 @@ class FileMessageLog(MessageLogMixin, _FileLog):
         await self._run(lambda: self.log.append_turn(chat_key, request_id, messages))
         return await self.count(chat_key)
 
-    async def append_compaction(self, chat_key: str, request_id: str, history: builtins.list[Any]) -> int:
-        await self._run(lambda: self.log.append_compaction(chat_key, request_id, history))
-        return await self.count(chat_key)
-
     async def rebuild(self, chat_key: str) -> builtins.list[Any]:
         return await self._run(lambda: self.log.rebuild(chat_key))  # reads backwards, never the whole file
 
 
 class FileTranscript(TranscriptMixin, _FileLog):
-    """``.ship/chats/<key>/history.jsonl`` through :class:`~shipagent.history.logs.Transcript`."""
+    """``.ship/chats/<key>/history.jsonl``, the file :class:`~shipagent.history.logs.Transcript` writes (same records)."""
 
     def __init__(self, paths: ShipPaths) -> None:
         self.log = Transcript(paths)
         super().__init__(paths, self.log.path)
-
-    async def append_turn(
-        self, chat_key: str, request_id: str, user_text: str, output: str, *, sent: Sequence[str] = ()
-    ) -> int:
-        await self._run(lambda: self.log.append_turn(chat_key, request_id, user_text, output, sent=sent))
-        return await self.count(chat_key)
 
 
 class FileAgentContext(AgentContextMixin, _FileLog):
@@ -309,10 +299,3 @@ class FileStores(FileChatStore):
         self.agent_context_log = self.agent_context.log
         self.files = self.context_files.files
         self._init_chat_store()
-
-    async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
-        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
-        return (await self.commit(turn)).card_ids
-
-    async def close(self) -> None:
-        await self.cards.close()

@@ -27,9 +27,9 @@ from pydantic_ai.messages import ModelMessage
 
 from .. import jsonl
 from .._cache import BoundedCache
-from ..files._render import render_messages
+from ..files._render import render_history
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TranscriptStore, TurnRecord
-from ._records import Fault, cards_hold, turn_cards
+from ._records import StoreBase, cards_hold, turn_cards
 
 if TYPE_CHECKING:
     from ..files import ContextFiles
@@ -62,7 +62,7 @@ def raw_holds(path: Path, request_id: str, scan: int, kind: str | None = None) -
     return found
 
 
-class FileChatStore:
+class FileChatStore(StoreBase):
     """Mixed into :class:`~shipagent.stores.FileStores`: the ChatStore methods over ``.ship/``."""
 
     message_log: MessageLog
@@ -71,13 +71,11 @@ class FileChatStore:
     files: ContextFiles
     cards: SqliteCardBoxStore
     ledger_path: Callable[[str], Path] | None
-    fault: Fault | None
     transcript: TranscriptStore
 
     def _init_chat_store(self) -> None:
         self._boxes: BoundedCache[str, str] = BoundedCache(_REMEMBERED_BOXES)
         self.ledger_path = None
-        self.fault = None
 
     # -- the commit ------------------------------------------------------------------------------
 
@@ -111,11 +109,10 @@ class FileChatStore:
     def commit_sync(self, record: TurnRecord, box: str | None = None) -> CommitReport:
         """:meth:`commit` for a caller already in a worker thread (``box``: the output box's id)."""
         key, rid = record.chat_key, record.request_id
-        fault = self.fault or (lambda _part: None)
         report = CommitReport()
         held = raw_holds(self.message_log.path(key), rid, 8)
         if "turn" not in held:
-            fault("messages")
+            self._fault("messages")
             if record.base_compaction is not None and "compaction" not in held:
                 self.message_log.append_compaction(
                     key, rid, record.base_compaction, sources=record.base_sources, next_seq=record.seq
@@ -135,7 +132,7 @@ class FileChatStore:
         ]
         for name, write in parts:
             try:
-                fault(name)
+                self._fault(name)
                 if write():
                     report.written.append(name)
             except Exception as exc:  # the turn is committed: the parts after it wait for a re-commit
@@ -148,11 +145,9 @@ class FileChatStore:
         for removed in record.removed:
             if not removed:
                 continue
-            _, first, last = render_messages(removed)
-            span = f"{first} – {last}" if first else "unknown time"
-            description = f"{len(removed)} compacted messages ({span})"
+            _, name, description = render_history(removed)
             newest = self.files.list(record.chat_key, kind="history", limit=4)
-            if any(r.description == description and r.name == f"conversation {span}" for r in newest):
+            if any(r.description == description and r.name == name for r in newest):
                 continue  # kept by an earlier attempt of this turn
             self.files.add_history_messages(record.chat_key, removed)
             wrote = True

@@ -16,11 +16,10 @@ from pydantic_ai.messages import ModelMessage
 from ..handover import CardBoxStore, SqliteCardBoxStore
 from ..history.logs import MessageLog
 from ._context import ContextBase, sha256
-from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
+from ._protocols import CommitReport, LogRecord, TurnRecord
 from ._record import CachedChats
 from ._records import (
     AgentContextMixin,
-    Fault,
     MessageLogMixin,
     RawLog,
     RecordChatStore,
@@ -115,12 +114,10 @@ class MemoryStores(RecordChatStore):
         self.agent_context = MemoryAgentContext(window=window)
         self.context_files = MemoryContextFiles()
         self.cards: CardBoxStore = SqliteCardBoxStore(Path(":memory:"), project_id=project_id)
-        self.fault: Fault | None = None
-        """Test seam: called with each part's name just before it is written."""
 
     async def commit(self, record: TurnRecord) -> CommitReport:
         """Part after part, each skipped when it holds the request id (see ``commit_parts``)."""
-        return await commit_parts(self, record, self.fault)
+        return await commit_parts(self, record)
 
     def history_sync(self, chat_key: str, chats: CachedChats) -> list[ModelMessage]:
         """The chat's history: the agent's copy, hydrated when it has none (as on files)."""
@@ -129,9 +126,3 @@ class MemoryStores(RecordChatStore):
     def message_log_sync(self, chat_key: str) -> MessageLog:
         """The chat's message log as it is now (memory needs no event loop to read)."""
         return records_log(chat_key, [_copy(r) for r in self.messages._chats.get(chat_key, [])])
-
-    async def commit_turn(self, turn: TurnWrite) -> list[str]:
-        return (await self.commit(turn)).card_ids
-
-    async def close(self) -> None:
-        await self.cards.close()

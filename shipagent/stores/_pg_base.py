@@ -126,6 +126,13 @@ class PgPool:
                 else:
                     await conn.close()
 
+    async def fetch(self, query: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of one read-only statement, on a connection of its own."""
+        async with self.connection() as conn:
+            cur = await conn.execute(query, params)
+            rows: list[tuple[Any, ...]] = await cur.fetchall()
+            return rows
+
     async def ensure_schema(self) -> None:
         if self._schema_ready:
             return

@@ -7,47 +7,30 @@ serialised by locking the box's row.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ..errors import BadRequestError, NotFoundError
+from ..errors import NotFoundError
 from ..handover import Box, BoxId, Card, CardContent, NewCard
-from ..handover._cards import content_from_json, content_to_json, to_content
+from ..handover._cards import card_from_row, serialise_card, to_content
 from ..handover._ids import new_id
-from ._pg_base import PgPool, dumps
+from ._pg_base import PgPool
 
 __all__ = ["PgCardBoxStore", "append_cards"]
-
-
-def _json(value: Any, what: str) -> str:
-    try:
-        return dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise BadRequestError(f"card {what} is not JSON-serialisable: {exc}") from None
 
 
 def _check(items: Sequence[str | NewCard]) -> None:
     for item in items:
         if isinstance(item, NewCard):
-            _json(content_to_json(item.content), "content")
-            _json(item.metadata, "metadata")
+            serialise_card(item)
 
 
 async def _insert_card(conn: Any, card: NewCard, project_id: str) -> str:
     card_id = new_id()
     await conn.execute(
         "INSERT INTO shipagent.cards VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (
-            card_id,
-            project_id,
-            card.type,
-            _json(content_to_json(card.content), "content"),
-            card.author_id,
-            _json(card.metadata, "metadata"),
-            datetime.now(UTC).isoformat(),
-        ),
+        (card_id, project_id, *serialise_card(card), datetime.now(UTC).isoformat()),
     )
     return card_id
 
@@ -148,28 +131,14 @@ class PgCardBoxStore:
 
     async def get_cards(self, card_ids: Sequence[str]) -> list[Card]:
         ids = [str(c) for c in card_ids]
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT * FROM shipagent.cards WHERE card_id = ANY(%s)", (list(set(ids)),)
-            )
-            rows = {row[0]: row for row in await cur.fetchall()}
+        found = await self._pool.fetch(
+            "SELECT * FROM shipagent.cards WHERE card_id = ANY(%s)", (list(set(ids)),)
+        )
+        rows = {row[0]: row for row in found}
         for card_id in ids:
             if card_id not in rows:
                 raise NotFoundError(f"card {card_id!r} not found")
-        return [self._card(rows[c]) for c in ids]
-
-    @staticmethod
-    def _card(row: tuple[Any, ...]) -> Card:
-        card_id, project_id, type_, content, author_id, metadata, created_at = row
-        return Card(
-            card_id=card_id,
-            project_id=project_id,
-            type=type_,
-            content=content_from_json(json.loads(content)),
-            author_id=author_id,
-            metadata=json.loads(metadata),
-            created_at=datetime.fromisoformat(created_at),
-        )
+        return [card_from_row(rows[c]) for c in ids]
 
     async def create_box(self, card_ids: Sequence[str], project_id: str | None = None) -> str:
         box_id, _ = await self.create_box_with([str(c) for c in card_ids], project_id)

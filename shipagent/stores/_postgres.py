@@ -17,10 +17,9 @@ import anyio
 from ._context import ContextBase, sha256
 from ._pg_base import PgPool, append_rows, dumps
 from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
-from ._protocols import CommitReport, LogRecord, TurnRecord, TurnWrite
+from ._protocols import CommitReport, LogRecord, TurnRecord
 from ._records import (
     AgentContextMixin,
-    Fault,
     MessageLogMixin,
     RawLog,
     RecordChatStore,
@@ -100,25 +99,19 @@ class _PgLog(RawLog):
     async def last(self, chat_key: str, count: int, *, skip: int = 0) -> list[dict[str, Any]]:
         if count <= 0:
             return []
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT record FROM shipagent.{self.table} WHERE chat_key = %s ORDER BY seq DESC LIMIT %s OFFSET %s",
-                (chat_key, count, max(0, skip)),
-            )
-            return [row[0] for row in reversed(await cur.fetchall())]
+        rows = await self._pool.fetch(
+            f"SELECT record FROM shipagent.{self.table} WHERE chat_key = %s ORDER BY seq DESC LIMIT %s OFFSET %s",
+            (chat_key, count, max(0, skip)),
+        )
+        return [row[0] for row in reversed(rows)]
 
     async def count(self, chat_key: str) -> int:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT coalesce(max(seq), 0) FROM shipagent.{self.table} WHERE chat_key = %s", (chat_key,)
-            )
-            row = await cur.fetchone()
-            return int(row[0])
+        query = f"SELECT coalesce(max(seq), 0) FROM shipagent.{self.table} WHERE chat_key = %s"
+        return int((await self._pool.fetch(query, (chat_key,)))[0][0])
 
     async def chat_keys(self) -> list[str]:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(f"SELECT DISTINCT chat_key FROM shipagent.{self.table}")
-            return sorted(row[0] for row in await cur.fetchall())  # Python's order, not the collation's
+        rows = await self._pool.fetch(f"SELECT DISTINCT chat_key FROM shipagent.{self.table}")
+        return sorted(row[0] for row in rows)  # Python's order, not the collation's
 
     async def replace_all(self, chat_key: str, records: Sequence[dict[str, Any]]) -> None:
         async with self._pool.connection() as conn, conn.transaction():
@@ -131,13 +124,10 @@ class PgMessageLog(MessageLogMixin, _PgLog):
     table = "messages"
 
     async def last_compaction(self, chat_key: str) -> int:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT coalesce(max(seq), 0) FROM shipagent.messages WHERE chat_key = %s AND kind = 'compaction'",
-                (chat_key,),
-            )
-            row = await cur.fetchone()
-            return int(row[0])
+        query = (
+            "SELECT coalesce(max(seq), 0) FROM shipagent.messages WHERE chat_key = %s AND kind = 'compaction'"
+        )
+        return int((await self._pool.fetch(query, (chat_key,)))[0][0])
 
 
 class PgTranscript(TranscriptMixin, _PgLog):
@@ -189,38 +179,28 @@ class PgContextFiles(ContextBase):
         async with self._pool.connection() as conn:
             return await _records(conn, "context_index", chat_key, seq + 1, None)
 
+    async def _content(self, chat_key: str, ref_id: str, column: str) -> Any:
+        """Column ``content`` or ``sha256`` of ``ref_id``'s row (``None``: no row)."""
+        query = f"SELECT {column} FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s"
+        rows = await self._pool.fetch(query, (chat_key, ref_id))
+        return rows[0][0] if rows else None
+
     async def stored(self, chat_key: str, ref_id: str) -> bytes | None:
         """The bytes kept for ``ref_id`` (``None``: none), without reading the index."""
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT content FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return None if row is None else bytes(row[0])
+        data = await self._content(chat_key, ref_id, "content")
+        return None if data is None else bytes(data)
 
     async def _digest(self, chat_key: str, ref_id: str) -> str | None:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT sha256 FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return None if row is None else str(row[0])
+        digest = await self._content(chat_key, ref_id, "sha256")
+        return None if digest is None else str(digest)
 
     async def _bytes(self, chat_key: str, ref_id: str) -> bytes:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute(
-                "SELECT content FROM shipagent.context_content WHERE chat_key = %s AND ref_id = %s",
-                (chat_key, ref_id),
-            )
-            row = await cur.fetchone()
-            return b"" if row is None else bytes(row[0])
+        return await self.stored(chat_key, ref_id) or b""
 
     async def chat_keys(self) -> list[str]:
-        async with self._pool.connection() as conn:
-            cur = await conn.execute("SELECT DISTINCT chat_key FROM shipagent.context_index")
-            return sorted(row[0] for row in await cur.fetchall())
+        return sorted(
+            row[0] for row in await self._pool.fetch("SELECT DISTINCT chat_key FROM shipagent.context_index")
+        )
 
 
 class PgStores(RecordChatStore):
@@ -245,8 +225,6 @@ class PgStores(RecordChatStore):
         self.cards = PgCardBoxStore(self.pool, project_id=project_id)
         self.before_commit: Callable[[Any], Awaitable[None]] | None = None
         """Test seam: awaited with the connection inside the transaction, just before COMMIT."""
-        self.fault: Fault | None = None
-        """Test seam: called with each part's name just before it is written (inside the transaction)."""
 
     async def commit(self, record: TurnRecord) -> CommitReport:
         """The whole turn in one transaction: history, transcript, agent context, output-box cards.
@@ -257,7 +235,6 @@ class PgStores(RecordChatStore):
         """
         key, rid = record.chat_key, record.request_id
         report = CommitReport()
-        fault = self.fault or (lambda _part: None)
         said = transcript_records(key, rid, record.user_text, record.transcript_answer, record.sent)
         entry = agent_context_entry(key, rid, record.user_text, record.output, record.tool_calls)
         cards = turn_cards(key, rid, record.user_text, record.output) if record.spoken else []
@@ -273,15 +250,15 @@ class PgStores(RecordChatStore):
             )
             held = await cur.fetchone() is not None
             if not held:  # else committed already, whole (one transaction): a replay writes nothing
-                fault("messages")
+                self._fault("messages")
                 await append_rows(conn, "messages", key, message_records(record))
-                fault("transcript")
+                self._fault("transcript")
                 if record.spoken:
                     await append_rows(conn, "transcript", key, said)
-                fault("agentContext")
+                self._fault("agentContext")
                 if record.spoken:
                     await _agent_context_append(conn, key, entry, self.agent_context.window)
-                fault("cards")
+                self._fault("cards")
                 if cards:
                     box = await named_box_in(conn, self.cards.project_id, f"output:{key}")
                     report.card_ids = await append_cards(conn, box, cards)
@@ -292,7 +269,7 @@ class PgStores(RecordChatStore):
             for n, removed in enumerate(record.removed):
                 ref, data = history_file(key, rid, n, removed)
                 if removed and await self.context_files.stored(key, ref.id) is None:
-                    fault("history")
+                    self._fault("history")
                     await self.context_files.put(key, ref, data)
                     report.written.append("history")
         except Exception as exc:  # the turn is committed; the next commit of it writes the file
@@ -301,10 +278,6 @@ class PgStores(RecordChatStore):
             await anyio.to_thread.run_sync(record.ledger)
             report.written.append("ledger")
         return report
-
-    async def commit_turn(self, turn: TurnWrite) -> list[str]:
-        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
-        return (await self.commit(turn)).card_ids
 
     async def close(self) -> None:
         await self.pool.close()

@@ -20,15 +20,17 @@ from pydantic_ai.messages import ModelMessage
 from ..chatkeys import ShipPaths
 from ..files import ContextRef
 from ..files._ref import utc_now_iso
-from ..files._render import render_messages
+from ..files._render import render_history
 from ..handover import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
 from ..history.logs import (
     MessageLog,
     agent_context_entry,
     agent_context_summary,
+    compaction_record,
     dump_messages,
     load_messages,
     now_iso,
+    transcript_records,
 )
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord
 
@@ -63,31 +65,6 @@ def turn_record(request_id: str, messages: list[ModelMessage], seq: int | None =
         record["seq"] = seq
     record["messages"] = dump_messages(messages)
     return record
-
-
-def compaction_record(
-    request_id: str,
-    history: list[ModelMessage],
-    sources: Sequence[str] | None = None,
-    next_seq: int | None = None,
-) -> dict[str, Any]:
-    """A ``compaction`` record; with each message's source and the seq counter when numbered."""
-    record: dict[str, Any] = {"t": "compaction", "ts": now_iso(), "requestId": request_id}
-    record["history"] = dump_messages(history)
-    if sources is not None and next_seq is not None:
-        record["sources"], record["nextSeq"] = list(sources), next_seq
-    return record
-
-
-def transcript_records(
-    chat_key: str, request_id: str, user_text: str, output: str, sent: Sequence[str]
-) -> list[dict[str, Any]]:
-    base = {"v": 1, "ts": now_iso(), "chatKey": chat_key, "requestId": request_id}
-    lines = [{**base, "role": "user", "text": user_text}]
-    lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
-    if output:
-        lines.append({**base, "role": "assistant", "text": output})
-    return lines
 
 
 def summarize_window(chat_key: str, entries: list[dict[str, Any]], window: int) -> list[dict[str, Any]]:
@@ -236,15 +213,14 @@ def history_file(
     the file it wrote the first time (the ``.ship/`` store matches by name instead: its ids are
     random, as they have always been).
     """
-    text, first, last = render_messages(removed)
-    span = f"{first} – {last}" if first else "unknown time"
+    text, name, description = render_history(removed)
     data = text.encode("utf-8")
     ref_id = "h" + hashlib.sha256(f"{chat_key}\x1f{request_id}\x1f{n}".encode()).hexdigest()[:6]
     ref = ContextRef(
         id=ref_id,
         kind="history",
-        name=f"conversation {span}",
-        description=f"{len(removed)} compacted messages ({span})",
+        name=name,
+        description=description,
         size_bytes=len(data),
         created_at=utc_now_iso(),
         mime="text/markdown",
@@ -271,7 +247,30 @@ Fault = Callable[[str], None]
 """Test seam of every backend: called with a part's name (``COMMIT_PARTS``) just before it is written."""
 
 
-async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = None) -> CommitReport:
+class StoreBase(ABC):
+    """What every backend has around its one :meth:`commit`: the fault seam, ``commit_turn``, close."""
+
+    cards: CardBoxStore
+    fault: Fault | None = None
+    """Test seam: called with each part's name just before it is written (on Postgres: inside the
+    transaction)."""
+
+    def _fault(self, part: str) -> None:
+        if self.fault is not None:
+            self.fault(part)
+
+    @abstractmethod
+    async def commit(self, record: TurnRecord) -> CommitReport: ...
+
+    async def commit_turn(self, turn: TurnRecord) -> list[str]:
+        """:meth:`commit`, for callers that want the output-box cards written (``[]``: none now)."""
+        return (await self.commit(turn)).card_ids
+
+    async def close(self) -> None:
+        await self.cards.close()
+
+
+async def commit_parts(stores: Any, record: TurnRecord) -> CommitReport:
     """A turn's commit part after part, on stores built on :class:`RawLog` (memory).
 
     Not atomic, so it is idempotent per part instead: a part that already holds the turn's
@@ -283,8 +282,7 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
     report = CommitReport()
     messages: MessageLogMixin = stores.messages
     if not await messages.holds(key, rid, scan=8, kind="turn"):
-        if fault is not None:
-            fault("messages")
+        stores._fault("messages")
         await messages.append_records(key, message_records(record))
         report.written.append("messages")
 
@@ -335,8 +333,7 @@ async def commit_parts(stores: Any, record: TurnRecord, fault: Fault | None = No
     ]
     for name, write in parts:
         try:
-            if fault is not None:
-                fault(name)
+            stores._fault(name)
             if await write():
                 report.written.append(name)
         except Exception as exc:  # the turn is committed: the parts after it wait for a re-commit
@@ -399,7 +396,7 @@ async def load_records(messages: MessageLogMixin, chat_key: str) -> LoadedChat:
     return LoadedChat(history, sources, next_seq)
 
 
-class RecordChatStore:
+class RecordChatStore(StoreBase):
     """The :class:`~shipagent.stores.ChatStore` read side and small writes on RawLog stores.
 
     Mixed into the memory and Postgres stores (their ``messages``/``transcript`` are

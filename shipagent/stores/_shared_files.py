@@ -18,15 +18,16 @@ the local file. Files over :data:`SHARED_MAX_BYTES` stay on the machine that mad
 
 from __future__ import annotations
 
-import builtins
+import contextlib
 import logging
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ..chatkeys import ShipPaths
 from ..errors import BadRequestError, ShipAgentError
-from ..files import ContextFiles, ContextKind, ContextRef
+from ..files import ContextFiles, ContextRef
 from ..files._grep import GrepEngine
 from ..files._store import INDEX_NAME, _write_atomic, safe_child
 from ..jsonl import append_lines
@@ -103,6 +104,13 @@ class SharedContextFiles(ContextFiles):
 
     # --- writing for every worker -------------------------------------------------------------
 
+    def _writing(self) -> contextlib.AbstractContextManager[object]:
+        return self._lock
+
+    def _added(self, chat_key: str, refs: Sequence[ContextRef]) -> None:
+        for ref in refs:
+            self._share(chat_key, ref)
+
     def _share(self, chat_key: str, ref: ContextRef) -> None:
         """Store ``ref`` and its bytes (read back from the local file) in Postgres."""
         path = super().path_of(chat_key, ref)
@@ -122,54 +130,3 @@ class SharedContextFiles(ContextFiles):
             raise ShipAgentError(
                 f"context file {ref.id} of {chat_key!r} exists on this machine only: {exc}"
             ) from None
-
-    def _put(
-        self,
-        chat_key: str,
-        content: str,
-        *,
-        ref_id: str,
-        kind: ContextKind,
-        name: str,
-        description: str,
-        mime: str,
-        source: str,
-    ) -> ContextRef:
-        with self._lock:
-            ref = super()._put(
-                chat_key,
-                content,
-                ref_id=ref_id,
-                kind=kind,
-                name=name,
-                description=description,
-                mime=mime,
-                source=source,
-            )
-            self._share(chat_key, ref)
-            return ref
-
-    def add_artifact_file(
-        self,
-        chat_key: str,
-        file: Path,
-        *,
-        name: str,
-        source: str,
-        description: str = "",
-        mime: str = "text/plain",
-        move: bool = False,
-    ) -> ContextRef:
-        with self._lock:
-            ref = super().add_artifact_file(
-                chat_key, file, name=name, source=source, description=description, mime=mime, move=move
-            )
-            self._share(chat_key, ref)
-            return ref
-
-    def import_(self, chat_key: str, data: Any) -> builtins.list[ContextRef]:
-        with self._lock:
-            written = super().import_(chat_key, data)
-            for ref in written:
-                self._share(chat_key, ref)
-            return written
