@@ -59,7 +59,10 @@ Turn = Callable[[str, str], Awaitable[float | None]]
 
 def _project() -> Path:
     root = Path(tempfile.mkdtemp(prefix="ship-bench-serve-"))
-    (root / "ship.json").write_text(json.dumps({"name": "bench"}), encoding="utf-8")
+    # every chat is one connection from 127.0.0.1: lift the per-client cap (64 by default) above them
+    limits = {"maxConnectionsPerClient": 0}
+    ship = {"name": "bench", "serve": {"limits": limits}}
+    (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
     (root / "bench_model.py").write_text(MODEL_MODULE, encoding="utf-8")
     return root
 
@@ -144,7 +147,7 @@ async def main(chats: int, turns: int) -> None:
 
                 async def post(key: str, text: str) -> float | None:
                     response = await client.post(f"/v1/chats/{key}/messages", json={"text": text})
-                    assert response.json()["success"]
+                    assert response.json().get("success"), response.text
                     return None
 
                 async def sse(key: str, text: str) -> float | None:
