@@ -6,7 +6,9 @@ definition without importing one another.
 
 from __future__ import annotations
 
+import logging
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -14,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-__all__ = ["ProjectOpt", "err", "fail", "no_project_message", "out", "require_project"]
+__all__ = ["ProjectOpt", "err", "fail", "log_to_stderr", "no_project_message", "out", "require_project"]
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)
@@ -60,3 +62,32 @@ ProjectOpt = Annotated[
 A directory without ``ship.json`` is refused before the command runs (exit 2), by
 :func:`require_project`.
 """
+
+
+class _Stderr(logging.StreamHandler):  # type: ignore[type-arg]
+    """A handler writing to whatever ``sys.stderr`` is when it writes, not when it was made.
+
+    A long-running command installs it once; a test runner that swaps ``sys.stderr`` around each
+    command (and closes its capture afterwards) then never leaves a handler on a closed stream.
+    """
+
+    @property  # type: ignore[override]
+    def stream(self) -> object:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: object) -> None:
+        pass
+
+
+def log_to_stderr() -> None:
+    """The ``shipagent`` loggers at INFO on stderr, with times (``serve``, ``worker``, ``channels run``).
+
+    Once per process: a second command in the same process (tests) adds no second handler.
+    """
+    logger = logging.getLogger("shipagent")
+    if not any(isinstance(h, _Stderr) for h in logger.handlers):
+        handler = _Stderr()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)

@@ -7,7 +7,6 @@ the project, and a pairing takes effect on the sender's next message without a r
 
 from __future__ import annotations
 
-import logging
 import signal
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt
+from .._cliopts import ProjectOpt, log_to_stderr
 from .._model_factory import FACTORY_HELP
 from ..chatkeys import ShipPaths
 from ..errors import ShipAgentError
@@ -115,10 +114,7 @@ def run_command(
             '[bold red]error:[/] no channel is enabled: set "channels.telegram.enabled": true in ship.json'
         )
         raise typer.Exit(2)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger("shipagent").addHandler(handler)
-    logging.getLogger("shipagent").setLevel(logging.INFO)
+    log_to_stderr()
 
     async def main() -> None:
         async with agent, host:

@@ -10,7 +10,6 @@ a scripted ``FunctionModel`` through it (``tests/support/durable_worker.py``).
 
 from __future__ import annotations
 
-import logging
 import signal
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,7 +18,7 @@ import anyio
 import typer
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt, fail, out
+from .._cliopts import ProjectOpt, fail, log_to_stderr, out
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..errors import ConfigError, ShipAgentError
@@ -35,15 +34,6 @@ ExecutorOpt = Annotated[
     ),
 ]
 FactoryOpt = Annotated[str | None, typer.Option("--model-factory", help=FACTORY_HELP)]
-
-
-def _log_to_stderr() -> None:
-    """The worker's log on stderr: one line per turn (``shipagent.durable.turns``), warnings, errors."""
-    logger = logging.getLogger("shipagent")
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
 
 
 def _durable_agent(project: Path, factory: str | None, **options: Any) -> ShipAgent:
@@ -77,7 +67,7 @@ def worker_command(
         )
     except ShipAgentError as exc:
         raise fail(str(exc)) from None
-    _log_to_stderr()
+    log_to_stderr()
 
     async def serve() -> None:
         async with agent:

@@ -9,7 +9,6 @@ MCP servers.
 
 from __future__ import annotations
 
-import logging
 import math
 from pathlib import Path
 from typing import Annotated, Any, Protocol
@@ -18,7 +17,7 @@ import typer
 from pydantic_ai.models import Model
 from rich.markup import escape
 
-from .._cliopts import ProjectOpt, err, fail
+from .._cliopts import ProjectOpt, err, fail, log_to_stderr
 from .._model_factory import FACTORY_HELP, load_model_factory
 from ..agent import ShipAgent
 from ..config import ShipConfig
@@ -84,10 +83,7 @@ def serve(
             '(e.g. {"key": "${WEB_KEY}", "chatKeys": ["web:*"]}) or use --host 127.0.0.1.'
         )
         raise typer.Exit(2)
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger("shipagent").addHandler(handler)
-    logging.getLogger("shipagent").setLevel(logging.INFO)
+    log_to_stderr()
     shown = f"[{host}]" if ":" in host else host
     err.print(f"serving [bold]{escape(agent.config.name)}[/] on http://{escape(shown)}:{port}/")
     uvicorn.run(

@@ -135,6 +135,8 @@ def test_the_prefix_test_passes_with_the_wall_clock_at_0959() -> None:
             "-q",
             "-p",
             "no:cacheprovider",
+            "-n",
+            "0",  # one test: no worker processes (the pyproject's addopts ask for them)
             f"{here}::{name}",
         ],
         cwd=ROOT,
