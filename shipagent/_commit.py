@@ -24,12 +24,16 @@ log = logging.getLogger("shipagent")
 
 
 async def commit_turn(
-    chats: ChatHistories, ledger: Ledger, store: ChatStore, turn: TurnCommit
+    chats: ChatHistories, ledger: Ledger, store: ChatStore, turn: TurnCommit, *, fresh: bool = False
 ) -> CommitOutcome:
-    """Write ``turn`` to ``store``; returns the compaction it triggered, or the failure that kept it out."""
+    """Write ``turn`` to ``store``; returns the compaction it triggered, or the failure that kept it out.
+
+    ``fresh``: the turn's request id was minted for it, so no store can hold it: nothing is asked.
+    """
     key, rid = turn.chat_key, turn.request_id
     summarize = True
-    if chats.over_bound(len(turn.base) + len(turn.new)):  # a replay asks the summarizer nothing again
+    # a replay asks the summarizer nothing again (a minted request id cannot be a replay)
+    if not fresh and chats.over_bound(len(turn.base) + len(turn.new)):
         summarize = (await store.last_committed(key)).request_id != rid
     plan = await chats.plan(key, turn.base, turn.new, turn.base_compaction, summarize=summarize)
     compacted_base = turn.base_compaction is not None
@@ -49,6 +53,7 @@ async def commit_turn(
         compaction_sources=plan.final_sources if plan.done is not None else None,
         removed=plan.removed,
         ledger=ledger.flush(key, rid, turn.new),
+        fresh=fresh,
     )
     try:
         report = await store.commit(record)

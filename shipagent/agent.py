@@ -37,6 +37,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from . import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
 from . import instructions as _instructions
 from ._assembly import build_instructions, context_window, guarded, one_toolset
+from ._cache import BoundedCache
 from ._commit import commit_turn
 from ._deps import TurnDeps, TurnStores
 from ._explain import explain_failure
@@ -75,8 +76,8 @@ __all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 log = logging.getLogger("shipagent")
 
 
-def _fresh_id() -> str:
-    return uuid.uuid4().hex
+_MINTED = 4096
+"""Request ids minted by an agent and not committed yet, remembered (a failed turn's expire)."""
 
 
 class ShipAgent:
@@ -181,6 +182,7 @@ class ShipAgent:
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
         self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
+        self._minted: BoundedCache[str, bool] = BoundedCache(_MINTED)
 
     @classmethod
     def from_project(
@@ -472,7 +474,7 @@ class ShipAgent:
             instructions=self._instructions,
             tool_context=self._context,
             tool_stores=self._tool_stores,
-            request_id=lambda given: hooks.request_id(given, _fresh_id),
+            request_id=lambda given: hooks.request_id(given, self._mint),
             lock=self.chats.lock,
             load=lambda chat_key: hooks.load(self, chat_key, partial(self.chats.aget, chat_key)),
             commit=partial(self._commit_turn, hooks),
@@ -495,7 +497,14 @@ class ShipAgent:
 
     async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
         """Write a finished turn as ONE record (see ``_commit.commit_turn``)."""
-        return await commit_turn(self.chats, self._ledger, store, turn)
+        fresh = self._minted.pop(turn.request_id, False)  # minted here: no store can hold it yet
+        return await commit_turn(self.chats, self._ledger, store, turn, fresh=fresh)
+
+    def _mint(self) -> str:
+        """A fresh request id for a turn the caller did not name (remembered until its commit)."""
+        request_id = uuid.uuid4().hex
+        self._minted[request_id] = True
+        return request_id
 
     async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""

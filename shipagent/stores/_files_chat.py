@@ -6,7 +6,8 @@ context files of the compactions, the transcript, the agent-context log, the out
 the ledger — each through the class that has always written it, so the bytes on disk are
 unchanged. Files cannot be written in one transaction, so each part first asks its file whether
 it already holds the request id (the newest few lines, compared as bytes: no parse); a commit
-that crashed half-way, or a durable step replayed after a kill, writes only what is missing.
+that crashed half-way, or a durable step replayed after a kill, writes only what is missing. A
+request id the turn minted itself (``TurnRecord.fresh``) cannot be held yet: nothing is asked.
 
 Once the message log holds the turn the turn is committed: a later part that fails stops the
 parts after it (they are rebuilt from the message log before the chat's next turn, see
@@ -110,7 +111,7 @@ class FileChatStore(StoreBase):
         """:meth:`commit` for a caller already in a worker thread (``box``: the output box's id)."""
         key, rid = record.chat_key, record.request_id
         report = CommitReport()
-        held = raw_holds(self.message_log.path(key), rid, 8)
+        held = set() if record.fresh else raw_holds(self.message_log.path(key), rid, 8)
         if "turn" not in held:
             self._fault("messages")
             if record.base_compaction is not None and "compaction" not in held:
@@ -146,7 +147,7 @@ class FileChatStore(StoreBase):
             if not removed:
                 continue
             _, name, description = render_history(removed)
-            newest = self.files.list(record.chat_key, kind="history", limit=4)
+            newest = [] if record.fresh else self.files.list(record.chat_key, kind="history", limit=4)
             if any(r.description == description and r.name == name for r in newest):
                 continue  # kept by an earlier attempt of this turn
             self.files.add_history_messages(record.chat_key, removed)
@@ -155,7 +156,7 @@ class FileChatStore(StoreBase):
 
     def _transcript(self, record: TurnRecord) -> bool:
         key, rid = record.chat_key, record.request_id
-        if not record.spoken or raw_holds(self.transcript_log.path(key), rid, 64):
+        if not record.spoken or (not record.fresh and raw_holds(self.transcript_log.path(key), rid, 64)):
             return False
         self.transcript_log.append_turn(
             key, rid, record.user_text, record.transcript_answer, sent=record.sent
@@ -164,7 +165,7 @@ class FileChatStore(StoreBase):
 
     def _agent_context(self, record: TurnRecord) -> bool:
         key, rid = record.chat_key, record.request_id
-        if not record.spoken or raw_holds(self.agent_context_log.path(key), rid, 8):
+        if not record.spoken or (not record.fresh and raw_holds(self.agent_context_log.path(key), rid, 8)):
             return False
         self.agent_context_log.append(key, rid, record.user_text, record.output, record.tool_calls)
         return True
@@ -173,7 +174,7 @@ class FileChatStore(StoreBase):
         if box is None:
             return False
         try:
-            if self.cards.box_holds_sync(box, "request_id", record.request_id, last=4):
+            if not record.fresh and self.cards.box_holds_sync(box, "request_id", record.request_id, last=4):
                 return False
             cards = turn_cards(record.chat_key, record.request_id, record.user_text, record.output)
             report.card_ids = self.cards.append_to_box_sync(box, cards)
@@ -191,8 +192,10 @@ class FileChatStore(StoreBase):
     def _ledger(self, record: TurnRecord) -> bool:
         if record.ledger is None:
             return False
-        if self.ledger_path is not None and raw_holds(
-            self.ledger_path(record.chat_key), record.request_id, 4
+        if (
+            not record.fresh
+            and self.ledger_path is not None
+            and raw_holds(self.ledger_path(record.chat_key), record.request_id, 4)
         ):
             return False
         record.ledger()  # logs its own failure: the ledger is an account of the turn

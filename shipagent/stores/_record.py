@@ -78,6 +78,8 @@ class TurnRecord:
         spoken: the turn was said by someone: it gets transcript lines, an agent-context entry
             and output-box cards (a delegate's inherited history is committed with ``False``:
             only its messages).
+        fresh: the request id was minted for this turn, so no store can hold it yet: a commit
+            need not ask each part first (a caller's or a durable workflow's id always asks).
     """
 
     chat_key: str
@@ -96,6 +98,7 @@ class TurnRecord:
     removed: builtins.list[builtins.list[ModelMessage]] = field(default_factory=list)
     ledger: Callable[[], None] | None = None
     spoken: bool = True
+    fresh: bool = False
 
     @property
     def transcript_answer(self) -> str:

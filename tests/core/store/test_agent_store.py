@@ -61,3 +61,24 @@ async def test_a_turn_run_again_under_its_request_id_is_held_once(tmp_path: Path
     assert len(turns) == 1
     assert len(paths.transcript(KEY).read_text().splitlines()) == 2  # the user, the answer
     assert len(agent.history(KEY)) == 2
+
+
+async def test_only_a_request_id_the_agent_minted_skips_asking_the_store(tmp_path: Path) -> None:
+    """A minted id cannot be held yet: its commit asks no part first; a caller's id always asks."""
+    agent = ShipAgent.from_project(tmp_path, model=FunctionModel(answer))
+    records: list[TurnRecord] = []
+    commit = agent.store.commit
+
+    async def spy(record: TurnRecord):  # type: ignore[no-untyped-def]
+        records.append(record)
+        return await commit(record)
+
+    agent.store.commit = spy  # type: ignore[method-assign]
+    assert (await agent.run(KEY, "minted")).success
+    assert (await agent.run(KEY, "named", request_id="caller-1")).success
+    assert (await agent.run(KEY, "named", request_id="caller-1")).success  # a retry: held once
+    assert [r.fresh for r in records] == [True, False, False]
+    paths = ShipPaths(tmp_path)
+    turns = [line for line in paths.message_log(KEY).read_text().splitlines() if '"t":"turn"' in line]
+    assert len(turns) == 2 and len(agent.history(KEY)) == 4
+    assert not agent._minted  # remembered only until the commit
