@@ -49,18 +49,24 @@ def dumps(obj: Any) -> bytes:
     return _dumps(obj)
 
 
-def append_lines(path: Path, objs: Iterable[Any]) -> None:
+def append_lines(path: Path, objs: Iterable[Any], *, sync: bool = False) -> None:
     """Append objects as lines with a single ``write`` (so a crash tears at most the last line)."""
-    append_raw(path, b"".join(_dumps(o) for o in objs))
+    append_raw(path, b"".join(_dumps(o) for o in objs), sync=sync)
 
 
-def append_raw(path: Path, data: bytes) -> None:
-    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``."""
+def append_raw(path: Path, data: bytes, *, sync: bool = False) -> None:
+    """Append already-serialised whole lines (each ending in ``\n``) with a single ``write``.
+
+    ``sync``: ``fsync`` before returning, for a record that must survive a power loss once the
+    caller acts on it (a channel's accepted message, before the platform is told).
+    """
     if not data:
         return
     fd = open_append(path)
     try:
         write_on_fresh_line(fd, os.fstat(fd).st_size, data)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
@@ -99,8 +105,8 @@ def open_append(path: Path) -> int:
         return os.open(path, flags, 0o644)
 
 
-def append_line(path: Path, obj: Any) -> None:
-    append_lines(path, [obj])
+def append_line(path: Path, obj: Any, *, sync: bool = False) -> None:
+    append_lines(path, [obj], sync=sync)
 
 
 def _parse(raw: bytes, path: Path, *, last: bool) -> Any | None:

@@ -17,14 +17,14 @@ the window when it grows to twice its size.
 
 from __future__ import annotations
 
-import json
-import os
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.to_thread
+
+from .. import jsonl
 
 __all__ = ["Dedupe"]
 
@@ -42,16 +42,11 @@ class Dedupe:
         self._loaded = False
 
     def _load(self) -> None:
-        try:
-            text = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return
-        for line in text.splitlines():
+        for row in jsonl.read_all(self.path):  # a torn last line after a crash is skipped
             try:
-                row = json.loads(line)
                 key = (str(row["chat"]), str(row["message"]))
-            except (ValueError, KeyError, TypeError):
-                continue  # a torn last line after a crash: that message was not confirmed anyway
+            except (KeyError, TypeError):
+                continue
             if row.get("done"):
                 self._open.pop(key, None)
             elif isinstance(row.get("payload"), dict):
@@ -63,28 +58,20 @@ class Dedupe:
             self._seen.popitem(last=False)
 
     def _append(self, row: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        line = json.dumps(row) + "\n"
-        with self.path.open("a", encoding="utf-8") as handle:
-            handle.write(line)
-            handle.flush()
-            os.fsync(handle.fileno())
+        jsonl.append_line(self.path, row, sync=True)  # on disk before the platform is told
         self._lines += 1
-        if self._lines > 2 * self.window:
-            tmp = self.path.with_suffix(".tmp")
-            body = "".join(
-                json.dumps(
+        if self._lines > 2 * self.window:  # keep the file to the window: rewritten whole
+            jsonl.rewrite(
+                self.path,
+                (
                     {
                         "chat": c,
                         "message": m,
                         **({"payload": self._open[c, m]} if (c, m) in self._open else {}),
                     }
-                )
-                + "\n"
-                for c, m in self._seen
+                    for c, m in self._seen
+                ),
             )
-            tmp.write_text(body, encoding="utf-8")
-            os.replace(tmp, self.path)
             self._lines = len(self._seen)
 
     async def _ensure_loaded(self) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import jsonl
 from ..errors import ShipAgentError
 
 __all__ = ["CODE_TTL_SECONDS", "PairingError", "PairingStore", "PendingCode"]
@@ -77,9 +77,7 @@ class PairingStore:
         return data  # type: ignore[no-any-return]
 
     def _write(self, data: dict[str, Any]) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, self.path)
+        jsonl.rewrite_raw(self.path, json.dumps(data, indent=1).encode("utf-8"))  # fsync, then rename
         self._cache = None
 
     def _drop_expired(self, data: dict[str, Any]) -> None:

@@ -86,6 +86,20 @@ async def test_dedupe_survives_a_restart_within_a_bounded_window(tmp_path: Path)
     assert len(seen.path.read_text().splitlines()) <= 2 * 5 + 1  # the file stays bounded too
 
 
+@pytest.mark.anyio
+async def test_a_torn_line_left_by_a_crash_never_swallows_the_next_accepted_message(tmp_path: Path) -> None:
+    seen = Dedupe(tmp_path, "telegram")
+    assert await seen.accept("42", "1", {"text": "first"})
+    with seen.path.open("a") as handle:
+        handle.write('{"chat": "42", "mess')  # the process died mid-append
+    again = Dedupe(tmp_path, "telegram")
+    assert not await again.accept("42", "1")
+    assert await again.accept("42", "2", {"text": "second"})
+    third = Dedupe(tmp_path, "telegram")
+    assert not await third.accept("42", "2")  # recorded on a line of its own, readable
+    assert await third.unfinished() == [{"text": "first"}, {"text": "second"}]
+
+
 def test_pairing_codes_are_single_use_and_expire(tmp_path: Path) -> None:
     now = [1000.0]
     store = PairingStore(tmp_path, clock=lambda: now[0])
