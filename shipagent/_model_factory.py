@@ -20,7 +20,9 @@ from .errors import ConfigError
 if TYPE_CHECKING:
     from pydantic_ai.models import Model
 
-__all__ = ["ENV", "FACTORY_HELP", "load_model_factory"]
+    from .agent import ShipAgent
+
+__all__ = ["ENV", "FACTORY_HELP", "host_agent", "load_model_factory"]
 
 ENV = "SHIPAGENT_MODEL_FACTORY"
 FACTORY_HELP = f"MODULE:ATTR of a pydantic-ai Model (or a function returning one) to use (env {ENV})."
@@ -59,3 +61,21 @@ def load_model_factory(spec: str | None, project_root: Path, *, use_env: bool = 
     if not isinstance(obj, Model):
         raise ConfigError(f"--model-factory {spec!r} gave a {type(obj).__name__}, not a pydantic-ai Model")
     return obj
+
+
+def host_agent(project: Path, model: str | None, model_factory: str | None) -> ShipAgent:
+    """The agent a long-running host (``serve``, ``channels run``) runs, its model built now.
+
+    The model is ``--model-factory``, else ``-m``, else ``$SHIPAGENT_MODEL_FACTORY``, else
+    ship.json's; building it here makes a missing model or key one line at start-up.
+
+    Raises:
+        ShipAgentError: ship.json, the factory or the model is unusable.
+    """
+    from .agent import ShipAgent
+
+    root = project.expanduser().resolve()
+    chosen: Model | str | None = load_model_factory(model_factory, root, use_env=model is None) or model
+    agent = ShipAgent.from_project(root, model=chosen)
+    agent.model  # noqa: B018 - fail here, with one line, when no model is configured
+    return agent

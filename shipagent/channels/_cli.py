@@ -93,18 +93,12 @@ def run_command(
     project: ProjectOpt = Path("."),
 ) -> None:
     """Run the channels enabled in ship.json (no HTTP server) until Ctrl-C or SIGTERM."""
-    from pydantic_ai.models import Model
 
-    from .._model_factory import load_model_factory
-    from ..agent import ShipAgent
+    from .._model_factory import host_agent
     from ._host import ChannelHost
 
     try:
-        root = project.expanduser().resolve()
-        # --model-factory, else -m, else $SHIPAGENT_MODEL_FACTORY, else ship.json (as `serve` does)
-        chosen: Model | str | None = load_model_factory(model_factory, root, use_env=model is None) or model
-        agent = ShipAgent.from_project(root, model=chosen)
-        agent.model  # noqa: B018 - fail here, with one line, when no model is configured
+        agent = host_agent(project, model, model_factory)  # as `serve` builds it
     except ShipAgentError as exc:
         _err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

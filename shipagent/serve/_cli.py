@@ -14,12 +14,10 @@ from pathlib import Path
 from typing import Annotated, Any, Protocol
 
 import typer
-from pydantic_ai.models import Model
 from rich.markup import escape
 
 from .._cliopts import ProjectOpt, err, fail, log_to_stderr
-from .._model_factory import FACTORY_HELP, load_model_factory
-from ..agent import ShipAgent
+from .._model_factory import FACTORY_HELP, host_agent, load_model_factory
 from ..config import ShipConfig
 from ..errors import ShipAgentError
 from ._auth import is_loopback
@@ -65,13 +63,9 @@ def serve(
     from ._app import create_app
 
     try:
-        root = project.expanduser().resolve()
-        # --model-factory, else -m, else $SHIPAGENT_MODEL_FACTORY, else ship.json
-        chosen: Model | str | None = load_model_factory(model_factory, root, use_env=model is None) or model
-        agent = ShipAgent.from_project(root, model=chosen)
+        agent = host_agent(project, model, model_factory)
         if no_worker:  # durable mode: this process enqueues; workers execute
             agent.turn_executor_options = {"worker": False}
-        agent.model  # noqa: B018 - fail here, with one line, when no model is configured
         app = create_app(agent)
     except ShipAgentError as exc:
         raise fail(str(exc)) from None

@@ -140,7 +140,7 @@ def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
     # the facade loads its public names on first use (importlib, by name): it imports little itself
     assert "shipagent.errors" in graph["shipagent"]
-    assert "shipagent.agent" in graph["shipagent.serve._cli"]  # ``from ..agent`` in a sub-package
+    assert "shipagent.agent" in graph["shipagent.serve._app"]  # ``from ..agent`` in a sub-package
     assert "shipagent._turn" in graph["shipagent.agent"]
     assert "shipagent.config" in graph["shipagent._lifecycle"]
     assert "shipagent.handover" in graph["shipagent.agent"]
