@@ -9,8 +9,11 @@ run``; ``shipagent serve``, beside the HTTP API) keeps the block open for as lon
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
+
+from pydantic.alias_generators import to_camel
 
 from ._types import Channel, ChannelHealth
 
@@ -53,17 +56,9 @@ class ChannelHost:
         return {channel.name: channel.health for channel in self.channels}
 
     def health_json(self) -> dict[str, dict[str, Any]]:
-        """:attr:`health` as ``/healthz`` shows it (camelCase; never a secret)."""
+        """:attr:`health` as ``/healthz`` shows it: every field camelCased, ``details`` left out."""
         return {
-            name: {
-                "connected": h.connected,
-                "lastInboundAt": h.last_inbound_at,
-                "lastError": h.last_error,
-                "backlog": h.backlog,
-                "restarts": h.restarts,
-                "stopped": h.stopped,
-                "undelivered": h.undelivered,
-            }
+            name: {to_camel(f.name): getattr(h, f.name) for f in fields(h) if f.name != "details"}
             for name, h in self.health.items()
         }
 
