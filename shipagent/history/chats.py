@@ -14,7 +14,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -24,7 +24,7 @@ from pydantic_ai.messages import ModelMessage
 from ..chatkeys import ShipPaths
 from ..config import ChatHistoryConfig
 from ..stores._record import CommitReport, TurnRecord
-from .compaction import CompactionResult, compact, compaction_input
+from .compaction import CompactionResult, Summarizer, compact, compaction_input
 from .injections import strip_injections
 from .logs import MessageLog
 
@@ -76,10 +76,6 @@ class PlannedTurn:
     def removed(self) -> list[list[ModelMessage]]:
         """What each compaction of the turn removed (kept as ``history`` context files)."""
         return [c.removed for c in (self.base_compaction, self.done) if c is not None and c.removed]
-
-
-Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
-"""``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
 
 
 Reconciler = Callable[[str], object]

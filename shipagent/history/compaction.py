@@ -15,7 +15,7 @@ What is removed from memory stays on disk (message log, transcript, history cont
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,6 +137,10 @@ def safe_cut_index(messages: Sequence[ModelMessage], keep: int) -> int:
             break
         cut -= 1
     return cut
+
+
+Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
+"""``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
 
 
 @dataclass(frozen=True, slots=True)

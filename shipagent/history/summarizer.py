@@ -17,8 +17,7 @@ from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 
-from .chats import Summarizer
-from .compaction import message_text
+from .compaction import Summarizer, message_text
 from .tokens import count_tokens, cut_text
 
 __all__ = ["SUMMARY_INSTRUCTIONS", "SUMMARY_MAX_TOKENS", "model_summarizer"]
@@ -48,7 +47,7 @@ def _transcript(previous: str, messages: list[ModelMessage]) -> str:
 
 
 def model_summarizer(model: Callable[[], Model]) -> Summarizer:
-    """A :data:`~.chats.Summarizer` that asks ``model()`` (resolved at call time)."""
+    """A :data:`~.compaction.Summarizer` that asks ``model()`` (resolved at call time)."""
     agent: Agent[None, str] = Agent(output_type=str, instructions=SUMMARY_INSTRUCTIONS, retries=0)
 
     async def summarize(previous: str, messages: list[ModelMessage]) -> str:
