@@ -39,8 +39,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.channels import ChannelHost, channels_from_config
-from shipagent.serve._app import create_app
+from shipagent.hosts.channels import ChannelHost, channels_from_config
+from shipagent.hosts.serve._app import create_app
 from tests.support.telegram_server import TOKEN, telegram_server
 
 ANSWER = "The answer is **forty-two**, as computed."

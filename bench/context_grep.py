@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from shipagent.chatkeys import ShipPaths
-from shipagent.files import ContextFiles
-from shipagent.files._grep import find_ripgrep
+from shipagent.store.files._grep import find_ripgrep
+from shipagent.tools.files import ContextFiles
 
 KEY = "bench:chat:1"
 _WORDS = [

@@ -38,8 +38,8 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
 from shipagent import ShipAgent, current_tool_context
-from shipagent.history.sections import message_tokens
-from shipagent.history.tokens import count_tokens
+from shipagent.window.sections import message_tokens
+from shipagent.window.tokens import count_tokens
 
 KEY = "bench:chat:ledger"
 
@@ -129,7 +129,7 @@ def main() -> None:
         command = [
             sys.executable,
             "-c",
-            "from shipagent.cli import main; main()",
+            "from shipagent.hosts.cli._app import main; main()",
             "inspect",
             KEY,
             "-C",

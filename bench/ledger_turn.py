@@ -42,9 +42,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from turn_overhead import make_history
 
 from shipagent import ShipAgent
-from shipagent.history.logs import MessageLog, Transcript
-from shipagent.ledger import Ledger
-from shipagent.ledger._ledger import LedgerRecorder
+from shipagent.agent.ledger import Ledger
+from shipagent.agent.ledger._ledger import LedgerRecorder
+from shipagent.store.logs import MessageLog, Transcript
 
 KEY = "bench:ledger"
 cpu: dict[str, float] = {"capture": 0.0, "write": 0.0}

@@ -30,7 +30,7 @@ from pydantic_ai.models.function import FunctionModel
 from turn_overhead import instant, make_history
 
 from shipagent import ShipAgent, jsonl
-from shipagent.history.logs import dump_messages, now_iso
+from shipagent.store.logs import dump_messages, now_iso
 
 
 def rss_mib() -> float:

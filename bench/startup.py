@@ -69,7 +69,7 @@ class _Model(BaseHTTPRequestHandler):
 def _cli() -> list[str]:
     script = Path(sys.executable).parent / "shipagent"
     found = str(script) if script.exists() else shutil.which("shipagent")
-    return [found] if found else [sys.executable, "-c", "from shipagent.cli import main; main()"]
+    return [found] if found else [sys.executable, "-c", "from shipagent.hosts.cli._app import main; main()"]
 
 
 def _child_env() -> dict[str, str]:

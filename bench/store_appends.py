@@ -25,9 +25,9 @@ from pathlib import Path
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from shipagent.chatkeys import ShipPaths
-from shipagent.handover import CARD_CHAT_MESSAGE, NewCard, TextContent
-from shipagent.handover._sqlite import SqliteCardBoxStore
-from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
+from shipagent.store.cards._sqlite import SqliteCardBoxStore
+from shipagent.store.logs import AgentContextLog, MessageLog, Transcript
+from shipagent.tools.handover import CARD_CHAT_MESSAGE, NewCard, TextContent
 
 TEXT = "question: " + "lorem ipsum ünïcödé " * 20  # ~400 bytes, a short chat turn
 CALLS = [{"tool": "exec_shell", "success": True, "error": None}]

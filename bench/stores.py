@@ -21,7 +21,7 @@ from typing import Any
 import anyio
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from shipagent.stores import FileStores, MemoryStores, PgStores, TurnWrite
+from shipagent.store import FileStores, MemoryStores, PgStores, TurnWrite
 
 
 def turn(i: int) -> TurnWrite:

@@ -43,12 +43,12 @@ sys.path.insert(0, str(Path(__file__).parent))
 from turn_overhead import SIZES, instant, interleaved_medians, make_history
 
 from shipagent import ShipAgent
-from shipagent._combined import SequentialCombinedToolset
-from shipagent._turn import _RunWindow
+from shipagent.agent._combined import SequentialCombinedToolset
+from shipagent.agent._turn import _RunWindow
 from shipagent.execution import use_tool_context
-from shipagent.files import CatalogToolset
-from shipagent.history.logs import MessageLog
-from shipagent.history.placement import ContextWindow
+from shipagent.store.logs import MessageLog
+from shipagent.tools.files import CatalogToolset
+from shipagent.window.placement import ContextWindow
 
 Turn = Callable[[int], Awaitable[None]]
 LAYERS = ("bare", "+ instructions", "+ tools", "+ context window")

@@ -44,7 +44,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from shipagent import ShipAgent
-from shipagent.history.logs import MessageLog, Transcript
+from shipagent.store.logs import MessageLog, Transcript
 
 SIZES = (10, 100, 1000)
 Turn = Callable[[int], Awaitable[None]]

@@ -39,15 +39,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from turn_overhead import instant, make_history
 
 from shipagent import ShipAgent
-from shipagent import _turn as turn_module
-from shipagent._combined import SequentialCombinedToolset
-from shipagent.files import CatalogToolset
-from shipagent.files import _catalog as files_catalog
-from shipagent.history.chats import ChatHistories
-from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
-from shipagent.history.placement import ContextWindow
-from shipagent.ledger._ledger import LedgerRecorder
-from shipagent.ledger._store import LedgerStore
+from shipagent.agent import _turn as turn_module
+from shipagent.agent._combined import SequentialCombinedToolset
+from shipagent.agent.ledger._ledger import LedgerRecorder
+from shipagent.agent.ledger._store import LedgerStore
+from shipagent.store.chats import ChatHistories
+from shipagent.store.logs import AgentContextLog, MessageLog, Transcript
+from shipagent.tools.files import CatalogToolset
+from shipagent.tools.files import _catalog as files_catalog
+from shipagent.window.placement import ContextWindow
 
 spent: dict[str, list[float]] = defaultdict(list)
 

@@ -2,7 +2,7 @@
 
 The public names load on first use (PEP 562 module ``__getattr__``): ``import shipagent`` and
 the ``shipagent`` command's start-up do not pay for pydantic-ai until something needs an agent.
-pydantic-ai's first-run banner is turned off by ``shipagent.agent`` (every run goes through
+pydantic-ai's first-run banner is turned off by ``shipagent.agent._agent`` (every run goes through
 :class:`ShipAgent`), not here, so that importing the package stays light.
 """
 
@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._executors import executor_factories as _executor_factories
+from ._moved import install as _install_moved
+from .agent._executors import executor_factories as _executor_factories
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from ._checks import Problem, check_project
     from ._deps import TurnDeps
-    from .agent import ShipAgent
+    from .agent._agent import ShipAgent
     from .config import ShipConfig, load_config
     from .errors import (
         BadRequestError,
@@ -35,13 +35,14 @@ if TYPE_CHECKING:
         ToolExecutionContext,
         current_tool_context,
     )
+    from .hosts.cli._checks import Problem, check_project
     from .results import AgentResult, StepEvent, ToolCallRecord
 
 
 def _durable_executor(agent: ShipAgent) -> object:
     """ship.json ``durable.enabled``: the DBOS-backed executor (imported here, on first use)."""
     try:
-        from .durable._runtime import DurableExecutor
+        from .hosts.durable._runtime import DurableExecutor
     except ImportError as exc:
         raise ConfigError(
             f"durable.enabled needs the durable extra: pip install -e '.[durable]' in the shipagent checkout ({exc})",
@@ -51,6 +52,7 @@ def _durable_executor(agent: ShipAgent) -> object:
 
 
 _executor_factories.setdefault("durable", _durable_executor)  # type: ignore[arg-type]
+_install_moved()
 
 _HOME = {
     "AgentResult": "results",
@@ -63,7 +65,7 @@ _HOME = {
     "Done": "events",
     "InjectionResult": "execution",
     "NotFoundError": "errors",
-    "Problem": "_checks",
+    "Problem": "hosts.cli._checks",
     "ProjectLockedError": "errors",
     "ReplyChannel": "execution",
     "ShipAgent": "agent",
@@ -77,7 +79,7 @@ _HOME = {
     "ToolFinished": "events",
     "ToolStarted": "events",
     "TurnDeps": "_deps",
-    "check_project": "_checks",
+    "check_project": "hosts.cli._checks",
     "current_tool_context": "execution",
     "load_config": "config",
 }
@@ -116,7 +118,7 @@ __all__ = [
 
 def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
-    if home is None:  # ``shipagent.history`` and friends, as when this file imported them eagerly
+    if home is None:  # ``shipagent.window`` and friends, as when this file imported them eagerly
         try:
             return importlib.import_module(f".{name}", __name__)
         except ModuleNotFoundError as exc:

@@ -18,7 +18,7 @@ from pydantic_ai import RunContext
 from .execution import ToolExecutionContext, current_tool_context, running_tool_context
 
 if TYPE_CHECKING:
-    from .history.logs import MessageLog
+    from .store.logs import MessageLog
 
 __all__ = ["RecordTail", "TurnDeps", "TurnStores", "deps_of", "run_of"]
 
@@ -34,7 +34,7 @@ class TurnStores:
     """Where the history tools read a chat's logs when they are not the ``.ship/`` files.
 
     ``None`` everywhere (the default) means the project's files; a durable worker whose chats
-    live in Postgres sets all three (its turn hooks' :meth:`~shipagent.turns.TurnHooks.tool_stores`).
+    live in Postgres sets all three (its turn hooks' :meth:`~shipagent.agent.turns.TurnHooks.tool_stores`).
 
     Attributes:
         transcript: the shared transcript ``chat_load_history`` reads.

@@ -29,9 +29,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+from ._channels_config import ChannelsConfig
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
 from ._strict import strict_scalar
-from .channels._config import ChannelsConfig
 from .errors import ConfigError
 
 __all__ = [
@@ -287,7 +287,7 @@ class ObservabilityConfig(_Model):
 
 
 class DurableConfig(_Model):
-    """``durable``: run each turn as a DBOS workflow; see ``shipagent.durable``.
+    """``durable``: run each turn as a DBOS workflow; see ``shipagent.hosts.durable``.
 
     ``database`` is ``"sqlite"`` (a system database at ``.ship/durable.sqlite``, one machine) or a
     ``postgresql://`` URL (usually ``"${DATABASE_URL}"``) shared by every worker of a cluster.
@@ -296,7 +296,7 @@ class DurableConfig(_Model):
     enabled: bool = False
     database: str = "sqlite"
     executor_id: str | None = None
-    """Stable across restarts of one worker; default: the first ``<hostname>:<n>`` no live worker holds (see ``shipagent.durable``)."""
+    """Stable across restarts of one worker; default: the first ``<hostname>:<n>`` no live worker holds (see ``shipagent.hosts.durable``)."""
     recover_after_seconds: float = Field(default=30, gt=0)
 
     @field_validator("database")

@@ -10,7 +10,7 @@ of anybody else's::
      ├── BadRequestError    a handover / packing request is malformed (wrong type, missing field)
      ├── NotFoundError      a card, box, profile or context ref does not exist
      ├── ProjectLockedError another process has the project open (holds ``.ship/lock``)
-     └── LedgerReferenceError (``shipagent.ledger``, also a ``ValueError``) a ledger line
+     └── LedgerReferenceError (``shipagent.agent.ledger``, also a ``ValueError``) a ledger line
                             refers to an earlier record that is missing or damaged
 
 Failures *inside* a run (model errors, tool crashes, limits) are not raised: they come back as

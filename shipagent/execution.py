@@ -7,8 +7,8 @@ reads the chat key and the project and injects messages the model sees on every 
 the same run.
 
 Injected messages never enter the chat's persisted history. They travel as data: the injecting
-tool call's ``ToolReturn`` carries them in its metadata (``shipagent.history.injections``), the
-history placement capability (``shipagent.history.placement``) rebuilds them from the run's
+tool call's ``ToolReturn`` carries them in its metadata (``shipagent.window.injections``), the
+history placement capability (``shipagent.window.placement``) rebuilds them from the run's
 messages and lays them into each request as it is sent, and the commit strips them. So they
 survive anything that rebuilds the run from its messages (a replayed durable turn) while this
 object only keeps the per-run dedupe state that answers ``inject_*_once``.
@@ -29,8 +29,8 @@ from .errors import ToolContextError
 if TYPE_CHECKING:
     from .chatkeys import ShipPaths
     from .config import ShipConfig
-    from .context._types import SessionContext
-    from .files._store import ContextFiles
+    from .store.files._store import ContextFiles
+    from .tools.context._types import SessionContext
 
 __all__ = [
     "ApprovalRequest",
@@ -106,7 +106,7 @@ class ReplyChannel(Protocol):
 
     The core knows only this: a host passes one to ``ShipAgent.run(..., channel=...)`` and the
     turn's ``chat_send`` calls it (a coroutine, or a plain function). What a chat app's channel
-    does besides — streaming by edits, buttons, files — is the channel host's (``shipagent.channels``).
+    does besides — streaming by edits, buttons, files — is the channel host's (``shipagent.hosts.channels``).
     """
 
     def send_text(self, chat_key: str, text: str) -> Awaitable[None] | None:

@@ -196,7 +196,7 @@ def _command_doc(command: Any, ctx: Any, prefix: str, out: list[str]) -> None:
 
 
 def cli_reference() -> str:
-    from shipagent.cli import app
+    from shipagent.hosts.cli._app import app
 
     root = typer.main.get_command(app)
     ctx = typer.Context(root, info_name="shipagent")

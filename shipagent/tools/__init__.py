@@ -11,6 +11,10 @@ Every tool takes pydantic-ai's ``RunContext[TurnDeps]`` and reads its run from `
 same :class:`~shipagent.ToolExecutionContext` :func:`shipagent.current_tool_context` returns), and
 reports failures as ``{"success": false, "error": ...}`` so the model can react instead of the run
 dying.
+
+The other tools have packages of their own here: :mod:`.files` (context files), :mod:`.handover`
+(work handed to other agents), :mod:`.mcp` (MCP servers), :mod:`.context` (context providers and
+the capability catalog), and :mod:`.skills` reads a project's ``skills/``.
 """
 
 from __future__ import annotations
@@ -20,13 +24,13 @@ from typing import Any
 from pydantic_ai import Tool
 from pydantic_ai.toolsets import FunctionToolset
 
-from ..files import NO_SPILL_METADATA
 from ._agent_context import agent_load_context
 from ._chat import chat_load_history, chat_send
 from ._loader import load_tool_modules
 from ._sandbox import sandbox_check_hook, sandbox_report, warn_if_unsandboxed
 from ._shell import ShellDecision, decide_exec_shell, exec_shell, request_approval
 from ._skills import SkillsCache, make_skills_tools
+from .files._tools import NO_SPILL_METADATA
 
 __all__ = [
     "BUILTIN_TOOL_NAMES",

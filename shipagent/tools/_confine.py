@@ -5,7 +5,7 @@ The sandbox (``_sandbox``) decides what a command can *see*; this module decides
 
 - **Environment.** A command starts from an empty environment plus ``PATH``, ``HOME``, ``LANG``,
   ``TERM`` and what ``permissions.execShell.env`` names, so ``env`` never prints the server's API
-  keys (MCP stdio servers get the same treatment in ``shipagent.mcp._stdio``).
+  keys (MCP stdio servers get the same treatment in ``shipagent.tools.mcp._stdio``).
 - **File descriptors.** Only stdin, stdout and stderr: uvloop's spawn passes every descriptor that
   is not close-on-exec (a server started as ``shipagent serve 8>>host.log`` has one), so
   :func:`seal_descriptors` marks every descriptor above 2 close-on-exec before a spawn.

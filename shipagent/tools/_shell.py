@@ -50,7 +50,6 @@ from .._deps import TurnDeps, deps_of
 from ..config import ExecShellPermission
 from ..errors import ShipAgentError
 from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext
-from ..files import context_files_for
 from ._common import failure
 from ._confine import (
     command_environment,
@@ -62,6 +61,7 @@ from ._confine import (
 from ._output import OUTPUT_CAP_BYTES, Capture, Store
 from ._sandbox import plan_sandbox
 from ._shellwords import allow_blocker
+from .files._tools import context_files_for
 
 __all__ = [
     "OUTPUT_CAP_BYTES",

@@ -20,8 +20,8 @@ from pydantic_ai import RunContext
 
 from .._deps import TurnDeps, deps_of
 from ..config import ShipConfig
-from ..skills import Skill, find_skill, scan_skills
 from ._common import failure
+from .skills import Skill, find_skill, scan_skills
 
 __all__ = ["SkillsCache", "make_skills_tools"]
 

@@ -15,8 +15,8 @@ import pytest
 
 from shipagent import jsonl
 from shipagent.chatkeys import ShipPaths
-from shipagent.history.logs import AgentContextLog, agent_context_summary
-from shipagent.stores._records import summarize_window
+from shipagent.store._records import summarize_window
+from shipagent.store.logs import AgentContextLog, agent_context_summary
 
 CALL = [{"tool": "exec_shell", "success": True, "error": None}]
 
@@ -79,7 +79,7 @@ def test_a_damaged_line_inside_the_window_never_fails_a_commit(
     assert lines[1] == b'{"v":1,"requestId":"bad", not json}'  # kept as it was, unread
     assert [r["requestId"] for r in restarted.last("k", 10)] == ["r1", "r2", "r3"]  # readers skip it
 
-    with caplog.at_level(logging.WARNING, logger="shipagent.history"):
+    with caplog.at_level(logging.WARNING, logger="shipagent.window"):
         restarted.append("k", "r4", "four", "a4", CALL)  # merges the summary and the damaged line
     lines = _lines(path)
     summary = json.loads(lines[0])

@@ -18,9 +18,9 @@ from pydantic_ai.messages import (
 )
 
 from shipagent import current_tool_context
-from shipagent.history.budget import fit_to_budget
-from shipagent.history.compaction import is_summary, summary_message
-from shipagent.history.tokens import count_tokens
+from shipagent.window.budget import fit_to_budget
+from shipagent.window.compaction import is_summary, summary_message
+from shipagent.window.tokens import count_tokens
 from tests.support.core import (
     ScriptedModel,
     answer,
@@ -65,7 +65,7 @@ def _part_text(part: object) -> str:
 
 def sent_tokens(messages: list[ModelMessage]) -> int:
     """What a request's messages cost in o200k_base tokens (counted exactly, no upper bound)."""
-    from shipagent.history.tokens import encoding
+    from shipagent.window.tokens import encoding
 
     return sum(
         len(encoding().encode(_part_text(p), disallowed_special=())) for m in messages for p in m.parts
@@ -263,7 +263,7 @@ def test_over_budget_run_elides_its_oldest_tool_result_first() -> None:
     """When a run's own results overflow, the oldest are elided to a stub; the newest page stays whole."""
     from pydantic_ai.messages import ModelRequest, ModelResponse, ToolCallPart, ToolReturnPart, UserPromptPart
 
-    from shipagent.history.budget import fit_to_budget, message_tokens
+    from shipagent.window.budget import fit_to_budget, message_tokens
 
     page = "line of a paged log file with words\n" * 180  # ~1,800 tokens: under the per-part cap
     current = [ModelRequest(parts=[UserPromptPart("read the log")])]

@@ -10,8 +10,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from shipagent.handover import _runtime as handover_runtime
-from shipagent.history import agent_context
+from shipagent.store import agent_context
+from shipagent.tools.handover import _runtime as handover_runtime
 from tests.support.core import ScriptedModel, context_limits, dump, make_agent, make_project, read_jsonl
 
 

@@ -18,7 +18,7 @@ from pydantic_ai.messages import (
 )
 
 from shipagent import ShipAgent, StepEvent
-from shipagent.history.compaction import compact, is_summary, safe_cut_index
+from shipagent.window.compaction import compact, is_summary, safe_cut_index
 from tests.support.core import (
     ScriptedModel,
     answer,

@@ -341,8 +341,8 @@ def test_a_colon_after_no_known_provider_belongs_to_the_model_name(
 ) -> None:
     from pydantic_ai.models.wrapper import WrapperModel
 
+    from shipagent.agent.models import build_model, model_provider
     from shipagent.config import parse_config
-    from shipagent.models import build_model, model_provider
 
     config = parse_config({"llm": llm})
     model = build_model(config.llm)

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from shipagent import cli
 from shipagent.config import parse_config
 from shipagent.errors import ConfigError
+from shipagent.hosts.cli import _app as cli
 
 runner = CliRunner()
 

@@ -12,8 +12,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.files._render import render_messages
-from shipagent.history.compaction import is_summary, summary_id
+from shipagent.store.files._render import render_messages
+from shipagent.window.compaction import is_summary, summary_id
 from tests.support.core import ScriptedModel, make_agent, make_project, read_jsonl
 
 pytestmark = pytest.mark.anyio
@@ -102,14 +102,14 @@ async def test_context_expand_pages_the_original_messages_verbatim(tmp_path: Pat
 
 async def _expand_missing(agent: ShipAgent) -> dict[str, Any]:
     from shipagent._deps import TurnDeps
-    from shipagent.files._tools import expand_page
+    from shipagent.tools.files._tools import expand_page
 
     return await expand_page(TurnDeps(agent._context(KEY, "r", None)), "S404-405")
 
 
 def test_a_log_written_before_seqs_gets_implicit_ones(tmp_path: Path) -> None:
     from shipagent.chatkeys import ShipPaths
-    from shipagent.history.logs import MessageLog, dump_messages
+    from shipagent.store.logs import MessageLog, dump_messages
 
     log = MessageLog(ShipPaths(tmp_path))
     path = log.path(KEY)

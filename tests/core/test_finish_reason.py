@@ -21,8 +21,9 @@ import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
+from shipagent import ShipAgent
 from shipagent.events import Done, TextDelta
+from shipagent.hosts.cli import _app as cli
 from shipagent.results import AgentResult
 from tests.support.core import make_project, user_texts
 from tests.support.cut import CUT_TEXT, CutScript
@@ -138,7 +139,7 @@ def test_chat_marks_a_cut_answer_under_the_streamed_text(
 def cut_server(tmp_path: Path) -> Iterator[str]:
     make_project(tmp_path, {"name": "cut-agent"})
     agent = ShipAgent.from_project(tmp_path, model=CutScript().model)
-    from shipagent.serve import create_app
+    from shipagent.hosts.serve import create_app
 
     with serving(create_app(agent)) as url:
         yield url
@@ -251,7 +252,7 @@ def test_the_sse_stream_of_a_timed_out_answer_ends_in_a_done_marked_timeout(tmp_
     make_project(tmp_path, {"llm": {"timeoutSeconds": 2}})
     script = CutScript(length=False, hang_after=2)
     agent = ShipAgent.from_project(tmp_path, model=script.model)
-    from shipagent.serve import create_app
+    from shipagent.hosts.serve import create_app
 
     with serving(create_app(agent)) as url:
         events = _sse(url, "/v1/chats/web:sse/messages", {"text": "hi", "stream": True})
@@ -275,7 +276,7 @@ def test_the_sse_stream_of_a_timed_out_answer_ends_in_a_done_marked_timeout(tmp_
 def test_finish_reason_of_reads_the_last_response() -> None:
     from pydantic_ai.messages import ModelRequest, UserPromptPart
 
-    from shipagent._streaming import finish_reason_of
+    from shipagent.agent._streaming import finish_reason_of
 
     asked = ModelRequest(parts=[UserPromptPart("q")])
 
@@ -294,7 +295,7 @@ def test_finish_reason_of_reads_the_last_response() -> None:
 def test_keep_cut_answer_keeps_only_the_text_of_the_interrupted_response() -> None:
     from pydantic_ai.messages import ModelRequest, ToolCallPart, UserPromptPart
 
-    from shipagent._streaming import keep_cut_answer
+    from shipagent.agent._streaming import keep_cut_answer
 
     asked = ModelRequest(parts=[UserPromptPart("q")])
     partial = ModelResponse(

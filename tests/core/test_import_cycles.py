@@ -8,10 +8,10 @@ Every ``import`` counts:
 - imports inside functions — a lazy import only delays a cycle (and hides it from the
   interpreter's partial-module errors), it does not remove the dependency.
 
-So "nothing below the agent imports it" follows: anything ``shipagent.agent`` reaches that
-imported ``shipagent.agent`` back would close a cycle here.
+So "nothing below the agent imports it" follows: anything ``shipagent.agent._agent`` reaches that
+imported ``shipagent.agent._agent`` back would close a cycle here.
 
-An edge goes to the module named, not to its parent packages: importing ``shipagent.files._ref``
+An edge goes to the module named, not to its parent packages: importing ``shipagent.store.files._ref``
 runs ``shipagent/__init__`` first, but that is Python's package machinery, not a dependency the
 code chose.
 """
@@ -140,12 +140,16 @@ def test_the_graph_sees_the_package() -> None:
     graph = import_graph()
     # the facade loads its public names on first use (importlib, by name): it imports little itself
     assert "shipagent.errors" in graph["shipagent"]
-    assert "shipagent.agent" in graph["shipagent.serve._app"]  # ``from ..agent`` in a sub-package
-    assert "shipagent._turn" in graph["shipagent.agent"]
-    assert "shipagent.config" in graph["shipagent._lifecycle"]
-    assert "shipagent.handover" in graph["shipagent.agent"]
-    assert "shipagent.serve._state" in graph["shipagent.serve._routes"]  # under TYPE_CHECKING
-    assert "shipagent.handover._tools" in graph["shipagent.handover._runtime"]  # inside a function
+    assert (
+        "shipagent.agent._agent" in graph["shipagent.hosts.serve._app"]
+    )  # ``from ..agent`` in a sub-package
+    assert "shipagent.agent._turn" in graph["shipagent.agent._agent"]
+    assert "shipagent.config" in graph["shipagent.agent._lifecycle"]
+    assert "shipagent.tools.handover._runtime" in graph["shipagent.agent._agent"]
+    assert "shipagent.hosts.serve._state" in graph["shipagent.hosts.serve._routes"]  # under TYPE_CHECKING
+    assert (
+        "shipagent.tools.handover._tools" in graph["shipagent.tools.handover._runtime"]
+    )  # inside a function
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -190,5 +194,5 @@ def test_the_package_has_no_import_cycles() -> None:
 def test_handover_never_imports_the_agent() -> None:
     graph = import_graph()
     for name, targets in graph.items():
-        if name.startswith("shipagent.handover"):
-            assert "shipagent.agent" not in targets, name
+        if name.startswith("shipagent.tools.handover"):
+            assert "shipagent.agent._agent" not in targets, name

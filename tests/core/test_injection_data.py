@@ -23,14 +23,14 @@ from shipagent import current_tool_context
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import parse_config
 from shipagent.execution import InjectedMessage, ToolExecutionContext, _current, use_tool_context
-from shipagent.history.injections import (
+from shipagent.window.injections import (
     INJECTIONS_KEY,
     InjectionToolset,
     attach_injections,
     run_injections,
     strip_injections,
 )
-from shipagent.history.placement import ContextWindow, place_injections
+from shipagent.window.placement import ContextWindow, place_injections
 from tests.support.core import ScriptedModel, answer, has_tool_return, make_agent, make_project, render, texts
 
 pytestmark = pytest.mark.anyio

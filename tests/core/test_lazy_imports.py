@@ -17,13 +17,13 @@ def _loaded_after(code: str) -> list[str]:
 
 def test_import_shipagent_and_the_cli_module_load_nothing_heavy() -> None:
     assert _loaded_after("import shipagent") == []
-    assert _loaded_after("import shipagent.cli") == []
+    assert _loaded_after("import shipagent.hosts.cli._app") == []
 
 
 def test_help_lists_the_lazy_subcommands_without_loading_them() -> None:
     code = (
         "import contextlib, io\n"
-        "from shipagent.cli import app\n"
+        "from shipagent.hosts.cli._app import app\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):\n"
         "    app(['--help'])\n"
@@ -52,11 +52,11 @@ ROOMS_UNUSED = (
     "jsonschema",
     "yaml",
     "pydantic_ai.models.function",
-    "shipagent.serve",
-    "shipagent.durable",
-    "shipagent.files._cli",
-    "shipagent.mcp._cli",
-    "shipagent.ledger._cli",
+    "shipagent.hosts.serve",
+    "shipagent.hosts.durable",
+    "shipagent.hosts.cli._files",
+    "shipagent.hosts.cli._mcp",
+    "shipagent.hosts.cli._ledger",
     "typer",
     "tiktoken",
 )
@@ -79,5 +79,5 @@ def _modules_after_agent(project: str) -> set[str]:
 def test_a_plain_agent_loads_no_room_it_does_not_use(tmp_path: Path) -> None:
     (tmp_path / "ship.json").write_text('{"name": "plain"}')
     loaded = _modules_after_agent(str(tmp_path))
-    assert "shipagent.agent" in loaded  # the probe really built an agent
+    assert "shipagent.agent._agent" in loaded  # the probe really built an agent
     assert [name for name in ROOMS_UNUSED if name in loaded] == []

@@ -20,15 +20,15 @@ def test_an_agent_is_built_without_tiktoken_or_the_inspect_cli(tmp_path: Path) -
         [sys.executable, "-c", _BUILD, str(tmp_path)], capture_output=True, text=True, check=True
     )
     loaded = set(out.stdout.split())
-    assert "shipagent.agent" in loaded
-    assert {"tiktoken", "shipagent.ledger._cli"} & loaded == set()
+    assert "shipagent.agent._agent" in loaded
+    assert {"tiktoken", "shipagent.hosts.cli._ledger"} & loaded == set()
     # and both still arrive when used
     used = subprocess.run(
         [
             sys.executable,
             "-c",
-            "from shipagent.history.tokens import count_tokens\n"
-            "from shipagent.ledger._cli import inspect_command\n"
+            "from shipagent.window.tokens import count_tokens\n"
+            "from shipagent.hosts.cli._ledger import inspect_command\n"
             "print(count_tokens('hello world'), callable(inspect_command))",
         ],
         capture_output=True,

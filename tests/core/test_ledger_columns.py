@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from shipagent.agent.ledger import LedgerItem, RequestRecord
+from shipagent.agent.ledger._store import LedgerStore
 from shipagent.chatkeys import ShipPaths
-from shipagent.ledger import LedgerItem, RequestRecord
-from shipagent.ledger._store import LedgerStore
 
 KEY = "web:user:9"
 

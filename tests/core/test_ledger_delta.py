@@ -25,15 +25,15 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from shipagent.agent.ledger import LedgerReferenceError, RequestRecord
+from shipagent.agent.ledger._encode import WHOLE_EVERY, Base, encode_report
+from shipagent.agent.ledger._inspect import find_record
+from shipagent.agent.ledger._records import record_from_report
+from shipagent.agent.ledger._store import LedgerStore
 from shipagent.chatkeys import ShipPaths
-from shipagent.history.budget import Budget, Plan
-from shipagent.history.placement import RequestReport
-from shipagent.history.sections import Item
-from shipagent.ledger import LedgerReferenceError, RequestRecord
-from shipagent.ledger._encode import WHOLE_EVERY, Base, encode_report
-from shipagent.ledger._inspect import find_record
-from shipagent.ledger._records import record_from_report
-from shipagent.ledger._store import LedgerStore
+from shipagent.window.budget import Budget, Plan
+from shipagent.window.placement import RequestReport
+from shipagent.window.sections import Item
 
 KEY = "web:user:delta"
 

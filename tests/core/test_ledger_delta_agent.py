@@ -27,11 +27,12 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli, current_tool_context
-from shipagent.history.placement import RequestReport
-from shipagent.ledger import RequestRecord
-from shipagent.ledger._ledger import LedgerRecorder
-from shipagent.ledger._records import record_from_report
+from shipagent import ShipAgent, current_tool_context
+from shipagent.agent.ledger import RequestRecord
+from shipagent.agent.ledger._ledger import LedgerRecorder
+from shipagent.agent.ledger._records import record_from_report
+from shipagent.hosts.cli import _app as cli
+from shipagent.window.placement import RequestReport
 from tests.support.core import last_user_text
 from tests.support.paths import FIXTURES
 

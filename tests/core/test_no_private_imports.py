@@ -76,7 +76,7 @@ def _modules() -> list[tuple[str, Path]]:
 
 def test_the_walk_sees_the_package() -> None:
     names = {name for name, _ in _modules()}
-    assert "shipagent.agent" in names and "shipagent.ledger._store" in names
+    assert "shipagent.agent._agent" in names and "shipagent.agent.ledger._store" in names
 
 
 def test_no_module_imports_a_private_pydantic_ai_name() -> None:

@@ -9,8 +9,8 @@ from pydantic_ai.exceptions import ModelContextWindowExceededError, ModelHTTPErr
 from pydantic_ai.messages import ModelMessage, ToolReturnPart
 
 from shipagent import AgentResult, ShipAgent, StepEvent
-from shipagent.agent import MAX_OVERFLOW_RETRIES, is_context_overflow
-from shipagent.history.compaction import is_summary
+from shipagent.agent._agent import MAX_OVERFLOW_RETRIES, is_context_overflow
+from shipagent.window.compaction import is_summary
 from tests.support.core import (
     ScriptedModel,
     answer,
@@ -153,7 +153,7 @@ async def test_overflow_on_a_new_chat_fails_cleanly(tmp_path: Path) -> None:
 async def test_model_error_is_a_failed_result_and_history_is_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, says: list[str], attempts: int
 ) -> None:
-    monkeypatch.setattr("shipagent._retry.RETRY_BASE_DELAY", 0.0)
+    monkeypatch.setattr("shipagent.agent._retry.RETRY_BASE_DELAY", 0.0)
     root = make_project(tmp_path)
     fail = {"on": False}
 

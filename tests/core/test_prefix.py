@@ -16,9 +16,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
+from shipagent.agent.models import build_model_settings
 from shipagent.config import LlmConfig
-from shipagent.context import Resource
-from shipagent.models import build_model_settings
+from shipagent.tools.context import Resource
 from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.anyio

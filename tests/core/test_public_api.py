@@ -159,23 +159,23 @@ def test_run_sync(tmp_path) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_durable_room_surface() -> None:
-    import shipagent.durable
+    import shipagent.hosts.durable
 
-    assert shipagent.durable.__all__ == [
+    assert shipagent.hosts.durable.__all__ == [
         "DurableExecutor",
         "DurableSettings",
         "claim_executor_id",
         "recover_executors",
         "resolve_settings",
     ]
-    for name in shipagent.durable.__all__:
-        assert getattr(shipagent.durable, name).__doc__, name
+    for name in shipagent.hosts.durable.__all__:
+        assert getattr(shipagent.hosts.durable, name).__doc__, name
 
 
 def test_stores_room_surface() -> None:
-    import shipagent.stores
+    import shipagent.store
 
-    assert shipagent.stores.__all__ == [
+    assert shipagent.store.__all__ == [
         "AgentContextStore",
         "Committed",
         "ContextFileStore",
@@ -192,5 +192,5 @@ def test_stores_room_surface() -> None:
         "migrate",
         "open_stores",
     ]
-    for name in shipagent.stores.__all__:
-        assert getattr(shipagent.stores, name).__doc__, name
+    for name in shipagent.store.__all__:
+        assert getattr(shipagent.store, name).__doc__, name

@@ -21,10 +21,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from shipagent import ShipAgent, current_tool_context
-from shipagent.history.budget import Budget, plan_request, render_prior
-from shipagent.history.compaction import summary_message
-from shipagent.history.placement import build_items
-from shipagent.history.sections import message_tokens, render_item
+from shipagent.window.budget import Budget, plan_request, render_prior
+from shipagent.window.compaction import summary_message
+from shipagent.window.placement import build_items
+from shipagent.window.sections import message_tokens, render_item
 from tests.support.core import render
 
 pytestmark = pytest.mark.anyio
@@ -129,7 +129,7 @@ async def test_a_huge_injection_shrinks_only_the_injections_section(tmp_path: Pa
     rendered = render(request)
     injected = [t for _, kind, t in rendered if kind == "system-prompt" and t.startswith("RULES-HEAD")]
     assert len(injected) == 1 and "shipagent cut" in injected[0]
-    from shipagent.history.tokens import count_tokens
+    from shipagent.window.tokens import count_tokens
 
     assert count_tokens(injected[0]) <= 2000 + 60  # 5% of 40000 (plus the cut marker)
     # everything else arrived whole: the whole history, the user's text, the tool result

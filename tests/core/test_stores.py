@@ -18,10 +18,7 @@ from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, Text
 
 from shipagent import jsonl
 from shipagent.errors import NotFoundError
-from shipagent.files import ContextRef
-from shipagent.handover import NewCard, TextContent
-from shipagent.history.logs import dump_messages
-from shipagent.stores import (
+from shipagent.store import (
     AgentContextStore,
     Committed,
     ContextFileStore,
@@ -33,6 +30,9 @@ from shipagent.stores import (
     TranscriptStore,
     TurnWrite,
 )
+from shipagent.store.logs import dump_messages
+from shipagent.tools.files import ContextRef
+from shipagent.tools.handover import NewCard, TextContent
 
 pytestmark = pytest.mark.anyio
 
@@ -334,7 +334,7 @@ async def test_file_stores_write_what_the_runtime_writes(tmp_path: Path) -> None
 
 def test_open_stores_follows_ship_json_durable_database(tmp_path: Path) -> None:
     from shipagent.config import ShipConfig
-    from shipagent.stores import open_stores
+    from shipagent.store import open_stores
 
     plain = ShipConfig.model_validate({"name": "p"})
     assert isinstance(open_stores(tmp_path, plain), FileStores)

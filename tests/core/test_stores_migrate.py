@@ -14,7 +14,7 @@ import pytest
 from click.testing import Result
 from typer.testing import CliRunner
 
-from shipagent import cli
+from shipagent.hosts.cli import _app as cli
 from tests.support.core import (
     ScriptedModel,
     answer,

@@ -15,8 +15,8 @@ import pytest
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from shipagent.errors import ShipAgentError
-from shipagent.files import ContextRef
-from shipagent.stores import Committed, PgStores, TurnWrite
+from shipagent.store import Committed, PgStores, TurnWrite
+from shipagent.tools.files import ContextRef
 from tests.support.paths import child_env
 
 pytestmark = pytest.mark.anyio
@@ -95,7 +95,7 @@ async def test_worker_killed_9_mid_commit_leaves_nothing_and_no_lock(
         f"""
         import anyio, pathlib, sys
         from tests.core.test_stores_postgres import turn
-        from shipagent.stores import PgStores
+        from shipagent.store import PgStores
 
         async def main():
             stores = PgStores({pg_database + "?application_name=crashing-worker"!r})

@@ -312,7 +312,7 @@ def test_can_stream_looks_through_wrapper_models() -> None:
     from pydantic_ai.models.function import FunctionModel
     from pydantic_ai.models.wrapper import WrapperModel
 
-    from shipagent._streaming import can_stream
+    from shipagent.agent._streaming import can_stream
 
     whole = FunctionModel(lambda messages, info: answer("x"))
     assert not can_stream(whole) and not can_stream(WrapperModel(whole))

@@ -12,8 +12,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from shipagent import ShipAgent
-from shipagent.history.compaction import is_summary, summary_id
 from shipagent.results import StepEvent
+from shipagent.window.compaction import is_summary, summary_id
 
 pytestmark = pytest.mark.anyio
 KEY = "tg:chat:5"

@@ -11,7 +11,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from shipagent import ShipAgent
-from shipagent.history.tokens import TokenCalibration
+from shipagent.window.tokens import TokenCalibration
 
 pytestmark = pytest.mark.anyio
 KEY = "api:chat:c"

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import tiktoken.load
 
-from shipagent.history import tokens
-from shipagent.history.tokens import O200K_SHA256, count_tokens, cut_text, encoding, token_upper_bound
+from shipagent.window import tokens
+from shipagent.window.tokens import O200K_SHA256, count_tokens, cut_text, encoding, token_upper_bound
 
 # Reference token ids of o200k_base (as published by tiktoken for gpt-4o).
 KNOWN = {

@@ -17,8 +17,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 import shipagent
 from shipagent._deps import FILE_STORES, TurnDeps, TurnStores
+from shipagent.agent.turns import TurnHooks
 from shipagent.execution import ToolExecutionContext, current_tool_context
-from shipagent.turns import TurnHooks
 from tests.support.tools import (
     Call,
     Script,
@@ -35,8 +35,8 @@ PACKAGE = Path(shipagent.__file__).parent
 
 ALLOWED = {
     ("execution.py", "_current"): "pydantic-ai",  # calls a tool written without ctx with its arguments only
-    ("_retry.py", "_listener"): "pydantic-ai",  # Model.request gets no RunContext
-    ("mcp/_stdio.py", "_current"): "MCP SDK",  # spawns and decodes inside its own connection task
+    ("agent/_retry.py", "_listener"): "pydantic-ai",  # Model.request gets no RunContext
+    ("tools/mcp/_stdio.py", "_current"): "MCP SDK",  # spawns and decodes inside its own connection task
 }
 """The ContextVars shipagent may have, and the library that calls it without a context."""
 

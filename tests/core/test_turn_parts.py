@@ -1,6 +1,6 @@
 """The turn is a function of explicit parts: it runs without an agent, from a model and a dict.
 
-``shipagent._turn.run_turn`` takes a :class:`~shipagent._turn.TurnParts` — the model, the toolset,
+``shipagent.agent._turn.run_turn`` takes a :class:`~shipagent.agent._turn.TurnParts` — the model, the toolset,
 the instructions, the store operations as plain callables — and nothing else. These tests build
 the parts by hand (a ``FunctionModel``, an in-memory store that is a dict, a pydantic-ai toolset)
 and check what the turn does with them; the first one checks that the turn's module cannot reach
@@ -24,13 +24,13 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
 from shipagent._deps import TurnDeps, TurnStores
-from shipagent._streaming import PendingApprovals
-from shipagent._turn import TurnParts, run_turn
+from shipagent.agent._streaming import PendingApprovals
+from shipagent.agent._turn import TurnParts, run_turn
+from shipagent.agent.turns import CommitOutcome, TurnCommit
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
 from shipagent.events import Compacted, Done, RunEvent, TextDelta
 from shipagent.execution import ToolExecutionContext
-from shipagent.turns import CommitOutcome, TurnCommit
 
 pytestmark = pytest.mark.anyio
 PACKAGE = Path(__file__).resolve().parents[2] / "shipagent"
@@ -71,9 +71,9 @@ def _reach(start: str) -> set[str]:
 
 
 def test_the_turn_module_cannot_reach_the_agent() -> None:
-    reached = _reach("shipagent._turn")
-    assert "shipagent.turns" in reached  # the walk follows imports (TurnCommit comes from there)
-    assert "shipagent.agent" not in reached
+    reached = _reach("shipagent.agent._turn")
+    assert "shipagent.agent.turns" in reached  # the walk follows imports (TurnCommit comes from there)
+    assert "shipagent.agent._agent" not in reached
     assert all("Agent" not in str(f.type) or "Agent[TurnDeps" in str(f.type) for f in fields(TurnParts))
 
 

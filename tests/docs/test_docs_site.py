@@ -19,8 +19,8 @@ import pytest
 import typer
 import yaml
 
-from shipagent.cli import app
 from shipagent.config import ShipConfig
+from shipagent.hosts.cli._app import app
 from tests.support.paths import ROOT
 
 

@@ -12,7 +12,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
+from shipagent import ShipAgent
+from shipagent.hosts.cli import _app as cli
 from tests.support.paths import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -71,9 +72,9 @@ def test_python_example_runs(
 
 def test_the_repository_itself_is_an_example_project() -> None:
     """Agent.md and skills/ at the top of the repo are what a newcomer copies: they must load."""
+    from shipagent.agent.instructions import read_agent_md
     from shipagent.config import ShipConfig
-    from shipagent.instructions import read_agent_md
-    from shipagent.skills import scan_skills
+    from shipagent.tools.skills import scan_skills
 
     role = read_agent_md(ROOT)
     assert role.startswith("# Role") and "git-change-summary" in role

@@ -55,7 +55,8 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, check_project, cli, load_config
+from shipagent import ShipAgent, check_project, load_config
+from shipagent.hosts.cli import _app as cli
 from tests.support.paths import ROOT
 from tests.support.postgres import fresh_database
 

@@ -41,7 +41,7 @@ def test_the_wheel_holds_the_package_data(wheel: Path) -> None:
     for needed in (
         "shipagent/scaffold/ship.json",
         "shipagent/prompts/default.md",
-        "shipagent/serve/static/index.html",
+        "shipagent/hosts/serve/static/index.html",
         "shipagent/_data/o200k_base.tiktoken",
     ):
         assert needed in names

@@ -20,7 +20,7 @@ from playwright.sync_api import expect, sync_playwright
 from pydantic_ai.messages import ToolReturnPart
 
 from shipagent import ShipAgent
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.support.paths import ROOT
 from tests.support.web import StreamingScript, chunks, launch_chromium, serve_in_thread, shell_call
 

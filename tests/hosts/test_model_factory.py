@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic_ai.models.function import FunctionModel
 
-from shipagent._model_factory import ENV, load_model_factory
 from shipagent.errors import ConfigError
+from shipagent.hosts.cli._model_factory import ENV, load_model_factory
 
 
 def test_a_module_beside_ship_json_a_callable_or_a_model(

@@ -134,7 +134,7 @@ async def child(project: Path) -> None:
 def zygote(project: Path) -> None:
     # Warm what the first turn would load lazily (the tokenizer): each child then starts working
     # at once. Nothing here starts a thread, so forking stays safe.
-    from shipagent.history.tokens import count_tokens
+    from shipagent.window.tokens import count_tokens
 
     count_tokens("warm up the tokenizer")
     for line in sys.stdin:

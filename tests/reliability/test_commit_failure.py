@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.history.logs import AgentContextLog, MessageLog, Transcript
+from shipagent.store.logs import AgentContextLog, MessageLog, Transcript
 
 pytestmark = pytest.mark.anyio
 KEY = "api:chat:disk"
@@ -67,7 +67,7 @@ async def test_a_log_write_failing_after_the_commit_is_not_a_failed_turn(
 
     name = "append_turn" if store is Transcript else "append"
     monkeypatch.setattr(store, name, full)
-    with caplog.at_level(logging.ERROR, logger="shipagent.history"):
+    with caplog.at_level(logging.ERROR, logger="shipagent.window"):
         second = await agent.run(KEY, "two")
     assert second.success, second.output  # saved in the message log: a retry would say it twice
     assert second.output == "answer 3"

@@ -16,7 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 import shipagent
-from shipagent import ProjectLockedError, ShipAgent, cli
+from shipagent import ProjectLockedError, ShipAgent
+from shipagent.hosts.cli import _app as cli
 from tests.support.core import ScriptedModel
 
 pytestmark = pytest.mark.anyio

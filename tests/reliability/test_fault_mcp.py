@@ -19,7 +19,7 @@ import anyio
 import pytest
 from pydantic_ai import Agent
 
-from shipagent.mcp import McpManager
+from shipagent.tools.mcp import McpManager
 from tests.support.mcp_servers.support import PYTHON, STDIO_SERVER, Script, descendants, make_project
 
 pytestmark = pytest.mark.anyio

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from shipagent import ShipAgent
-from shipagent.files import _store
-from shipagent.history.reconcile import reconcile
+from shipagent.store.files import _store
+from shipagent.store.reconcile import reconcile
 from tests.support.core import ScriptedModel, dump, make_project, read_jsonl, user_texts
 
 pytestmark = pytest.mark.anyio
@@ -58,7 +58,7 @@ async def test_an_invalid_message_log_record_is_skipped_and_the_chat_continues(
     append_raw(agent.chats.log.path(KEY), bad)
 
     fresh, model = agent_for(tmp_path)
-    with caplog.at_level(logging.WARNING, logger="shipagent.history"):
+    with caplog.at_level(logging.WARNING, logger="shipagent.window"):
         history = fresh.history(KEY)
     assert user_texts(history) == ["one"]
     assert any("skipping a" in r.message and "not valid" in r.message for r in caplog.records)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from shipagent import ShipAgent
-from shipagent.files import _store
 from shipagent.jsonl import read_all
+from shipagent.store.files import _store
 from tests.reliability._workload import make_agent, next_turn, text_of
 
 pytestmark = pytest.mark.anyio

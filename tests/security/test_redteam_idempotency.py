@@ -11,8 +11,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from shipagent.serve._idempotency import IdempotencyKeys
-from shipagent.serve._wire import ApiError
+from shipagent.hosts.serve._idempotency import IdempotencyKeys
+from shipagent.hosts.serve._wire import ApiError
 
 from .conftest import ADMIN_KEY, WEB_KEY, Hostile
 

@@ -23,7 +23,7 @@ from pydantic_ai.models.function import FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.errors import ConfigError
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.support.core import make_project
 from tests.support.serve import serving
 from tests.support.server_attack import Served, json_body, raw_request, shipagent_serve, status_of

@@ -20,7 +20,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.support.core import make_project
 from tests.support.serve import serving
 

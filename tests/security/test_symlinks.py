@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from pydantic_ai.messages import ModelMessage
 
-from shipagent._checks import check_project
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import parse_config
-from shipagent.files import ContextFiles
-from shipagent.skills import scan_skills
+from shipagent.hosts.cli._checks import check_project
+from shipagent.tools.files import ContextFiles
+from shipagent.tools.skills import scan_skills
 from tests.support.tools import Call, Script, make_agent, make_project, tool_results
 
 pytestmark = pytest.mark.anyio

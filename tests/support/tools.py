@@ -20,7 +20,7 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from shipagent.agent import ShipAgent
+from shipagent.agent._agent import ShipAgent
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 Playwright's own browser download is not reachable from these machines, so the browser is always
 ``/usr/bin/chromium`` (installed by apt; ``.ci/run`` installs it when missing). The server is the
-real ``shipagent.serve.create_app`` running under uvicorn on 127.0.0.1 in a thread of the test
+real ``shipagent.hosts.serve.create_app`` running under uvicorn on 127.0.0.1 in a thread of the test
 process, so a scripted ``FunctionModel`` (a Python function) can drive the agent.
 """
 
@@ -26,7 +26,7 @@ from tests.support.net import free_port
 from tests.support.paths import ROOT
 
 CHROMIUM = Path("/usr/bin/chromium")
-STATIC = ROOT / "shipagent" / "serve" / "static"
+STATIC = ROOT / "shipagent" / "hosts" / "serve" / "static"
 
 
 def launch_chromium(playwright: Any) -> Any:

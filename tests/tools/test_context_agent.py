@@ -11,9 +11,9 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.context import AgentInstanceMeta, ProviderTool, Resource
 from shipagent.errors import ToolContextError
 from shipagent.execution import current_tool_context
+from shipagent.tools.context import AgentInstanceMeta, ProviderTool, Resource
 
 pytestmark = pytest.mark.anyio
 

@@ -8,17 +8,17 @@ import pytest
 from inline_snapshot import snapshot
 
 from shipagent.config import parse_config
-from shipagent.context import (
+from shipagent.errors import NotFoundError
+from shipagent.tools.context import (
     AgentInstanceMeta,
     Resource,
     ResourcePool,
     build_agent_context,
     context_to_system_prompt,
 )
-from shipagent.context._capability_catalog import generate_dynamic_system_prompt
-from shipagent.context._pool import Capability, CapabilityEntry, ResourcePoolSummary
-from shipagent.context._providers import CapabilityCatalogProvider
-from shipagent.errors import NotFoundError
+from shipagent.tools.context._capability_catalog import generate_dynamic_system_prompt
+from shipagent.tools.context._pool import Capability, CapabilityEntry, ResourcePoolSummary
+from shipagent.tools.context._providers import CapabilityCatalogProvider
 
 NOW = datetime(2026, 11, 22, 3, 0, tzinfo=UTC)
 

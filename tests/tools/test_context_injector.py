@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from inline_snapshot import snapshot
 
-from shipagent.context import (
+from shipagent.tools.context import (
     AgentInstanceMeta,
     EventBus,
     McpServerStdio,
@@ -393,7 +393,7 @@ async def test_mcp_servers_asks_only_for_servers_issues_no_token_and_reports_fai
 async def test_the_session_cache_is_bounded_least_recently_used_first(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import shipagent.context._injector as injector_module
+    import shipagent.tools.context._injector as injector_module
 
     monkeypatch.setattr(injector_module, "MAX_CACHED_SESSIONS", 2)
     injector = SessionContextInjector()

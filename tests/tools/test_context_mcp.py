@@ -10,7 +10,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.context import AgentInstanceMeta, McpServerStdio
+from shipagent.tools.context import AgentInstanceMeta, McpServerStdio
 from tests.support.paths import MCP_SERVERS
 
 pytestmark = pytest.mark.anyio

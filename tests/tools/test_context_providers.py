@@ -8,8 +8,8 @@ import pytest
 from inline_snapshot import snapshot
 
 from shipagent.config import ShipConfig
-from shipagent.context import AgentInstanceMeta, SessionContextInjector
-from shipagent.context._providers import CoreContextProvider, SkillsContextProvider
+from shipagent.tools.context import AgentInstanceMeta, SessionContextInjector
+from shipagent.tools.context._providers import CoreContextProvider, SkillsContextProvider
 
 pytestmark = pytest.mark.anyio
 

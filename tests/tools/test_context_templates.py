@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from shipagent.context._templates import load_template, render_template
 from shipagent.errors import NotFoundError
+from shipagent.tools.context._templates import load_template, render_template
 
 
 def test_render_replaces_known_and_leaves_unknown_placeholders_as_written() -> None:

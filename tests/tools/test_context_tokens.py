@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from shipagent.context import SessionTokenStore
+from shipagent.tools.context import SessionTokenStore
 
 
 def test_tokens_are_64_lowercase_hex_unique_and_validate_to_their_owner() -> None:

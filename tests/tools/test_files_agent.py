@@ -12,7 +12,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
+from shipagent import ShipAgent
+from shipagent.hosts.cli import _app as cli
 
 KEY = "telegram:chat:42"
 BIG = "".join(f"{i:07d} 构建日志 🎉 step ok\n" for i in range(70_000))[: 2 * 1024 * 1024 - 3] + "END"

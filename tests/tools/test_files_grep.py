@@ -14,9 +14,9 @@ import pytest
 
 from shipagent._patterns import InvalidPatternError, UnsupportedPatternError
 from shipagent.chatkeys import ShipPaths
-from shipagent.files import ContextFiles
-from shipagent.files import _grep as grep_module
-from shipagent.files._grep import GrepMatch, find_ripgrep, grep_file
+from shipagent.store.files import _grep as grep_module
+from shipagent.store.files._grep import GrepMatch, find_ripgrep, grep_file
+from shipagent.tools.files import ContextFiles
 
 RG = find_ripgrep()
 needs_rg = pytest.mark.skipif(RG is None, reason="ripgrep is not installed")

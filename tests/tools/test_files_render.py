@@ -16,8 +16,8 @@ from pydantic_ai.messages import (
 )
 
 from shipagent.chatkeys import ShipPaths
-from shipagent.files import ContextFiles, ContextRef
-from shipagent.files._render import render_messages, render_preview
+from shipagent.store.files._render import render_messages, render_preview
+from shipagent.tools.files import ContextFiles, ContextRef
 
 T0 = datetime(2026, 11, 22, 2, 30, 0, tzinfo=UTC)
 T1 = datetime(2026, 11, 22, 2, 30, 5, tzinfo=UTC)

@@ -11,8 +11,9 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.errors import BadRequestError, NotFoundError
-from shipagent.files import ContextFiles, _paging
-from shipagent.files._store import CATALOG_ID
+from shipagent.store.files import _paging
+from shipagent.store.files._store import CATALOG_ID
+from shipagent.tools.files import ContextFiles
 
 KEY = "telegram:chat:42"
 

@@ -16,8 +16,8 @@ from pydantic_ai.toolsets import FunctionToolset
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
 from shipagent.execution import ToolExecutionContext, use_tool_context
-from shipagent.files import ContextFiles, SpillToolset, context_toolset
-from shipagent.history.tokens import count_tokens
+from shipagent.tools.files import ContextFiles, SpillToolset, context_toolset
+from shipagent.window.tokens import count_tokens
 
 KEY = "telegram:chat:42"
 # ~300 KB, multi-byte everywhere. (Paging a file through a scripted run costs O(pages²) in the

@@ -12,7 +12,7 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.errors import BadRequestError
-from shipagent.files import ContextFiles
+from shipagent.tools.files import ContextFiles
 
 KEY = "telegram:chat:42"
 

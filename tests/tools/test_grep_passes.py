@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from shipagent.files import _grep as grep_module
-from shipagent.files._grep import find_ripgrep, grep_file
+from shipagent.store.files import _grep as grep_module
+from shipagent.store.files._grep import find_ripgrep, grep_file
 
 needs_rg = pytest.mark.skipif(find_ripgrep() is None, reason="ripgrep not installed")
 

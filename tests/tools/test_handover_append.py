@@ -15,7 +15,7 @@ import anyio
 import pytest
 
 from shipagent.errors import BadRequestError, NotFoundError
-from shipagent.handover import NewCard, SqliteCardBoxStore, TextContent
+from shipagent.tools.handover import NewCard, SqliteCardBoxStore, TextContent
 
 pytestmark = pytest.mark.anyio
 
@@ -34,7 +34,7 @@ def _positions(path: Path, box: str) -> list[int]:
 _OTHER_PROCESS = """
 import sys
 from pathlib import Path
-from shipagent.handover import NewCard, SqliteCardBoxStore, TextContent
+from shipagent.tools.handover import NewCard, SqliteCardBoxStore, TextContent
 store = SqliteCardBoxStore(Path(sys.argv[1]), project_id="p")
 store.append_to_box_sync(sys.argv[2], [NewCard("chat.message", TextContent(t), "k") for t in sys.argv[3:]])
 """

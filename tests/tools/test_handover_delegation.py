@@ -27,9 +27,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.chatkeys import encode_chat_key
-from shipagent.handover import CARD_CHAT_MESSAGE, JsonContent, TextContent
-from shipagent.handover._cards import CARD_PARENT_POINTER, CARD_TASK_INSTRUCTION
-from shipagent.handover._tools import DELEGATION_TOOL_NAMES
+from shipagent.store.cards._cards import CARD_PARENT_POINTER, CARD_TASK_INSTRUCTION
+from shipagent.tools.handover import CARD_CHAT_MESSAGE, JsonContent, TextContent
+from shipagent.tools.handover._tools import DELEGATION_TOOL_NAMES
 
 pytestmark = pytest.mark.anyio
 

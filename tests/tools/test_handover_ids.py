@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from shipagent.handover._ids import Uuid7Generator, uuid7
+from shipagent.store.cards._ids import Uuid7Generator, uuid7
 
 
 def test_layout_follows_rfc_9562() -> None:

@@ -12,9 +12,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.errors import NotFoundError
-from shipagent.handover import Box, Card, JsonContent, TextContent
-from shipagent.handover import _runtime as runtime
-from shipagent.handover._inspect import format_box
+from shipagent.tools.handover import Box, Card, JsonContent, TextContent
+from shipagent.tools.handover import _runtime as runtime
+from shipagent.tools.handover._inspect import format_box
 
 pytestmark = pytest.mark.anyio
 

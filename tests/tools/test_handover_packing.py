@@ -11,16 +11,16 @@ import pytest
 
 from shipagent.config import ProfileConfig
 from shipagent.errors import BadRequestError, NotFoundError
-from shipagent.handover import (
+from shipagent.store.cards._cards import CARD_PARENT_POINTER, CARD_PROFILE, CARD_TASK_INSTRUCTION
+from shipagent.tools.handover import (
     FieldsSchemaContent,
     HandoverPacker,
     JsonContent,
     SqliteCardBoxStore,
     TextContent,
 )
-from shipagent.handover._cards import CARD_PARENT_POINTER, CARD_PROFILE, CARD_TASK_INSTRUCTION
-from shipagent.handover._packer import pack_context_with_instruction
-from shipagent.handover._resources import ResourceStore
+from shipagent.tools.handover._packer import pack_context_with_instruction
+from shipagent.tools.handover._resources import ResourceStore
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from pydantic_ai.messages import ModelRequest, ModelResponse, SystemPromptPart, 
 
 from shipagent.config import ProfileConfig
 from shipagent.errors import NotFoundError
-from shipagent.handover import (
+from shipagent.tools.handover import (
     Card,
     CardContent,
     FieldsSchemaContent,
@@ -20,8 +20,8 @@ from shipagent.handover import (
     SqliteCardBoxStore,
     TextContent,
 )
-from shipagent.handover._render import load_sub_agent_input, render_content, render_context
-from shipagent.handover._resources import ResourceStore
+from shipagent.tools.handover._render import load_sub_agent_input, render_content, render_context
+from shipagent.tools.handover._resources import ResourceStore
 
 WHEN = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

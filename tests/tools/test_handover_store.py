@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from shipagent.errors import BadRequestError, NotFoundError
-from shipagent.handover import (
+from shipagent.tools.handover import (
     CardBoxStore,
     FieldsSchemaContent,
     JsonContent,

@@ -17,8 +17,8 @@ import pytest
 from typer.testing import CliRunner
 
 from shipagent import ShipAgent
-from shipagent.cli import app
 from shipagent.errors import ConfigError
+from shipagent.hosts.cli._app import app
 from shipagent.results import StepEvent
 from tests.support.mcp_servers.support import PYTHON, STDIO_SERVER, Script, descendants, make_project
 

@@ -12,9 +12,9 @@ import pytest
 
 from shipagent.config import load_config
 from shipagent.errors import ConfigError
-from shipagent.mcp._naming import assign_names, exposed_name
-from shipagent.mcp._redact import Redactor, safe_url
-from shipagent.mcp._results import convert_result
+from shipagent.tools.mcp._naming import assign_names, exposed_name
+from shipagent.tools.mcp._redact import Redactor, safe_url
+from shipagent.tools.mcp._results import convert_result
 
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

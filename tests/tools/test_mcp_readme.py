@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from shipagent.config import McpHttpServer, McpStdioServer, load_config
-from shipagent.mcp import McpManager
+from shipagent.tools.mcp import McpManager
 from tests.support.paths import ROOT
 
 EXAMPLE = ROOT / "examples" / "mcp_ship.json"

@@ -21,7 +21,7 @@ from fastmcp.client.transports import StdioTransport
 from pydantic_ai import Agent
 
 from shipagent.errors import ConfigError
-from shipagent.mcp import McpManager
+from shipagent.tools.mcp import McpManager
 from tests.support.mcp_servers.support import PYTHON, STDIO_SERVER, Script, descendants, make_project
 
 pytestmark = pytest.mark.anyio

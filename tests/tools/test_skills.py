@@ -9,7 +9,7 @@ import pytest
 from pydantic_ai.messages import SystemPromptPart
 
 from shipagent.config import parse_config
-from shipagent.skills import discover_skills, find_skill, render_skills_overview, scan_skills
+from shipagent.tools.skills import discover_skills, find_skill, render_skills_overview, scan_skills
 from tests.support.paths import ROOT
 from tests.support.tools import Call, Script, make_agent, make_project, tool_results
 
@@ -201,7 +201,7 @@ def test_check_report_names_usable_skills_and_each_problem(project: Path) -> Non
 
     from rich.console import Console
 
-    from shipagent.skills import skills_check_hook, skills_report
+    from shipagent.tools.skills import skills_check_hook, skills_report
 
     lines, any_skipped = skills_report(project, parse_config({}))
     assert any_skipped

@@ -10,7 +10,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.chatkeys import ShipPaths
-from shipagent.stores import MemoryStores, TurnRecord
+from shipagent.store import MemoryStores, TurnRecord
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ import anyio
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-from shipagent.history.compaction import compact, is_summary
-from shipagent.stores import ChatStore, FileStores, MemoryStores, PgStores, TurnRecord
+from shipagent.store import ChatStore, FileStores, MemoryStores, PgStores, TurnRecord
+from shipagent.window.compaction import compact, is_summary
 
 pytestmark = pytest.mark.anyio
 

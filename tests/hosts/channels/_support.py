@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from shipagent import ShipAgent
-from shipagent.channels import ChannelHost, channels_from_config
-from shipagent.channels.telegram import TelegramChannel
+from shipagent.hosts.channels import ChannelHost, channels_from_config
+from shipagent.hosts.channels.telegram import TelegramChannel
 from tests.support.core import make_project
 from tests.support.telegram_server import TOKEN, FakeTelegram
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from shipagent.channels import Dedupe, PairingError, PairingStore, split_markdown
-from shipagent.channels._commands import parse_command
-from shipagent.channels._pairing import CODE_TTL_SECONDS
-from shipagent.channels.telegram import chat_key_of, markdown_to_html
 from shipagent.config import parse_config
 from shipagent.errors import ConfigError
+from shipagent.hosts.channels import Dedupe, PairingError, PairingStore, split_markdown
+from shipagent.hosts.channels._commands import parse_command
+from shipagent.hosts.channels._pairing import CODE_TTL_SECONDS
+from shipagent.hosts.channels.telegram import chat_key_of, markdown_to_html
 from tests.support.telegram_server import visible_text
 
 

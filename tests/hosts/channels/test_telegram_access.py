@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from shipagent.channels._cli import pair_code
-from shipagent.cli import app
+from shipagent.hosts.channels._cli import pair_code
+from shipagent.hosts.cli._app import app
 from tests.hosts.channels._support import running
 from tests.support.core import last_user_text
 from tests.support.stream import StreamScript

@@ -36,7 +36,7 @@ async def test_dm_round_trip_registers_commands_and_never_logs_the_token(
 
 async def test_the_host_starts_what_ship_json_enables_and_reports_its_health(tmp_path: Path) -> None:
     from shipagent import ShipAgent
-    from shipagent.channels import ChannelHost
+    from shipagent.hosts.channels import ChannelHost
     from tests.hosts.channels._support import ship_json
     from tests.support.core import make_project
 

@@ -9,7 +9,7 @@ import anyio.to_thread
 import pytest
 from typer.testing import CliRunner
 
-from shipagent.cli import app
+from shipagent.hosts.cli._app import app
 from tests.hosts.channels._support import ship_json
 from tests.support.telegram_server import TOKEN, telegram_server
 

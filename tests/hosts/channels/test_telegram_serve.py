@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from shipagent import ShipAgent
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.hosts.channels._support import ship_json
 from tests.support.core import make_project
 from tests.support.serve import serving
@@ -75,7 +75,7 @@ async def test_channels_false_serves_http_only(tmp_path: Path) -> None:
 
 
 def test_serve_no_http_without_a_channel_says_what_to_enable(tmp_path: Path) -> None:
-    from shipagent.cli import app
+    from shipagent.hosts.cli._app import app
 
     root = make_project(tmp_path / "p", {})
     done = CliRunner().invoke(app, ["serve", "--no-http", "-C", str(root), "-m", "test"])

@@ -12,8 +12,8 @@ import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from shipagent.channels import split_markdown
-from shipagent.channels.telegram import markdown_to_html
+from shipagent.hosts.channels import split_markdown
+from shipagent.hosts.channels.telegram import markdown_to_html
 from tests.hosts.channels._support import running
 from tests.support.stream import StreamScript
 from tests.support.telegram_server import telegram_server, visible_text

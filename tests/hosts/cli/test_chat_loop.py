@@ -16,8 +16,9 @@ from pydantic_ai.models.function import FunctionModel
 from rich.console import Console
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
-from shipagent._chat_loop import ChatLoop
+from shipagent import ShipAgent
+from shipagent.hosts.cli import _app as cli
+from shipagent.hosts.cli._chat_loop import ChatLoop
 from tests.support.core import answer, has_tool_return, make_project, tool_call, user_texts
 from tests.support.stream import StreamScript
 

@@ -11,8 +11,9 @@ from pydantic_ai.messages import ModelResponse, TextPart
 from pydantic_ai.models.function import FunctionModel
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
-from shipagent._checks import PROJECT_CHECKS, Problem, check_project
+from shipagent import ShipAgent
+from shipagent.hosts.cli import _app as cli
+from shipagent.hosts.cli._checks import PROJECT_CHECKS, Problem, check_project
 
 runner = CliRunner()
 
@@ -124,7 +125,7 @@ def test_more_checks_plug_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
             Problem("warning", "exec_shell: no sandbox (bwrap not found)", "permissions.execShell.sandbox")
         ]
 
-    monkeypatch.setattr("shipagent._checks.PROJECT_CHECKS", [*PROJECT_CHECKS, sandbox])
+    monkeypatch.setattr("shipagent.hosts.cli._checks.PROJECT_CHECKS", [*PROJECT_CHECKS, sandbox])
     result = runner.invoke(cli.app, ["check", "-C", str(project(tmp_path, {"llm": {"model": "test"}}))])
     assert result.exit_code == 0
     assert "warning: exec_shell: no sandbox (bwrap not found)" in result.output

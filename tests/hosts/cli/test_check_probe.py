@@ -22,9 +22,9 @@ import pytest
 from pydantic_ai.models.test import TestModel
 from typer.testing import CliRunner
 
-from shipagent import cli
-from shipagent._probe import PROBES, ProbeReport, probe_model_server, shown_url
 from shipagent.config import LlmConfig
+from shipagent.hosts.cli import _app as cli
+from shipagent.hosts.cli._probe import PROBES, ProbeReport, probe_model_server, shown_url
 from tests.support.fake_openai import closed_port, completion
 
 runner = CliRunner()

@@ -11,7 +11,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, UserProm
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
+from shipagent import ShipAgent
+from shipagent.hosts.cli import _app as cli
 
 runner = CliRunner()
 

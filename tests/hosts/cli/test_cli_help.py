@@ -11,7 +11,7 @@ from typing import Any
 import typer
 from typer.testing import CliRunner
 
-from shipagent import cli
+from shipagent.hosts.cli import _app as cli
 
 runner = CliRunner()
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from shipagent._cliopts import log_to_stderr
+from shipagent.hosts.cli._opts import log_to_stderr
 
 
 def test_the_log_follows_sys_stderr_and_is_installed_once(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -21,11 +21,11 @@ def test_the_log_follows_sys_stderr_and_is_installed_once(monkeypatch: pytest.Mo
         log_to_stderr()  # a second command in the same process
         added = [h for h in logger.handlers if h not in before]
         assert len(added) == 1
-        logging.getLogger("shipagent.serve").info("one")
+        logging.getLogger("shipagent.hosts.serve").info("one")
         first.close()  # a test runner's capture, closed after its command
         monkeypatch.setattr(sys, "stderr", second)
-        logging.getLogger("shipagent.serve").info("two")
-        assert second.getvalue().rstrip().endswith("INFO shipagent.serve: two")
+        logging.getLogger("shipagent.hosts.serve").info("two")
+        assert second.getvalue().rstrip().endswith("INFO shipagent.hosts.serve: two")
     finally:
         for handler in [h for h in logger.handlers if h not in before]:
             logger.removeHandler(handler)

@@ -16,10 +16,10 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from shipagent import cli
+from shipagent.hosts.cli import _app as cli
 
 runner = CliRunner()
-SHIPAGENT = [sys.executable, "-c", "from shipagent.cli import main; main()"]
+SHIPAGENT = [sys.executable, "-c", "from shipagent.hosts.cli._app import main; main()"]
 
 
 def _env() -> dict[str, str]:

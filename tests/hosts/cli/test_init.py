@@ -20,11 +20,11 @@ import pytest
 from pydantic_ai.models.openai import OpenAIChatModel
 from typer.testing import CliRunner
 
-from shipagent import cli
-from shipagent._local_model import LocalModel, demo_model_path, local_model_of
-from shipagent._retry import RetryingModel
+from shipagent.agent._local_model import LocalModel, demo_model_path, local_model_of
+from shipagent.agent._retry import RetryingModel
+from shipagent.agent.models import build_model
 from shipagent.config import load_config
-from shipagent.models import build_model
+from shipagent.hosts.cli import _app as cli
 
 runner = CliRunner()
 
@@ -174,7 +174,7 @@ def _talk(args: list[str], answers: list[tuple[str, str]], cwd: Path) -> str:
 
 
 def test_in_a_terminal_init_asks_which_model(tmp_path: Path) -> None:
-    shipagent = [sys.executable, "-c", "from shipagent.cli import main; main()"]
+    shipagent = [sys.executable, "-c", "from shipagent.hosts.cli._app import main; main()"]
     seen = _talk(
         [*shipagent, "init", "demo"],
         [

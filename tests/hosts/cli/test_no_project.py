@@ -13,7 +13,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from shipagent import cli
+from shipagent.hosts.cli import _app as cli
 
 runner = CliRunner()
 SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))

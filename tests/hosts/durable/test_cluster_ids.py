@@ -19,10 +19,10 @@ import pytest
 from typer.testing import CliRunner
 
 from shipagent import ConfigError
-from shipagent.cli import app
 from shipagent.config import parse_config
-from shipagent.durable import DurableSettings, claim_executor_id, resolve_settings
-from shipagent.durable._heartbeat import (
+from shipagent.hosts.cli._app import app
+from shipagent.hosts.durable import DurableSettings, claim_executor_id, resolve_settings
+from shipagent.hosts.durable._heartbeat import (
     Claimant,
     Heartbeats,
     preview_executor_id,

@@ -82,7 +82,7 @@ class ClusterWorker:
         return self.proc.pid
 
     def turn_lines(self) -> list[str]:
-        return [line for line in self.lines if "shipagent.durable.turns: turn " in line]
+        return [line for line in self.lines if "shipagent.hosts.durable.turns: turn " in line]
 
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

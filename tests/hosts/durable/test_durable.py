@@ -23,7 +23,7 @@ import pytest
 from shipagent import AgentResult, ShipAgent
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import load_config
-from shipagent.stores import open_stores
+from shipagent.store import open_stores
 from tests.support.durable import (
     SHIPAGENT,
     Worker,
@@ -419,8 +419,8 @@ def test_workers_starting_together_create_the_heartbeat_table_once(pg_database: 
     """Concurrent ``CREATE TABLE IF NOT EXISTS`` fails on Postgres without the advisory lock."""
     import threading
 
-    from shipagent.durable import DurableSettings
-    from shipagent.durable._heartbeat import Claimant, Heartbeats
+    from shipagent.hosts.durable import DurableSettings
+    from shipagent.hosts.durable._heartbeat import Claimant, Heartbeats
 
     errors: list[str] = []
 

@@ -163,7 +163,7 @@ def test_workers_with_separate_project_dirs_share_chats_through_postgres(
 @pytest.mark.anyio
 async def test_store_history_window_reads_like_the_file_window(tmp_path: Path) -> None:
     """chat_load_history over a store pages backwards and picks exactly what the file reader picks."""
-    from shipagent.stores import FileStores
+    from shipagent.store import FileStores
     from shipagent.tools._chat import read_store_window, read_transcript_window
 
     stores = FileStores(tmp_path)
@@ -197,8 +197,8 @@ async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
     from pydantic_ai.models.test import TestModel
 
     from shipagent import ShipAgent
-    from shipagent.stores import PgStores
-    from shipagent.turns import TurnCommit
+    from shipagent.agent.turns import TurnCommit
+    from shipagent.store import PgStores
 
     agent = ShipAgent.from_project(tmp_path, model=TestModel())
     stores = PgStores(pg_database)
@@ -230,8 +230,8 @@ async def test_replayed_commit_that_compacted_asks_the_summarizer_once(
     from pydantic_ai.models.test import TestModel
 
     from shipagent import ShipAgent
-    from shipagent.stores import PgStores
-    from shipagent.turns import TurnCommit
+    from shipagent.agent.turns import TurnCommit
+    from shipagent.store import PgStores
 
     (tmp_path / "ship.json").write_text(
         json.dumps(
@@ -278,8 +278,8 @@ def test_serve_pages_a_cluster_transcript_from_postgres(tmp_path: Path, pg_datab
     import httpx
     from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
-    from shipagent.files import ContextRef
-    from shipagent.stores import PgStores, TurnWrite
+    from shipagent.store import PgStores, TurnWrite
+    from shipagent.tools.files import ContextRef
     from tests.support.durable import SHIPAGENT, worker_env
     from tests.support.net import free_port
 

@@ -16,8 +16,8 @@ import anyio
 import pytest
 
 from shipagent import Done, ShipAgent, StepEvent, TextDelta, ToolFinished, ToolStarted
-from shipagent.durable import _runtime
-from shipagent.durable._stream import decode, encode_run, encode_step
+from shipagent.hosts.durable import _runtime
+from shipagent.hosts.durable._stream import decode, encode_run, encode_step
 from tests.support.durable import Worker, durable_project, read_jsonl, wait_for
 
 pytestmark = pytest.mark.anyio

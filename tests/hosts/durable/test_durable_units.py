@@ -12,10 +12,10 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from shipagent import ConfigError, ShipAgent, ShipAgentError
-from shipagent.cli import app
+from shipagent.agent.turns import CommitOutcome, TurnCommit, TurnHooks
 from shipagent.config import parse_config
-from shipagent.durable import resolve_settings
-from shipagent.turns import CommitOutcome, TurnCommit, TurnHooks
+from shipagent.hosts.cli._app import app
+from shipagent.hosts.durable import resolve_settings
 from tests.support.core import make_agent, make_project
 
 pytestmark = pytest.mark.anyio
@@ -186,7 +186,7 @@ def test_worker_on_an_unreachable_database_fails_with_one_line(tmp_path: Path) -
 
 
 def test_durable_problems_for_a_check_list(tmp_path: Path) -> None:
-    from shipagent.durable._check import durable_problems
+    from shipagent.hosts.durable._check import durable_problems
 
     off = parse_config({})
     assert durable_problems(tmp_path, off) == []

@@ -20,8 +20,8 @@ import pytest
 
 from shipagent import ShipAgent
 from shipagent.config import load_config
-from shipagent.durable import _runtime
-from shipagent.stores import open_stores
+from shipagent.hosts.durable import _runtime
+from shipagent.store import open_stores
 from tests.support.durable import Worker, durable_project, read_jsonl
 from tests.support.postgres import fresh_database
 

@@ -9,9 +9,9 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.errors import NotFoundError, ShipAgentError
-from shipagent.files import ContextFiles
-from shipagent.stores._bridge import PgBridge
-from shipagent.stores._shared_files import SharedContextFiles
+from shipagent.store._bridge import PgBridge
+from shipagent.store._shared_files import SharedContextFiles
+from shipagent.tools.files import ContextFiles
 
 KEY = "web:ann"
 
@@ -81,7 +81,7 @@ def test_the_context_cli_on_a_cluster_member_exports_what_another_machine_wrote(
 ) -> None:
     from typer.testing import CliRunner
 
-    from shipagent import cli
+    from shipagent.hosts.cli import _app as cli
 
     one, _ = _machines(tmp_path, pg_database)
     ref = one.add_artifact(KEY, "日志 🎉\nline two\n", name="stdout of make", source="tool:exec_shell")

@@ -17,11 +17,11 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
+from shipagent.agent.turns import TurnHooks
 from shipagent.errors import NotFoundError
-from shipagent.handover import CARD_CHAT_MESSAGE, SqliteCardBoxStore, TextContent
-from shipagent.handover._cards import CARD_TASK_INSTRUCTION
-from shipagent.stores import PgStores
-from shipagent.turns import TurnHooks
+from shipagent.store import PgStores
+from shipagent.store.cards._cards import CARD_TASK_INSTRUCTION
+from shipagent.tools.handover import CARD_CHAT_MESSAGE, SqliteCardBoxStore, TextContent
 from tests.tools.test_handover_delegation import Recorder, all_text
 
 pytestmark = pytest.mark.anyio
@@ -41,7 +41,7 @@ class ClusterHooks(TurnHooks):
     """A Postgres worker's load and commit (``PgTurnHooks``), without DBOS's recorded steps."""
 
     def __init__(self, stores: PgStores) -> None:
-        from shipagent.durable._pgturns import PgTurnHooks
+        from shipagent.hosts.durable._pgturns import PgTurnHooks
 
         self.pg = PgTurnHooks(stores)
 

@@ -19,8 +19,8 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from shipagent import ShipAgent
 from shipagent.chatkeys import ShipPaths
-from shipagent.history.compaction import summary_id
-from shipagent.stores import FileStores, PgStores, migrate
+from shipagent.store import FileStores, PgStores, migrate
+from shipagent.window.compaction import summary_id
 from tests.core.test_ledger import KEY, SHIP, Capture, _scripted_chat, load_rules, lookup
 from tests.hosts.durable.test_pg_handover import ClusterHooks
 
@@ -130,9 +130,9 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
     from shipagent._deps import TurnDeps
-    from shipagent.durable._pgturns import PgTurnHooks
-    from shipagent.files._tools import expand_page
-    from shipagent.turns import TurnCommit
+    from shipagent.agent.turns import TurnCommit
+    from shipagent.hosts.durable._pgturns import PgTurnHooks
+    from shipagent.tools.files._tools import expand_page
 
     ship = {"context": {"chatHistory": {"inMemoryMaxMessages": 6, "compactKeepLastMessages": 2}}}
     one, two, back = tmp_path / "one", tmp_path / "two", tmp_path / "back"

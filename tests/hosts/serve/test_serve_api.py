@@ -1,4 +1,4 @@
-"""``shipagent.serve`` REST + SSE against a real uvicorn server on 127.0.0.1."""
+"""``shipagent.hosts.serve`` REST + SSE against a real uvicorn server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import pytest
 from httpx_sse import aconnect_sse, connect_sse
 
 from shipagent import ShipAgent
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.support.core import answer, has_tool_return, make_project, read_jsonl, tool_call, user_texts
 from tests.support.serve import serving
 from tests.support.stream import StreamScript

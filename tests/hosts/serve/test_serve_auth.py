@@ -15,8 +15,9 @@ import pytest
 from httpx_sse import connect_sse
 from typer.testing import CliRunner
 
-from shipagent import ConfigError, ShipAgent, cli
-from shipagent.serve import Auth, create_app
+from shipagent import ConfigError, ShipAgent
+from shipagent.hosts.cli import _app as cli
+from shipagent.hosts.serve import Auth, create_app
 from tests.support.core import answer, has_tool_return, make_project, tool_call
 from tests.support.serve import serving
 from tests.support.stream import StreamScript
@@ -167,13 +168,13 @@ def test_access_log_has_one_line_per_request_and_never_a_key(
     server: tuple[str, ShipAgent], caplog: pytest.LogCaptureFixture
 ) -> None:
     url, _ = server
-    caplog.set_level(logging.INFO, logger="shipagent.serve")
+    caplog.set_level(logging.INFO, logger="shipagent.hosts.serve")
     httpx.post(f"{url}/v1/chats/web:alice/messages", json={"text": "secret body"}, headers=_bearer(K_WEB))
     httpx.get(f"{url}/v1/chats?limit=5", headers=_bearer(K_ALL))
     httpx.get(f"{url}/v1/chats", headers=_bearer("a-wrong-key-that-must-not-be-logged"))
 
     def access_lines() -> list[str]:
-        return [r.getMessage() for r in caplog.records if r.name == "shipagent.serve.access"]
+        return [r.getMessage() for r in caplog.records if r.name == "shipagent.hosts.serve.access"]
 
     deadline = time.monotonic() + 30  # a line is written as its response ends, maybe after the client has it
     while len(access_lines()) < 3 and time.monotonic() < deadline:

@@ -11,7 +11,7 @@ import pytest
 from pydantic_ai.messages import ModelResponse
 
 from shipagent import ShipAgent
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.support.core import make_project, user_texts
 from tests.support.serve import serving
 from tests.support.stream import StreamScript

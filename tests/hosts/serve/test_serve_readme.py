@@ -12,8 +12,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent, cli
-from shipagent.serve import create_app
+from shipagent import ShipAgent
+from shipagent.hosts.cli import _app as cli
+from shipagent.hosts.serve import create_app
 from tests.support.core import answer, tool_call, user_texts
 from tests.support.paths import ROOT
 from tests.support.serve import serving

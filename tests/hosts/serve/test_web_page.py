@@ -1,6 +1,6 @@
 """The web chat page at ``/``, driven in a real browser against the real server.
 
-Debian's chromium (through Playwright) loads the page from ``shipagent.serve.create_app`` running
+Debian's chromium (through Playwright) loads the page from ``shipagent.hosts.serve.create_app`` running
 under uvicorn on 127.0.0.1; a scripted model streams its answers in pieces with pauses, so the
 page is seen rendering partial text. What a user relies on is asserted: the answer appears while
 it is written, the history is there after a reload, a shell command runs only after the user
@@ -20,7 +20,7 @@ from playwright.sync_api import Page, expect
 from pydantic_ai.messages import ToolReturnPart
 
 from shipagent import ShipAgent
-from shipagent.serve import create_app
+from shipagent.hosts.serve import create_app
 from tests.support.web import StreamingScript, chunks, serve_in_thread, shell_call
 
 STREAMED = "Hello from the scripted model. This answer arrives in small pieces, one after another."

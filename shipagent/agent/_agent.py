@@ -1,0 +1,623 @@
+"""``ShipAgent``: one project directory as an agent, one history per chat key.
+
+One class, no base: the agent is the public face and the wiring of its parts, which live in
+modules of their own — the turn (``_turn``), the commit of a turn as one store record
+(``_commit``), what a turn's toolsets, instructions and context window are made of
+(``_assembly``), starting and stopping what it holds (``_lifecycle``), the chats' store
+(``stores``). It checks a turn's arguments, hands it to the durable queue when one is running,
+and otherwise assembles the turn's parts (:meth:`ShipAgent._parts`) and runs
+:func:`~shipagent.agent._turn.run_turn` on them — the turn itself (lock → load → instructions → tool
+loop → commit → result) reads top to bottom in ``_turn.py`` and never sees the agent.
+
+``run_stream`` is the same turn with its events (text deltas, tool steps, approvals, ``Done``)
+yielded as they happen; ``run`` drives it without them.
+
+``run`` raises only for caller mistakes (``ChatKeyError``, ``ConfigError``). Everything that can go
+wrong inside a turn comes back as ``AgentResult(success=False)`` with the chat's history unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from pydantic_ai import Agent
+from pydantic_ai.messages import ModelMessage
+from pydantic_ai.models import Model
+from pydantic_ai.toolsets import AbstractToolset
+
+from .. import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
+from .._cache import BoundedCache
+from .._deps import TurnDeps, TurnStores
+from .._lock import ProjectLock
+from .._steps import StepCallback
+from ..chatkeys import ShipPaths, validate_chat_key
+from ..config import ShipConfig, load_config
+from ..errors import ConfigError, ShipAgentError
+from ..events import RunEvent
+from ..execution import ApprovalCallback, ReplyChannel, ToolExecutionContext, running_tool_context
+from ..results import AgentResult
+from ..store._files import FileStores
+from ..store._pg_cluster import PgClusterStore
+from ..store._protocols import ChatStore
+from ..store._select import open_stores
+from ..store.cards import SqliteCardBoxStore
+from ..store.chats import ChatHistories
+from ..store.reconcile import reconcile
+from ..tools import SkillsCache, builtin_toolset, load_tool_modules
+from ..tools.context import ProviderRuntime
+from ..tools.files._catalog import CatalogToolset
+from ..tools.files._tools import context_toolset
+from ..tools.handover._delegation import profile_agent_md
+from ..tools.handover._resources import ResolvedProfile
+from ..tools.handover._runtime import Handover
+from ..tools.mcp import McpManager
+from ..window.placement import ContextWindow, PriorItems
+from ..window.summarizer import model_summarizer
+from ..window.tokens import TokenCalibration
+from . import instructions as _instructions
+from ._assembly import build_instructions, context_window, guarded, one_toolset
+from ._commit import commit_turn
+from ._explain import explain_failure
+from ._lifecycle import start_services
+from ._streaming import Emit, PendingApprovals, stream_turn
+from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn, tool_loop_agent
+from .ledger import Ledger, RequestRecord
+from .models import build_model, build_model_settings
+from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
+
+__all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
+
+log = logging.getLogger("shipagent")
+
+
+_MINTED = 4096
+"""Request ids minted by an agent and not committed yet, remembered (a failed turn's expire)."""
+
+
+class ShipAgent:
+    """An agent made from a project directory (``ship.json``, ``Agent.md``, ``skills/``).
+
+    Create it with :meth:`from_project`; use ``async with agent:`` to start what it holds (MCP
+    servers) and ``await agent.run(chat_key, text)`` for each turn.
+    """
+
+    _running: AsyncExitStack | None = None
+    """While started: what stops what ``async with agent`` started."""
+    _entered = 0
+
+    def __init__(
+        self,
+        project_root: Path,
+        config: ShipConfig,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        agent_md: str | None = None,
+        project_lock: bool = True,
+    ) -> None:
+        self.project_root = project_root
+        self.config = config
+        self.paths = ShipPaths(project_root)
+        self.on_approval = on_approval
+        self.profile_models = dict(profile_models or {})
+        self._model_override = model
+        self._model: Model | None = None
+        self._user_toolsets = list(toolsets)
+        self._agent_md = agent_md
+        # The chats' store, from ship.json: the project's ``.ship/`` files, or a durable
+        # cluster's Postgres database (``open_stores``). Its commit writes a turn's every part.
+        self.store: FileStores | PgClusterStore = open_stores(project_root, config)
+        files = (  # this machine's .ship/: the chats' own store, or beside a cluster's (the ledger)
+            self.store
+            if isinstance(self.store, FileStores)
+            else FileStores(
+                project_root, window=config.context.agent_context.window_entries, project_id=config.name
+            )
+        )
+        self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats.log = files.message_log
+        self.chats.store = self.store
+        # Context files: spilled tool output, compacted history and the catalog, per
+        # chat key. Usable without starting the agent (``shipagent context export``).
+        self.context_files = self.store.sync_context_files()
+        if config.context.chat_history.summarizer == "model":  # falls back to extract
+            self.chats.summarizer = model_summarizer(self._summary_model)
+        self._context_toolset = context_toolset()
+        self.transcript = files.transcript_log
+        self.agent_context = files.agent_context_log
+        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
+        self.instruction_sources: list[_instructions.InstructionSource] = []
+        # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
+        # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
+        self.skills_cache = SkillsCache()
+        self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
+        self._module_toolsets = load_tool_modules(config, project_root=project_root)
+        # ship.json MCP servers: started by ``async with agent``, their tools offered
+        # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
+        self.mcp = McpManager(config, project_root)
+        # Context providers: the skills overview, then ``providers``, then the
+        # capability catalog when ship.json declares ``capabilities``. Their additions follow
+        # Agent.md and the default prompt; their tools join the toolsets; ``agent.injector``
+        # registers more.
+        self.context_runtime = ProviderRuntime(
+            config, project_root, providers=providers, skills=self.skills_cache, clock=lambda: self.clock()
+        )
+        self.injector = self.context_runtime.injector
+        self.instruction_sources.append(self.context_runtime.instructions)
+        # The ledger room listens to the context window; the core never imports it.
+        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
+        self.token_calibration = TokenCalibration()
+        self._prior_items = PriorItems()  # unedited history items of each chat's last request
+        self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
+        """Today's date in the instructions comes from here (tests move it)."""
+        # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
+        # ``_context_window``
+        self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
+            config.name, self._context_window, otel=config.observability.otel
+        )
+        # Approvals streamed turns wait for (run_stream without an on_approval callback).
+        self.approvals = PendingApprovals()
+        # ``.ship/lock``, held while started; durable mode (several processes) turns it off
+        # Durable mode shares a project between processes (workers, serve); DBOS coordinates them.
+        self.project_lock = ProjectLock(project_root, enabled=project_lock and not config.durable.enabled)
+        # Cards, boxes and delegation; the store opens on first use.
+        cards = self.store.turn_card_store()  # a cluster's: its database; else .ship/cardbox.sqlite3
+        self.handover = Handover.for_project(self.paths, config, self._sub_agent, store=cards)
+        if isinstance(self.handover.store, SqliteCardBoxStore):  # one card store: turns' and delegations'
+            files.cards = self.handover.store
+        # -- durable seam: how a turn's effects run (inline here; recorded steps in
+        # durable mode) and, when set, who runs whole turns (a queue of durable workflows).
+        self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
+        self.turn_executor: TurnExecutor | None = None
+        self.turn_executor_options: dict[str, Any] = {}
+        self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
+        self._minted: BoundedCache[str, bool] = BoundedCache(_MINTED)
+
+    @classmethod
+    def from_project(
+        cls,
+        root: str | Path,
+        *,
+        model: Model | str | None = None,
+        toolsets: Sequence[AbstractToolset[Any]] = (),
+        on_approval: ApprovalCallback | None = None,
+        providers: Sequence[Any] = (),
+        profile_models: Mapping[str, Model | str] | None = None,
+        project_lock: bool = True,
+    ) -> Self:
+        """Load ``root/ship.json`` (defaults when absent) and build the agent.
+
+        Args:
+            root: the project directory.
+            model: overrides ship.json's model: a pydantic-ai ``Model`` (tests pass a
+                ``FunctionModel``) or a model string.
+            toolsets: extra pydantic-ai toolsets, beside the builtins.
+            on_approval: called when a tool needs permission (``exec_shell`` in ``ask`` mode).
+            providers: context providers to register (see ``shipagent.tools.context``).
+            profile_models: per-profile model overrides for sub-agents.
+            project_lock: hold ``.ship/lock`` while started, so a second process on the project
+                gets ``ProjectLockedError`` (off only for durable mode's coordinated processes).
+
+        Raises:
+            ConfigError: ship.json is invalid, or the directory does not exist.
+        """
+        path = Path(root).expanduser().resolve()
+        if not path.is_dir():
+            raise ConfigError(f"project directory {str(root)!r} does not exist", path=None)
+        return cls(
+            path,
+            load_config(path),
+            model=model,
+            toolsets=toolsets,
+            on_approval=on_approval,
+            providers=providers,
+            profile_models=profile_models,
+            project_lock=project_lock,
+        )
+
+    def _sub_agent(self, profile: ResolvedProfile, handover: Handover) -> ShipAgent:
+        """The agent a delegation to ``profile`` runs: a new agent on the same project.
+
+        Model: ``profile_models[name]``, else the profile's ``model`` (built with ship.json
+        ``llm``'s provider settings), else this agent's model. Tools: this agent's own toolsets,
+        limited to the profile's ``tools`` when it has that list. MCP servers: this agent's, shared.
+
+        Raises:
+            BadRequestError: the profile's ``agentMd`` is outside the project or unreadable.
+        """
+        config = self.config
+        model: Any = self.profile_models.get(profile.name)
+        if model is None and profile.config.model:
+            config = config.model_copy(
+                update={"llm": config.llm.model_copy(update={"model": profile.config.model})}
+            )
+        elif model is None:
+            model = self.model
+        sub = ShipAgent(
+            self.project_root,
+            config,
+            model=model,
+            toolsets=self._user_toolsets,
+            on_approval=self.on_approval,
+            profile_models=self.profile_models,
+            agent_md=profile_agent_md(self.project_root, profile.config),
+        )
+        sub.handover = handover.child(sub._sub_agent, profile.config.tools)
+        if (
+            profile.config.skills is not None
+        ):  # the profile's skills: the overview, skills_list and skills_load
+            sub.skills_cache.only = tuple(profile.config.skills)
+        # ship.json MCP servers are this agent's, already running: a delegation must not spawn
+        # another set of server processes per sub-agent (a fork_join of four would start four of each).
+        sub.mcp = self.mcp
+        sub._parent_stores = self._tool_stores  # its history tools read where ours do
+        return sub
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        if self._running is None:
+            self._running = await self._start()
+        self._entered += 1
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._entered = max(self._entered - 1, 0)
+        if self._entered == 0 and self._running is not None:
+            running, self._running = self._running, None
+            await running.aclose()
+
+    async def _start(self) -> AsyncExitStack:
+        """Start what the agent holds (see ``_lifecycle``); the stack stops it again."""
+        return await start_services(
+            config=self.config,
+            project_root=self.project_root,
+            lock=self.project_lock,
+            store=self.store,
+            mcp=self.mcp,
+            providers=self.context_runtime,
+            handover=lambda: self.handover,
+            model=lambda: self.model,
+            executor=self._start_executor,
+        )
+
+    async def _start_executor(self, stack: AsyncExitStack) -> None:
+        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+        if not self.config.durable.enabled or self.turn_executor is not None:
+            return
+        factory = executor_factories.get("durable")
+        if factory is None:  # pragma: no cover - registered by the package facade
+            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+        self.turn_executor = await stack.enter_async_context(factory(self))
+        stack.callback(setattr, self, "turn_executor", None)  # before the executor stops: no new turns
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def run_sync(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        on_step: StepCallback | None = None,
+        channel: ReplyChannel | None = None,
+        request_id: str | None = None,
+    ) -> AgentResult:
+        """:meth:`run` for code without an event loop."""
+        return anyio.run(
+            partial(self.run, chat_key, text, on_step=on_step, channel=channel, request_id=request_id)
+        )
+
+    async def run(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        on_step: StepCallback | None = None,
+        channel: ReplyChannel | None = None,
+        request_id: str | None = None,
+    ) -> AgentResult:
+        """Run one turn of ``chat_key`` with the user's ``text``.
+
+        ``request_id`` names the turn (default: a fresh id). In durable mode it is the turn's
+        workflow id: submitting the same id twice returns the first turn's result.
+
+        Raises:
+            ChatKeyError: the chat key is unusable.
+            ConfigError: no usable model is configured.
+        """
+        self._check_turn(chat_key, text, request_id)
+        if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
+            return await self.turn_executor.submit(
+                chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+            )
+        return await self.execute_turn(
+            chat_key, text, on_step=on_step, channel=channel, request_id=request_id
+        )
+
+    def _check_turn(self, chat_key: str, text: Any, request_id: Any) -> None:
+        validate_chat_key(chat_key)
+        if not isinstance(text, str):
+            raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        if request_id is not None and not (
+            isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
+        ):
+            raise ShipAgentError("request_id must be 1-200 printable characters")
+        if self.turn_executor is None and self.config.durable.enabled and running_tool_context() is None:
+            # (a run started by a tool of a running turn — a delegation — is part of that turn's
+            # step and runs inline; any other run must go through the durable queue)
+            raise ShipAgentError(
+                "durable.enabled is set in ship.json: start the agent with `async with agent:` "
+                "(or run `shipagent worker`) so turns go through the durable queue"
+            )
+
+    async def execute_turn(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        on_step: StepCallback | None = None,
+        channel: ReplyChannel | None = None,
+        request_id: str | None = None,
+        emit: Emit | None = None,
+    ) -> AgentResult:
+        """The turn itself, here and now (what :meth:`run` does without an executor).
+
+        Durable workers call this inside the turn's workflow, where :attr:`turn_hooks` record
+        its effects as steps. ``emit`` takes the turn's run events (as :meth:`run_stream` yields
+        them) for a durable worker to publish; such a turn cannot ask for approval.
+        """
+        validate_chat_key(chat_key)
+        return await run_turn(
+            self._parts(),
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            emit=emit,
+            ask=False,
+        )
+
+    def run_stream(
+        self,
+        chat_key: str,
+        text: str,
+        *,
+        channel: ReplyChannel | None = None,
+        on_step: StepCallback | None = None,
+        approval_timeout: float | None = None,
+        request_id: str | None = None,
+    ) -> AsyncGenerator[RunEvent, None]:
+        """Run one turn like :meth:`run`, yielding its events as they happen; :class:`Done` is last.
+
+        Model requests are streamed from the provider, so :class:`TextDelta`s arrive as the model
+        writes. Stopping early (``break``, ``aclose()``, the consumer's task cancelled) cancels the
+        turn: nothing of it is committed, and the chat's next turn runs. Prefer
+        ``async with contextlib.aclosing(agent.run_stream(...)) as events:`` so that happens at once.
+        A tool needing approval emits :class:`ApprovalRequired` and waits for
+        :meth:`resolve_approval` (up to ``approval_timeout`` seconds; ``None``: no limit), unless the
+        agent has an ``on_approval`` callback, which then decides.
+
+        Raises:
+            ChatKeyError: the chat key is unusable (raised here, before anything runs).
+            ConfigError: no usable model is configured.
+        """
+        self._check_turn(chat_key, text, request_id)
+        executor = self.turn_executor
+        if executor is not None:  # durable seam: the queued turn's events come from its worker
+
+            async def queued(emit: Emit) -> AgentResult:
+                return await executor.submit(
+                    chat_key, text, request_id=request_id, on_step=on_step, channel=channel, emit=emit
+                )
+
+            return stream_turn(queued)
+        parts = self._parts()  # (a model ship.json cannot build raises here, before anything runs)
+        turn = partial(
+            run_turn,
+            parts,
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            approval_timeout=approval_timeout,
+        )
+        return stream_turn(lambda emit: turn(emit=emit))
+
+    def _context(self, chat_key: str, request_id: str, channel: ReplyChannel | None) -> ToolExecutionContext:
+        return ToolExecutionContext(
+            chat_key=chat_key,
+            request_id=request_id,
+            project_root=self.project_root,
+            config=self.config,
+            paths=self.paths,
+            max_injected_messages=self.config.context.injection.max_injected_messages,
+            channel=channel,
+            on_approval=self.on_approval,
+            context_files=self.context_files,
+        )
+
+    def _parts(self) -> TurnParts:
+        """What a turn runs on, assembled from this agent's wiring.
+
+        Once per turn: the turn hooks, the model and ``on_approval`` are public attributes a
+        durable worker, a test or the lazily built model may change between turns, never within one.
+        """
+        hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
+
+        def toolset() -> AbstractToolset[Any]:
+            # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
+            return CatalogToolset(one_toolset(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
+
+        return TurnParts(
+            loop=self._pa_agent,
+            model=hooks.model(self.model),
+            toolset=toolset,
+            model_settings=build_model_settings(self.config.llm) or None,
+            instructions=self._instructions,
+            tool_context=self._context,
+            tool_stores=self._tool_stores,
+            request_id=lambda given: hooks.request_id(given, self._mint),
+            lock=self.chats.lock,
+            load=lambda chat_key: hooks.load(self, chat_key, partial(self.chats.aget, chat_key)),
+            commit=partial(self._commit_turn, hooks),
+            keep_sent=self._keep_sent,
+            history_sources=self.chats.sources,
+            keep_last=self.config.context.chat_history.compact_keep_last_messages,
+            is_mcp_tool=self._is_mcp_tool,
+            approvals=self.approvals,
+            explain=self._explain,
+        )
+
+    def _explain(self, exc: BaseException) -> str:
+        """Why a run failed, in words that name what to change (URL, ship.json key, variable)."""
+        url = self._model.base_url if self._model is not None else self.config.llm.base_url
+        return explain_failure(exc, url=url, llm=self.config.llm)
+
+    async def _commit_turn(self, hooks: TurnHooks[Any], turn: TurnCommit) -> CommitOutcome:
+        """The turn's commit part: through the turn hooks (durable mode records it) into the stores."""
+        return await hooks.commit(self, turn, self._commit)
+
+    async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
+        """Write a finished turn as ONE record (see ``_commit.commit_turn``)."""
+        fresh = self._minted.pop(turn.request_id, False)  # minted here: no store can hold it yet
+        return await commit_turn(self.chats, self._ledger, store, turn, fresh=fresh)
+
+    def _mint(self) -> str:
+        """A fresh request id for a turn the caller did not name (remembered until its commit)."""
+        request_id = uuid.uuid4().hex
+        self._minted[request_id] = True
+        return request_id
+
+    async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
+        """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
+        if ctx.sent_texts:
+            try:
+                await self.turn_hooks.store(self).keep_sent(chat_key, request_id, text, list(ctx.sent_texts))
+            except Exception as exc:  # the turn failed already: say so, do not fail it differently
+                log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
+
+    # -- assembly --------------------------------------------------------------------------------
+
+    @property
+    def model(self) -> Model:
+        """The model runs use (built lazily so stores and tools work without one)."""
+        if self._model is None:
+            self._model = build_model(self.config.llm, self._model_override)
+        return self._model
+
+    def _summary_model(self) -> Model:
+        """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
+        name = self.config.context.chat_history.summary_model
+        return build_model(self.config.llm, name) if name else self.model
+
+    def _toolsets(self) -> list[AbstractToolset[Any]]:
+        """Every toolset a run offers the model (a sub-agent's profile may limit them), guarded."""
+        toolsets: list[AbstractToolset[Any]] = [
+            self._builtin_toolset,
+            self._context_toolset,
+            *self._module_toolsets,
+            *self._user_toolsets,
+            self.mcp.toolset,
+            *self.context_runtime.mcp_toolsets(),
+            self.context_runtime.toolset,
+        ]
+        if self.handover.toolset is not None:
+            toolsets.append(self.handover.toolset)
+        return guarded(self.handover.restrict(toolsets))
+
+    def _is_mcp_tool(self, name: str) -> bool:
+        return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
+
+    async def _instructions(self, ctx: ToolExecutionContext) -> str:
+        sources = self.instruction_sources
+        return await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    def history(self, chat_key: str) -> list[ModelMessage]:
+        """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
+
+        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        """
+        return self.store.history_sync(validate_chat_key(chat_key), self.chats)
+
+    def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
+
+        Raises:
+            KeyError: the chat has no summary with that id.
+        """
+        key = validate_chat_key(chat_key)
+        return self.store.message_log_sync(key).expand(key, summary_id)
+
+    def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
+        """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
+        return self._ledger.records(validate_chat_key(chat_key), last=last)
+
+    def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
+
+        Raises:
+            KeyError: no such record, or the stores no longer hold what it names.
+        """
+        key = validate_chat_key(chat_key)
+        return self._ledger.reconstruct(key, request_id, step, messages=self.store.message_log_sync(key))
+
+    async def clear(self, chat_key: str) -> None:
+        """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
+        key = validate_chat_key(chat_key)
+        await self.chats.reset(key, uuid.uuid4().hex)
+
+    # -- the turn's parts -------------------------------------------------------------------------
+
+    def _tool_stores(self) -> TurnStores:
+        """Where this agent's history tools read (a sub-agent: where the delegating agent reads)."""
+        return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
+
+    def _context_window(self, deps: TurnDeps) -> ContextWindow:
+        """The run's context-window capability (``_turn.tool_loop_agent`` asks for one per run)."""
+        key, request_id = deps.tool.chat_key, deps.tool.request_id
+        return context_window(
+            self.config.context,
+            key,
+            keep_result=partial(self._keep_elided, key),
+            history_sources=self.chats.sources(key),
+            observer=self._ledger.recorder(key, request_id),
+            calibration=self.token_calibration,
+            prior_items=self._prior_items,
+        )
+
+    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
+        """Keep a tool result the budget elided as a context file, so the model can read it back."""
+        ref = self.context_files.add_artifact(
+            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
+        )
+        return ref.id
+
+    async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
+        return list(await self.skills_cache.get(ctx.project_root, ctx.config))
+
+    def resolve_approval(self, approval_id: str, approved: bool) -> bool:
+        """Answer an :class:`ApprovalRequired`; ``False`` if it is not waiting (any more)."""
+        return self.approvals.resolve(approval_id, approved)

@@ -1,0 +1,79 @@
+"""``shipagent check`` for channels: is the token good (``getMe``), and who may talk to the bot."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+import anyio
+import typer
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from ..._channels_config import TelegramConfig
+    from ...config import ShipConfig
+
+__all__ = ["channels_check_hook"]
+
+
+class _Printer(Protocol):
+    def print(self, *objects: object, highlight: bool = ...) -> None: ...
+
+
+def _access(telegram: TelegramConfig) -> str:
+    groups = telegram.groups
+    where = {
+        "allowlist": f"{len(groups.allow)} allowed group(s)",
+        "open": "any group",
+        "disabled": "no groups",
+    }[groups.policy]
+    mention = ", mention needed" if groups.require_mention and groups.policy != "disabled" else ""
+    return (
+        f"direct messages: {telegram.dm_policy} ({len(telegram.allow_from)} in allowFrom); {where}{mention}"
+    )
+
+
+async def _get_me(telegram: TelegramConfig) -> str:
+    from telegram import Bot
+    from telegram.error import TelegramError
+
+    from .telegram._redact import TokenFilter
+
+    token = TokenFilter(telegram.bot_token or "")
+    token.install()
+    try:
+        bot = Bot(
+            token.token, base_url=f"{telegram.api_root}/bot", base_file_url=f"{telegram.api_root}/file/bot"
+        )
+        try:
+            with anyio.fail_after(15):
+                async with bot:
+                    me = bot.bot
+            return f"@{me.username} (id {me.id})"
+        except TelegramError as exc:
+            raise ValueError(token.clean(f"{type(exc).__name__}: {exc}")) from None
+        except TimeoutError:
+            raise ValueError("no answer within 15 s") from None
+    finally:
+        token.remove()
+
+
+def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) -> None:
+    """Print each enabled channel: the bot it is (asked from the Bot API) and its access rules.
+
+    A token the Bot API refuses, or an unreachable ``apiRoot``, is an error (exit 1); the token
+    itself is never printed.
+    """
+    telegram = config.channels.telegram
+    if not telegram.enabled:
+        return
+    try:
+        who = anyio.run(_get_me, telegram)
+    except ValueError as exc:
+        console.print(
+            f"[red]telegram: the Bot API at {escape(telegram.api_root)} did not accept channels.telegram.botToken: "
+            f"{escape(str(exc))}[/]",
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    console.print(escape(f"telegram: {who} via {telegram.api_root}; {_access(telegram)}"), highlight=False)

@@ -1,0 +1,461 @@
+"""The one pipeline every channel shares: accept, admit, command, queue, answer.
+
+An adapter calls :meth:`Pipeline.accept` for each inbound message and confirms the message to its
+platform only after it returns (the dedupe record is on disk by then). Accepting is quick; the
+answer runs in the pipeline's own tasks, one turn at a time per chat key, in arrival order, so a
+slow answer in one chat never holds up the poll or another chat. ``/stop`` and ``/status`` are
+answered at once; ``/new`` waits its turn in the queue like a message (it clears what came before).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Self
+
+import anyio
+import anyio.abc
+import anyio.to_thread
+
+from ...events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
+from ._access import AccessRules, Decision, decide
+from ._approvals import ApprovalDesk
+from ._commands import Command, help_text, parse_command, status_text
+from ._dedupe import Dedupe
+from ._delivery import retrying, with_plain_fallback
+from ._incoming import receive_file
+from ._pairing import PairingStore
+from ._types import (
+    ButtonPress,
+    ChannelHealth,
+    InboundMessage,
+    Outbound,
+    PermanentSendError,
+    SentMessage,
+    TransientSendError,
+)
+from ._writer import Pacer, ReplyWriter
+
+if TYPE_CHECKING:
+    from ...agent._agent import ShipAgent
+
+__all__ = ["Pipeline", "PipelineOptions"]
+
+log = logging.getLogger("shipagent.hosts.channels")
+
+_TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineOptions:
+    """How a channel answers: streaming by edits or not, the message limit, the edit pace."""
+
+    stream: bool = True
+    limit: int = 4000
+    edit_interval: float = 1.0
+    stop_grace: float = 10.0
+    approval_timeout: float = 300.0
+    """Seconds a tool waits for Approve / Deny; no answer is a refusal."""
+    debounce_dm: float = 0.0
+    """Seconds of quiet before a direct message is answered; messages within it are one turn."""
+    debounce_group: float = 1.5
+    """The same in groups, where people often write in bursts."""
+    rate_per_minute: int = 30
+    """Messages one sender may send per minute; more are ignored (with one notice). 0: no limit."""
+    show_tool_steps: bool = False
+    """Show one short line per tool call (its ≤ 500-character summary) while the answer is written."""
+    max_attachment_bytes: int = 20 * 1024 * 1024
+    """Inbound files larger than this are refused (the reply says so)."""
+
+
+@dataclass(slots=True)
+class _Chat:
+    """One chat's queue: messages waiting, and the turn running now (to stop it)."""
+
+    waiting: deque[tuple[InboundMessage, Command | None]] = field(default_factory=deque)
+    running: anyio.CancelScope | None = None
+    busy: bool = False
+    pacer: Pacer = field(default_factory=Pacer)
+    last_arrival: float = float("-inf")
+
+
+@dataclass(slots=True)
+class _Steps:
+    """The tool-steps message of a turn (``showToolSteps``) and its lines."""
+
+    message: SentMessage | None
+    lines: list[str]
+
+
+class _Sink:
+    """What the turn's ``chat_send`` talks to (``ToolExecutionContext.channel``)."""
+
+    def __init__(self, writer: ReplyWriter) -> None:
+        self.writer = writer
+        self.sent: list[str] = []
+
+    async def send_text(self, chat_key: str, text: str) -> None:
+        await self.writer.send_separate(text)
+        self.sent.append(text)
+
+
+class Pipeline:
+    """Access, dedupe, commands, per-chat queueing and the reply of one channel."""
+
+    def __init__(
+        self,
+        agent: ShipAgent,
+        outbound: Outbound,
+        *,
+        channel: str,
+        rules: AccessRules,
+        pairing: PairingStore,
+        dedupe: Dedupe,
+        health: ChannelHealth,
+        options: PipelineOptions | None = None,
+        admins: frozenset[str] = frozenset(),
+    ) -> None:
+        self.agent = agent
+        self.outbound = outbound
+        self.channel = channel
+        self.rules = rules
+        self.pairing = pairing
+        self.dedupe = dedupe
+        self.health = health
+        self.options = options or PipelineOptions()
+        self.bot_username: str | None = None
+        self.approvals = ApprovalDesk(agent, outbound, admins)
+        self._chats: dict[str, _Chat] = {}
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._idle = anyio.Event()  # set whenever a chat's queue ran empty
+        self._senders: dict[str, deque[float]] = {}  # sender -> arrival times of the last minute
+        self._warned: set[str] = set()
+
+    async def __aenter__(self) -> Self:
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        for payload in await self.dedupe.unfinished():  # accepted before a crash, never answered
+            message = InboundMessage.from_json(payload)
+            log.info(
+                "%s: answering message %s of chat %s, accepted before a restart",
+                self.channel,
+                message.message_id,
+                message.chat_id,
+            )
+            self._enqueue(message, parse_command(message.text, self.bot_username))
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        assert self._tasks is not None
+        with anyio.move_on_after(self.options.stop_grace):  # answer what was accepted, for a while
+            while any(chat.busy for chat in self._chats.values()):
+                self._idle = anyio.Event()
+                await self._idle.wait()
+        self._tasks.cancel_scope.cancel()
+        return await self._tasks.__aexit__(kind, exc, tb)
+
+    # -- inbound ----------------------------------------------------------------------------------
+
+    async def accept(self, message: InboundMessage) -> None:
+        """Take ``message`` in; when this returns it is recorded and the platform may forget it.
+
+        A message that will be answered is recorded with its content until it is answered, so a
+        process killed meanwhile answers it after its restart (see :meth:`__aenter__`).
+        """
+        command = parse_command(message.text, self.bot_username)
+        decision = await decide(message, self.rules, self.pairing, is_command=command is not None)
+        if decision.action == "allow" and not self._within_rate(message):
+            decision = Decision("ignore", "over the per-sender rate limit")
+        queued = decision.action == "allow" and (command is None or command.name == "new")
+        payload = message.to_json() if queued else None
+        if not await self.dedupe.accept(message.chat_id, message.message_id, payload):
+            log.info(
+                "%s: message %s of chat %s seen before; ignored",
+                self.channel,
+                message.message_id,
+                message.chat_id,
+            )
+            return
+        self.health.last_inbound_at = time.time()
+        if decision.action == "ignore":
+            log.debug("%s: message from %s ignored: %s", self.channel, message.sender_id, decision.reason)
+        elif decision.action == "pair":
+            assert decision.code is not None
+            self._spawn(self._say, message, _pairing_text(decision.code.code, self.channel))
+        elif command is not None and command.name == "stop":
+            self._stop(message)
+        elif command is not None and command.name in ("start", "help", "status"):
+            self._spawn(self._command, message, command)
+        else:
+            self._enqueue(message, command)
+
+    def _within_rate(self, message: InboundMessage) -> bool:
+        """Whether the sender is within ``rate_per_minute``; the first message over it gets a notice."""
+        limit = self.options.rate_per_minute
+        if limit <= 0:
+            return True
+        now = time.monotonic()
+        recent = self._senders.setdefault(message.sender_id, deque())
+        while recent and recent[0] <= now - 60:
+            recent.popleft()
+        if len(recent) >= limit:
+            if message.sender_id not in self._warned:
+                self._warned.add(message.sender_id)
+                self._spawn(self._say, message, "You are writing faster than I can answer; wait a minute.")
+            return False
+        self._warned.discard(message.sender_id)
+        recent.append(now)
+        return True
+
+    def _enqueue(self, message: InboundMessage, command: Command | None) -> None:
+        chat = self._chats.setdefault(message.chat_key, _Chat())
+        chat.last_arrival = time.monotonic()
+        chat.waiting.append((message, command))
+        self.health.backlog += 1
+        if not chat.busy:
+            chat.busy = True
+            self._spawn(self._drain, message.chat_key)
+
+    def _spawn(self, func: Callable[..., Awaitable[None]], *args: object) -> None:
+        """Run ``func(*args)`` in the pipeline's tasks; its failure is logged, never fatal to others."""
+        if self._tasks is None:
+            raise RuntimeError("use the pipeline inside `async with pipeline:`")
+
+        async def guarded() -> None:
+            try:
+                await func(*args)
+            except Exception as exc:
+                self.health.last_error = f"{type(exc).__name__}: {exc}"
+                log.exception("%s: %s failed", self.channel, getattr(func, "__name__", "a task"))
+
+        self._tasks.start_soon(guarded)
+
+    async def press(self, press: ButtonPress) -> None:
+        """A button was pressed (an approval); when this returns the press is recorded."""
+        if not await self.dedupe.accept(press.chat_id, f"press:{press.press_id}"):
+            return
+        self._spawn(self._press, press)
+
+    async def _press(self, press: ButtonPress) -> None:
+        try:
+            await self.approvals.press(press)
+        except (TransientSendError, PermanentSendError) as exc:
+            self.health.last_error = f"could not answer a button press in chat {press.chat_id}: {exc}"
+            log.error("%s: %s", self.channel, self.health.last_error)
+
+    async def _ask(self, writer: ReplyWriter, message: InboundMessage, event: ApprovalRequired) -> None:
+        if not self.outbound.capabilities.buttons:
+            self.agent.resolve_approval(event.approval_id, False)
+            await writer.send_separate(f"Refused `{event.command}`: this chat cannot show approval buttons.")
+            return
+        await self.approvals.ask(writer, message, event.approval_id, event.command)
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def _stop(self, message: InboundMessage) -> None:
+        chat = self._chats.get(message.chat_key)
+        if chat is not None and chat.running is not None:
+            chat.running.cancel()
+        else:
+            self._spawn(self._say, message, "Nothing is running.")
+
+    async def _command(self, message: InboundMessage, command: Command) -> None:
+        if command.name == "start":
+            await self._say(message, "Hello! " + help_text())
+        elif command.name == "help":
+            await self._say(message, help_text())
+        else:
+            await self._say(message, await self._status(message.chat_key))
+
+    async def _status(self, chat_key: str) -> str:
+        chat = self._chats.get(chat_key)
+        return await status_text(
+            self.agent, chat_key, running=bool(chat and chat.running), health=self.health
+        )
+
+    async def _say(self, message: InboundMessage, text: str) -> None:
+        try:
+            await with_plain_fallback(lambda fmt: self.outbound.send(message, text, formatted=fmt))
+        except (TransientSendError, PermanentSendError) as exc:
+            self.health.last_error = f"could not send to chat {message.chat_id}: {exc}"
+            log.error("%s: %s", self.channel, self.health.last_error)
+
+    # -- turns ------------------------------------------------------------------------------------
+
+    async def _drain(self, chat_key: str) -> None:
+        chat = self._chats[chat_key]
+        try:
+            while chat.waiting:
+                message, command = chat.waiting.popleft()
+                batch = [message]
+                try:
+                    if command is not None and command.name == "new":
+                        await self.agent.clear(chat_key)
+                        await self._say(message, "Started afresh: the model's context is empty.")
+                    else:
+                        await self._quiet(chat, message)
+                        while chat.waiting and chat.waiting[0][1] is None:  # one turn for a burst
+                            batch.append(chat.waiting.popleft()[0])
+                        await self._turn(chat, batch)
+                except Exception as exc:  # one message's failure never stops the chat's queue
+                    self.health.last_error = f"{type(exc).__name__}: {exc}"
+                    log.exception("%s: answering chat %s failed", self.channel, chat_key)
+                finally:
+                    self.health.backlog -= len(batch)
+                    with anyio.CancelScope(shield=True):
+                        for done in batch:
+                            await self.dedupe.done(done.chat_id, done.message_id)
+        finally:
+            chat.busy = False
+            self._idle.set()
+
+    async def _quiet(self, chat: _Chat, message: InboundMessage) -> None:
+        """Debounce: wait until the chat has been quiet for its debounce time (groups: 1.5 s)."""
+        seconds = self.options.debounce_group if message.is_group else self.options.debounce_dm
+        while (wait := chat.last_arrival + seconds - time.monotonic()) > 0:  # noqa: ASYNC110 - a deadline that moves on each arrival, not a flag
+            await anyio.sleep(wait)
+
+    async def _turn(self, chat: _Chat, batch: list[InboundMessage]) -> None:
+        """Answer ``batch`` (one message, or a burst merged by the debounce) in one turn."""
+        opts = self.options
+        message = batch[-1]  # the reply goes where the last one came from
+        writer = ReplyWriter(
+            self.outbound,
+            message,
+            limit=opts.limit,
+            stream=opts.stream,
+            interval=opts.edit_interval,
+            pacer=chat.pacer,
+        )
+        sink = _Sink(writer)
+        tools_running = 0
+        steps: _Steps | None = None
+        failure: str | None = None
+        answer = ""
+        request_id = f"{self.channel}:{message.chat_id}:{message.message_id}"
+        async with anyio.create_task_group() as helpers:
+            helpers.start_soon(self._typing, message, writer, lambda: tools_running > 0)
+            if writer.stream:
+                helpers.start_soon(self._ticker, writer)
+            with anyio.CancelScope() as scope:
+                chat.running = scope
+                try:
+                    texts = [_model_text(m, await self._receive(m, writer)) for m in batch]
+                    events = self.agent.run_stream(
+                        message.chat_key,
+                        "\n".join(texts),
+                        channel=sink,
+                        request_id=request_id,
+                        approval_timeout=opts.approval_timeout,
+                    )
+                    async with aclosing(events) as stream:
+                        async for event in stream:
+                            if isinstance(event, TextDelta):
+                                await writer.delta(event.text)
+                            elif isinstance(event, ToolStarted):
+                                tools_running += 1
+                            elif isinstance(event, ToolFinished):
+                                tools_running = max(0, tools_running - 1)
+                                if opts.show_tool_steps:
+                                    steps = await self._step(writer, steps, event)
+                            elif isinstance(event, ApprovalRequired):
+                                await self._ask(writer, message, event)
+                            elif isinstance(event, Done):
+                                result = event.result
+                                if not result.success:
+                                    failure = result.output.strip() or "The answer failed."
+                                else:
+                                    answer = _final_answer(result.output, sink.sent)
+                                    if result.cut:
+                                        answer += f"\n\n_(the answer was cut: {result.finish_reason})_"
+                except Exception as exc:
+                    failure = f"The answer failed: {exc}"
+            chat.running = None
+            if scope.cancelled_caught:
+                failure = "Stopped."
+            with anyio.CancelScope(shield=True):
+                await self.approvals.close(writer)
+                if failure is None and not answer and not sink.sent:
+                    answer = "(no answer)"
+                try:
+                    await writer.finish(answer, failure=failure)
+                except (TransientSendError, PermanentSendError) as exc:
+                    self.health.undelivered += 1
+                    self.health.last_error = f"could not deliver the answer in chat {message.chat_id}: {exc}"
+                    log.error("%s: %s", self.channel, self.health.last_error)
+            helpers.cancel_scope.cancel()
+
+    async def _receive(self, message: InboundMessage, writer: ReplyWriter) -> list[str]:
+        """Download the message's files into the chat's context files; lines saying what arrived."""
+        lines = []
+        for item in message.attachments:
+            lines.append(
+                await receive_file(
+                    self.agent,
+                    self.outbound,
+                    self.channel,
+                    message,
+                    item,
+                    writer,
+                    self.options.max_attachment_bytes,
+                )
+            )
+        return lines
+
+    async def _step(self, writer: ReplyWriter, steps: _Steps | None, event: ToolFinished) -> _Steps:
+        """``showToolSteps``: one short line per finished tool call, in one message kept up to date."""
+        mark = "✓" if event.success else "✗"
+        line = f"{mark} {event.tool}: {event.summary[:500]}"
+        if steps is None:
+            sent = await writer.send_separate(line)
+            return _Steps(sent, [line])
+        steps.lines.append(line)
+        text = "\n".join(steps.lines)[-self.options.limit :]
+        if steps.message is not None:
+            await writer.settle(steps.message, text)
+        return steps
+
+    async def _typing(self, message: InboundMessage, writer: ReplyWriter, tools: object) -> None:
+        if not self.outbound.capabilities.typing:
+            return
+        while not writer.finished:
+            if not writer.has_text or tools():  # type: ignore[operator]
+                with suppress(TransientSendError, PermanentSendError):  # not worth a retry
+                    await retrying(lambda: self.outbound.typing(message), attempts=1)
+            await anyio.sleep(_TYPING_EVERY)
+
+    async def _ticker(self, writer: ReplyWriter) -> None:
+        while not writer.finished:
+            await anyio.sleep(writer.interval)
+            await writer.flush()
+
+
+def _model_text(message: InboundMessage, files: list[str]) -> str:
+    """What the model reads: in a group, who said it; then what arrived with it."""
+    text = message.text
+    if message.is_group:
+        text = f"{message.sender_name} (id {message.sender_id}): {text}"
+    return "\n".join([text, *files]) if files else text
+
+
+def _final_answer(output: str, sent: list[str]) -> str:
+    """The answer still to send: none if ``chat_send`` already sent the same text."""
+    answer = output.strip()
+    if sent and answer == sent[-1].strip():
+        return ""
+    return answer
+
+
+def _pairing_text(code: str, channel: str) -> str:
+    return (
+        "I don't know you yet. Ask my owner to approve you by running:\n"
+        f"shipagent channels pair {code}\n"
+        "(the code is valid for one hour)"
+    )

@@ -1,0 +1,320 @@
+"""The Telegram channel: ``getUpdates`` long polling on python-telegram-bot, sends through the Bot API.
+
+Why PTB (22.8, pinned) rather than aiogram: its ``Bot`` is usable on its own, without its
+``Application`` dispatcher, so the poll loop is ours and the offset is confirmed exactly when the
+pipeline has durably accepted an update; its HTTP layer is httpx (already a dependency of
+shipagent), and ``base_url`` / ``base_file_url`` point it at any Bot API server. aiogram would
+bring aiohttp and its own dispatcher we would have to work around.
+
+The loop: ``deleteWebhook`` once (a webhook and polling exclude each other), then ``getUpdates``
+with the offset of the last update the pipeline accepted, so Telegram redelivers anything not yet
+accepted after a crash and the dedupe record stops a double answer. A 409 (another process polls
+this bot) stops the channel with a clear error instead of fighting it; a 429 waits ``retry_after``;
+a poll that has not returned within its timeout plus a margin is abandoned and started again by
+the watchdog, and counted in the health.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import Conflict, Forbidden, InvalidToken, RetryAfter, TelegramError, TimedOut
+from telegram.request import HTTPXRequest
+
+from ...._channels_config import TelegramConfig
+from .._access import AccessRules
+from .._commands import COMMANDS
+from .._dedupe import Dedupe
+from .._pairing import PairingStore
+from .._pipeline import Pipeline, PipelineOptions
+from .._types import (
+    Attachment,
+    Button,
+    ButtonPress,
+    Capabilities,
+    ChannelHealth,
+    InboundMessage,
+    PermanentSendError,
+    SentMessage,
+)
+from ._html import markdown_to_html
+from ._redact import TokenFilter
+from ._wire import seconds, send_error, to_inbound, to_press
+
+if TYPE_CHECKING:
+    from ....agent._agent import ShipAgent
+    from ....execution import ToolExecutionContext
+
+__all__ = ["TelegramChannel"]
+
+log = logging.getLogger("shipagent.hosts.channels.telegram")
+_NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
+
+
+WHERE = (
+    "This chat is on Telegram. Your answers are shown with Telegram's formatting: **bold**, "
+    "*italics*, `inline code`, fenced code blocks, links and quotes render; tables, images and "
+    "HTML do not (write a list instead of a table). A long answer is split into messages of about "
+    "{limit} characters, so prefer short answers. In a group, each user line starts with who wrote it."
+)
+"""What the model is told about where it is, in every turn of a Telegram chat (a stable paragraph)."""
+
+
+def _debounce(milliseconds: int | None) -> dict[str, float]:
+    if milliseconds is None:
+        return {}  # the pipeline's defaults: 1.5 s in groups, none in direct messages
+    return {"debounce_dm": milliseconds / 1000, "debounce_group": milliseconds / 1000}
+
+
+class TelegramChannel:
+    """The agent as a Telegram bot (``channels.telegram`` in ship.json)."""
+
+    name = "telegram"
+    capabilities = Capabilities(send_text=True, edit=True, typing=True, buttons=True)
+
+    def __init__(
+        self,
+        agent: ShipAgent,
+        config: TelegramConfig,
+        *,
+        state_dir: Path,
+        poll_timeout: float = 30.0,
+        watchdog_margin: float = 15.0,
+        edit_interval: float = 1.0,
+    ) -> None:
+        if not config.bot_token:
+            raise ValueError("channels.telegram.botToken is not set")
+        self.config = config
+        self.health = ChannelHealth()
+        self.poll_timeout = poll_timeout
+        self.watchdog_margin = watchdog_margin
+        self._token = TokenFilter(config.bot_token)
+        self.pipeline = Pipeline(
+            agent,
+            self,
+            channel=self.name,
+            rules=AccessRules(
+                dm_policy=config.dm_policy,
+                allow_from=frozenset(str(i) for i in config.allow_from),
+                group_policy=config.groups.policy,
+                group_allow=frozenset(str(i) for i in config.groups.allow),
+                require_mention=config.groups.require_mention,
+            ),
+            pairing=PairingStore(state_dir),
+            dedupe=Dedupe(state_dir, self.name),
+            health=self.health,
+            admins=frozenset(str(i) for i in config.admins),
+            options=PipelineOptions(
+                stream=config.streaming == "edit",
+                limit=config.text_chunk_limit,
+                edit_interval=edit_interval,
+                max_attachment_bytes=config.max_attachment_bytes,
+                rate_per_minute=config.rate_limit_per_minute,
+                show_tool_steps=config.show_tool_steps,
+                **_debounce(config.debounce_ms),
+            ),
+        )
+        self.agent = agent
+        self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._bot: Bot | None = None
+        self._bot_id = 0
+        self._username = ""
+        self.offset: int | None = None
+        """The next ``getUpdates`` offset: one past the last update the pipeline accepted."""
+
+    @property
+    def bot(self) -> Bot:
+        """PTB's bot (made by :meth:`start`, so the token filter is on before PTB logs a URL)."""
+        if self._bot is None:
+            raise RuntimeError("the Telegram channel is not started")
+        return self._bot
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Check the token (``getMe``), drop any webhook, register the commands, start polling."""
+        self._token.install()  # before the Bot exists: PTB logs its URLs (with the token) at once
+        root = self.config.api_root
+        self._bot = Bot(
+            self._token.token,
+            base_url=f"{root}/bot",
+            base_file_url=f"{root}/file/bot",
+            request=HTTPXRequest(connection_pool_size=32, read_timeout=20.0, pool_timeout=10.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=5.0),
+        )
+        try:
+            await self.bot.initialize()
+            me = self.bot.bot
+            self._bot_id, self._username = me.id, me.username or ""
+            self.pipeline.bot_username = self._username
+            await self.bot.delete_webhook(drop_pending_updates=False)
+            await self.bot.set_my_commands([BotCommand(n, d) for n, d in COMMANDS.items()])
+        except TelegramError as exc:
+            await self.bot.shutdown()
+            self._token.remove()
+            self.health.last_error = self._token.clean(f"could not start: {type(exc).__name__}: {exc}")
+            raise
+        self.health.details["bot"] = f"@{self._username}"
+        self.health.connected = True  # the Bot API answered; a failing poll says otherwise
+        self.agent.instruction_sources.append(self._where_it_is)
+        await self.pipeline.__aenter__()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self._poll)
+        log.info("telegram: polling as @%s", self._username)
+
+    async def stop(self) -> None:
+        """Stop polling, finish the answers already accepted (for a while), close the HTTP clients."""
+        try:
+            if self._tasks is not None:
+                self._tasks.cancel_scope.cancel()
+                await self._tasks.__aexit__(None, None, None)
+                self._tasks = None
+            await self.pipeline.__aexit__(None, None, None)
+            await self.bot.shutdown()
+        finally:
+            self.health.connected = False
+            self._token.remove()
+            if self._where_it_is in self.agent.instruction_sources:
+                self.agent.instruction_sources.remove(self._where_it_is)
+
+    def _where_it_is(self, ctx: ToolExecutionContext) -> str | None:
+        """The paragraph that tells the model it is on Telegram (this channel's chats only)."""
+        return self._told if ctx.chat_key.startswith("telegram:") else None
+
+    # -- polling ----------------------------------------------------------------------------------
+
+    def _fail(self, text: str) -> None:
+        self.health.connected = False
+        self.health.last_error = self._token.clean(text)
+        log.error("telegram: %s", self.health.last_error)
+
+    async def _poll(self) -> None:
+        backoff = 1.0
+        while True:
+            try:
+                with anyio.fail_after(self.poll_timeout + self.watchdog_margin):
+                    updates = await self.bot.get_updates(
+                        offset=self.offset,
+                        timeout=int(self.poll_timeout),
+                        allowed_updates=["message", "callback_query"],
+                    )
+            except (TimeoutError, TimedOut):
+                self.health.restarts += 1
+                self._fail(f"the poll did not return within {self.poll_timeout:g} s; restarted it")
+                continue
+            except Conflict:
+                self.health.stopped = True
+                self._fail(
+                    "409 Conflict: another process is polling this bot (or a webhook is set); "
+                    "stopped. Stop the other process, then restart this one."
+                )
+                return
+            except (InvalidToken, Forbidden) as exc:
+                self.health.stopped = True
+                self._fail(f"the Bot API refused the token ({type(exc).__name__}); stopped")
+                return
+            except RetryAfter as exc:
+                self._fail(f"flood control: waiting {seconds(exc):g} s")
+                await anyio.sleep(seconds(exc))
+                continue
+            except Exception as exc:  # PTB wraps network errors in TelegramError; anything else too
+                self._fail(f"poll failed: {type(exc).__name__}: {exc}; retrying in {backoff:g} s")
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, 30.0)
+                continue
+            backoff = 1.0
+            self.health.connected = True
+            for update in updates:
+                await self._accept(update)
+
+    async def _accept(self, update: Any) -> None:
+        message = to_inbound(update, self._bot_id, self._username)
+        press = to_press(update) if message is None else None
+        while True:
+            try:
+                if message is not None:
+                    await self.pipeline.accept(message)
+                elif press is not None:
+                    await self.pipeline.press(press)
+                break
+            except OSError as exc:  # the dedupe record could not be written: do not confirm it
+                self._fail(f"could not record update {update.update_id}: {exc}; retrying")
+                await anyio.sleep(1.0)
+            except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
+                self._fail(f"update {update.update_id} was dropped: {type(exc).__name__}: {exc}")
+                log.exception("telegram: update %s could not be handled", update.update_id)
+                break
+        self.offset = update.update_id + 1  # confirmed to Telegram by the next getUpdates
+
+    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
+
+    def _where(self, chat: InboundMessage) -> dict[str, Any]:
+        where: dict[str, Any] = {"chat_id": int(chat.chat_id)}
+        if chat.thread_id is not None:
+            where["message_thread_id"] = int(chat.thread_id)
+        return where
+
+    async def _call(self, operation: Any) -> Any:
+        try:
+            return await operation
+        except TelegramError as exc:
+            translated = send_error(exc, self._token.clean)
+            if translated is None:
+                return None
+            raise translated from None
+
+    async def send(
+        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
+    ) -> SentMessage:
+        body = markdown_to_html(text) if formatted else text
+        keyboard = (
+            InlineKeyboardMarkup([[InlineKeyboardButton(b.label, callback_data=b.data) for b in buttons]])
+            if buttons
+            else None
+        )
+        sent = await self._call(
+            self.bot.send_message(
+                text=body,
+                parse_mode=ParseMode.HTML if formatted else None,
+                link_preview_options=_NO_PREVIEW,
+                reply_markup=keyboard,
+                **self._where(chat),
+            )
+        )
+        return SentMessage(str(sent.message_id))
+
+    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
+        await self._call(
+            self.bot.edit_message_text(
+                text=markdown_to_html(text) if formatted else text,
+                chat_id=int(chat.chat_id),
+                message_id=int(message.message_id),
+                parse_mode=ParseMode.HTML if formatted else None,
+                link_preview_options=_NO_PREVIEW,
+            )
+        )
+
+    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
+        await self._call(
+            self.bot.delete_message(chat_id=int(chat.chat_id), message_id=int(message.message_id))
+        )
+
+    async def download(self, attachment: Attachment, target: Path) -> None:
+        file = await self._call(self.bot.get_file(attachment.file_id))
+        if file.file_size is not None and file.file_size > self.config.max_attachment_bytes:
+            raise PermanentSendError(f"the file is {file.file_size} bytes, over maxAttachmentBytes")
+        await self._call(file.download_to_drive(custom_path=target))
+
+    async def acknowledge(self, press: ButtonPress, text: str) -> None:
+        await self._call(self.bot.answer_callback_query(press.press_id, text=text or None))
+
+    async def typing(self, chat: InboundMessage) -> None:
+        await self._call(self.bot.send_chat_action(action=ChatAction.TYPING, **self._where(chat)))

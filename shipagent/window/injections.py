@@ -1,0 +1,153 @@
+"""Injected messages as data: recorded in the injecting tool call's result, rebuilt from messages.
+
+A tool calls ``current_tool_context().inject_system_message_once(...)``; that API is unchanged.
+What changes is where the injection lives for the rest of the run. :class:`InjectionToolset`
+collects the injections each tool call made and returns them in the call's ``ToolReturn``
+metadata (``{"shipagent.injections": [...]}``; metadata is kept by pydantic-ai and never sent to
+the model). The context window (:mod:`shipagent.window.placement`) then rebuilds the run's
+injections from the run's own messages before every request — deduplicated by fingerprint,
+capped per run — instead of reading the contextvar. Why: anything that rebuilds a run from its
+messages (a durable turn replayed after a crash, a tool run as a separate step) still has them,
+and each injection stays attributed to the tool call that made it (the ledger shows that).
+
+Injections live for one run — the chat's stored history must not keep them — so
+:func:`strip_injections` removes the metadata key when a turn is committed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic_ai import RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
+from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
+
+from .._deps import TurnDeps
+from ..execution import InjectedMessage, collect_call_injections
+
+__all__ = [
+    "INJECTIONS_KEY",
+    "InjectionToolset",
+    "RunInjection",
+    "attach_injections",
+    "run_injections",
+    "strip_injections",
+]
+
+INJECTIONS_KEY = "shipagent.injections"
+"""The ``ToolReturn.metadata`` key holding a call's injections (a list of JSON objects)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunInjection:
+    """An injection of this run with the tool call that made it."""
+
+    message: InjectedMessage
+    tool_call_id: str
+    timestamp: datetime | None = None
+    """When the injecting call returned: the injected message's time, so rebuilding is exact."""
+
+
+def attach_injections(result: Any, injected: Sequence[InjectedMessage]) -> Any:
+    """``result`` as a ``ToolReturn`` whose metadata also records ``injected``.
+
+    A tool that already returns a ``ToolReturn`` keeps its value, content and metadata; dict
+    metadata gains the key, other metadata is kept under ``"tool"`` beside it.
+    """
+    if not injected:
+        return result
+    records = [m.to_json() for m in injected]
+    if isinstance(result, ToolReturn):
+        meta = result.metadata
+        if meta is None:
+            merged: Any = {INJECTIONS_KEY: records}
+        elif isinstance(meta, dict):
+            merged = {**meta, INJECTIONS_KEY: [*meta.get(INJECTIONS_KEY, []), *records]}
+        else:
+            merged = {"tool": meta, INJECTIONS_KEY: records}
+        return dataclasses.replace(result, metadata=merged)
+    return ToolReturn(return_value=result, metadata={INJECTIONS_KEY: records})
+
+
+@dataclass
+class InjectionToolset(WrapperToolset[Any]):
+    """Wrap a toolset so each tool call's injections come back in its result's metadata.
+
+    The collecting list is the call's own scope of the run's context (see
+    :func:`~shipagent.execution.collect_call_injections`): pydantic-ai runs each tool call of a
+    step in its own task (a context copy), so concurrent calls never see each other's injections. An injection made by a call that then raises ``ModelRetry`` is lost with the
+    call's result (the retry is a new call that may inject again — dedupe allows it then only if
+    the fingerprint differs).
+    """
+
+    async def call_tool(
+        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
+    ) -> Any:
+        run = ctx.deps.tool if isinstance(ctx.deps, TurnDeps) else None
+        with collect_call_injections(run) as injected:
+            result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
+        return attach_injections(result, injected)
+
+
+def _records(part: ToolReturnPart[Any]) -> Iterable[InjectedMessage]:
+    meta = part.metadata
+    items = meta.get(INJECTIONS_KEY) if isinstance(meta, dict) else None
+    if not isinstance(items, list):
+        return
+    for item in items:
+        message = InjectedMessage.from_json(item)
+        if message is not None:
+            yield message
+
+
+def run_injections(messages: Sequence[ModelMessage], limit: int) -> list[RunInjection]:
+    """The injections recorded in ``messages`` (a run's own messages), in order.
+
+    Order is message order, then tool-result order within a request (the order of the calls), so
+    it is the same every time it is rebuilt. The first occurrence of a fingerprint wins and at
+    most ``limit`` are returned — the same rules ``inject_*_once`` applies to its caller.
+    """
+    seen: set[str] = set()
+    out: list[RunInjection] = []
+    for message in messages:
+        if not isinstance(message, ModelRequest):
+            continue
+        for part in message.parts:
+            if not isinstance(part, ToolReturnPart):
+                continue
+            for injected in _records(part):
+                if injected.fingerprint in seen or len(out) >= limit:
+                    continue
+                seen.add(injected.fingerprint)
+                out.append(RunInjection(injected, part.tool_call_id, part.timestamp))
+    return out
+
+
+def _strip_part(part: Any) -> Any:
+    if not isinstance(part, ToolReturnPart) or not isinstance(part.metadata, dict):
+        return part
+    if INJECTIONS_KEY not in part.metadata:
+        return part
+    rest = {k: v for k, v in part.metadata.items() if k != INJECTIONS_KEY}
+    if set(rest) == {"tool"}:
+        rest_value: Any = rest["tool"]  # undo attach_injections' wrapping of foreign metadata
+    else:
+        rest_value = rest or None
+    return dataclasses.replace(part, metadata=rest_value)
+
+
+def strip_injections(messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    """``messages`` without injection records (what a turn persists); unchanged messages are reused."""
+    out: list[ModelMessage] = []
+    for message in messages:
+        if isinstance(message, ModelRequest) and any(
+            isinstance(p, ToolReturnPart) and isinstance(p.metadata, dict) and INJECTIONS_KEY in p.metadata
+            for p in message.parts
+        ):
+            message = dataclasses.replace(message, parts=[_strip_part(p) for p in message.parts])
+        out.append(message)
+    return out
