@@ -11,18 +11,20 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
+from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.channels import ChannelHost, channels_from_config
 from shipagent.config import parse_config
 from shipagent.errors import ConfigError
-from tests.hosts.channels._support import ship_json
+from tests.hosts.channels._support import running, ship_json
 from tests.support.core import make_project
 from tests.support.net import free_port
 from tests.support.stream import StreamScript
-from tests.support.telegram_server import FakeTelegram, telegram_server
+from tests.support.telegram_server import TOKEN, FakeTelegram, telegram_server
 
 pytestmark = pytest.mark.anyio
 
@@ -223,3 +225,32 @@ def test_webhook_mode_is_validated_like_every_other_key() -> None:
     ).channels.telegram
     assert config.secret_token == "abc_-1" and "abc_-1" not in repr(config)
     assert config.webhook_path == "/tg" and config.webhook_listen == "127.0.0.1:8443"
+
+
+async def test_check_says_whether_the_webhook_is_set_here_without_printing_secrets(tmp_path: Path) -> None:
+    from shipagent.cli import app
+
+    async with telegram_server() as fake:
+        make_project(tmp_path, webhook_json(fake, free_port()))
+
+        def check() -> str:
+            return CliRunner().invoke(app, ["check", "--offline", "-C", str(tmp_path)]).output
+
+        before = await anyio.to_thread.run_sync(check)
+        assert "@ship_bot" in before and "webhook not set yet" in before
+        async with on_webhook(tmp_path, fake, StreamScript().model):
+            fake.webhook_error = (2_000_000_000, "Connection refused")
+            running = await anyio.to_thread.run_sync(check)
+    assert "webhook set to webhookUrl" in running and "Connection refused" in running
+    assert SECRET not in before + running and TOKEN not in before + running
+
+
+async def test_polling_mode_removes_a_webhook_left_set_and_then_polls(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with telegram_server() as fake:
+        fake.webhook = {"url": "https://old.example.com/tg", "secret_token": "old"}  # left by webhook mode
+        async with running(tmp_path / "p", fake, script.model):
+            assert fake.called("deleteWebhook") and fake.webhook is None
+            fake.user_message("polled again")
+            await fake.wait_for(lambda: answers(fake) == ["echo: polled again"])
+        assert not fake.called("setWebhook")
