@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from .._strict import strict_scalar
 
-__all__ = ["ChannelsConfig", "GroupsConfig", "TelegramConfig", "parse_listen"]
+__all__ = ["ChannelsConfig", "GroupsConfig", "TelegramConfig"]
 
 DEFAULT_TELEGRAM_API_ROOT = "https://api.telegram.org"
 DEFAULT_WEBHOOK_LISTEN = "127.0.0.1:8443"
@@ -128,6 +128,11 @@ class TelegramConfig(_Model):
     def _listen(cls, value: str) -> str:
         parse_listen(value)
         return value.strip()
+
+    @property
+    def webhook_address(self) -> tuple[str, int]:
+        """``webhookListen`` as the host and port the listener binds."""
+        return parse_listen(self.webhook_listen)
 
     @property
     def webhook_path(self) -> str:

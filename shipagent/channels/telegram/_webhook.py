@@ -29,7 +29,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -41,9 +41,11 @@ from starlette.types import Receive, Scope, Send
 from telegram import Bot
 from telegram.error import TelegramError
 
-from .._config import TelegramConfig, parse_listen
 from .._types import ChannelHealth
 from ._wire import ALLOWED_UPDATES
+
+if TYPE_CHECKING:
+    from .. import TelegramConfig
 
 __all__ = ["MAX_BODY_BYTES", "BadUpdate", "WebhookListener", "WebhookMode"]
 
@@ -91,15 +93,24 @@ class WebhookListener:
     Args:
         path: the only path served (``webhookUrl``'s path); anything else is a 404.
         secret: the ``X-Telegram-Bot-Api-Secret-Token`` every request must carry.
-        listen: ``host:port`` to bind (ship.json ``webhookListen``).
+        address: the host and port to bind.
+        listen: the same as written in ship.json ``webhookListen`` (for messages).
         handle: called with each update's JSON (see :data:`Handler`).
         on_error: told what went wrong when ``handle`` fails (the channel's health).
     """
 
     def __init__(
-        self, *, path: str, secret: str, listen: str, handle: Handler, on_error: Callable[[str], None]
+        self,
+        *,
+        path: str,
+        secret: str,
+        address: tuple[str, int],
+        listen: str,
+        handle: Handler,
+        on_error: Callable[[str], None],
     ) -> None:
         self.path = path
+        self.address = address
         self.listen = listen
         self._secret = secret.encode()
         self._handle = handle
@@ -152,9 +163,8 @@ class WebhookListener:
 
     async def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """Bind ``listen`` and serve in ``tasks``; returns once requests are answered."""
-        host, port = parse_listen(self.listen)
         try:
-            sock = await anyio.to_thread.run_sync(_bind, host, port)  # a name may need a DNS lookup
+            sock = await anyio.to_thread.run_sync(_bind, *self.address)  # a name may need a DNS lookup
         except OSError as exc:
             raise OSError(
                 exc.errno,
@@ -228,6 +238,7 @@ class WebhookMode:
         self.listener = WebhookListener(
             path=config.webhook_path,
             secret=config.secret_token,
+            address=config.webhook_address,
             listen=config.webhook_listen,
             handle=self._accepted,
             on_error=fail,
