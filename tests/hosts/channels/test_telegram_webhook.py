@@ -4,7 +4,10 @@ channel's own listener over HTTP (as Telegram does), the model is scripted."""
 from __future__ import annotations
 
 import json
+import signal
 import socket
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -18,9 +21,11 @@ from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.channels import ChannelHost, channels_from_config
+from shipagent.chatkeys import ShipPaths
 from shipagent.config import parse_config
 from shipagent.errors import ConfigError
 from tests.hosts.channels._support import running, ship_json
+from tests.hosts.channels.test_telegram_process import MODEL_MODULE
 from tests.support.core import make_project
 from tests.support.net import free_port
 from tests.support.stream import StreamScript
@@ -254,3 +259,45 @@ async def test_polling_mode_removes_a_webhook_left_set_and_then_polls(tmp_path: 
             fake.user_message("polled again")
             await fake.wait_for(lambda: answers(fake) == ["echo: polled again"])
         assert not fake.called("setWebhook")
+
+
+async def test_killed_mid_answer_in_webhook_mode_the_update_is_answered_exactly_once(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    log = tmp_path / "channels.log"
+
+    def start() -> subprocess.Popen[bytes]:
+        command = [sys.executable, "-c", "from shipagent.cli import main; main()"]
+        command += ["channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]
+        with open(log, "ab") as out:
+            return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+    def finished(fake: FakeTelegram) -> list[str]:
+        return [text for text in answers(fake) if text.strip().endswith("and more")]
+
+    async with telegram_server() as fake:
+        make_project(root, webhook_json(fake, free_port()))
+        process = start()
+        try:
+            await fake.wait_for(lambda: fake.webhook is not None, within=60)
+            update = fake.user_message("please")
+            assert await fake.deliver(update) == 200
+            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
+            process.send_signal(signal.SIGKILL)
+            await anyio.to_thread.run_sync(lambda: process.wait(30))
+            assert finished(fake) == []
+
+            process = start()
+            await fake.wait_for(lambda: len(fake.called("setWebhook")) == 2, within=60)
+            assert await fake.deliver(update) == 200  # delivered again (Telegram missed the 200)
+            await fake.wait_for(lambda: finished(fake), within=60)
+            await anyio.sleep(0.5)
+        finally:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+                await anyio.to_thread.run_sync(lambda: process.wait(30))
+    assert len(finished(fake)) == 1, log.read_text()
+    transcript = ShipPaths(root).transcript("telegram:chat:42").read_text(encoding="utf-8")
+    users = [row for row in map(json.loads, transcript.splitlines()) if row.get("role") == "user"]
+    assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
