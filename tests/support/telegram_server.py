@@ -38,14 +38,7 @@ BOT_ID = 123456
 BOT_USERNAME = "ship_bot"
 
 _INTS = {"chat_id", "message_id", "message_thread_id", "offset", "timeout", "limit", "reply_to_message_id"}
-_JSON = {
-    "allowed_updates",
-    "commands",
-    "reply_markup",
-    "link_preview_options",
-    "reply_parameters",
-    "drop_pending_updates",
-}
+_JSON = {"allowed_updates", "commands", "reply_markup", "link_preview_options", "reply_parameters"}
 _TAGS = {
     "b",
     "strong",
@@ -322,15 +315,13 @@ class FakeTelegram:
         return _ok(True)
 
     async def _setWebhook(self, params: dict[str, Any]) -> JSONResponse:
-        self.webhook = dict(params)
+        drop = params.get("drop_pending_updates")
+        self.webhook = {**params, "drop_pending_updates": json.loads(drop) if isinstance(drop, str) else drop}
         return _ok(True)
 
     async def _getWebhookInfo(self, params: dict[str, Any]) -> JSONResponse:
-        info: dict[str, Any] = {
-            "url": self.webhook["url"] if self.webhook else "",
-            "has_custom_certificate": False,
-            "pending_update_count": 0,
-        }
+        url = self.webhook["url"] if self.webhook else ""
+        info: dict[str, Any] = {"url": url, "has_custom_certificate": False, "pending_update_count": 0}
         if self.webhook_error is not None:
             info["last_error_date"], info["last_error_message"] = self.webhook_error
         return _ok(info)
