@@ -7,7 +7,9 @@ the secret out of the file). The token is never part of a ``repr`` and never pri
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -17,6 +19,18 @@ from ._strict import strict_scalar
 __all__ = ["ChannelsConfig", "GroupsConfig", "TelegramConfig"]
 
 DEFAULT_TELEGRAM_API_ROOT = "https://api.telegram.org"
+DEFAULT_WEBHOOK_LISTEN = "127.0.0.1:8443"
+_SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook's secret_token
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:8443`` for IPv6) as its parts; ``ValueError`` saying what is wrong."""
+    host, sep, port = text.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError('must be "host:port" with a port from 1 to 65535 (e.g. "127.0.0.1:8443")')
+    return host, int(port)
 
 
 class _Model(BaseModel):
@@ -51,8 +65,18 @@ class TelegramConfig(_Model):
     """From @BotFather; write ``"${TELEGRAM_BOT_TOKEN}"`` and keep the token in the environment."""
     api_root: str = DEFAULT_TELEGRAM_API_ROOT
     """The Bot API server: the public one, a Local Bot API Server, or a test server."""
-    mode: Literal["polling"] = "polling"
-    """How updates arrive: ``getUpdates`` long polling (the only mode so far)."""
+    mode: Literal["polling", "webhook"] = "polling"
+    """How updates arrive: ``polling`` (``getUpdates`` long polling; nothing to expose) or
+    ``webhook`` (Telegram POSTs each update to ``webhookUrl``; needs a public HTTPS address)."""
+    webhook_url: str | None = None
+    """Webhook mode: the public ``https://`` URL Telegram posts updates to (its path is the path the
+    listener serves; a reverse proxy or tunnel forwards it to ``webhookListen``)."""
+    secret_token: str | None = Field(default=None, repr=False)
+    """Webhook mode: the secret Telegram sends with every update (``X-Telegram-Bot-Api-Secret-Token``)
+    so nobody else can post fake updates; write ``"${TELEGRAM_WEBHOOK_SECRET}"``."""
+    webhook_listen: str = DEFAULT_WEBHOOK_LISTEN
+    """Webhook mode: where the listener binds, ``host:port`` (loopback by default: put a TLS
+    reverse proxy or tunnel in front of it)."""
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
     """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
     ``allowlist`` (only ``allowFrom``), ``open`` (anyone)."""
@@ -82,12 +106,72 @@ class TelegramConfig(_Model):
             raise ValueError("must be an http:// or https:// URL")
         return value.rstrip("/")
 
+    @field_validator("webhook_url")
+    @classmethod
+    def _webhook_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.fragment:
+            raise ValueError("must be an https:// URL without a #fragment (e.g. https://bot.example.com/tg)")
+        return value
+
+    @field_validator("secret_token")
+    @classmethod
+    def _secret(cls, value: str | None) -> str | None:
+        if value is not None and not _SECRET.fullmatch(value):  # the value is never echoed
+            raise ValueError("must be 1 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's rule)")
+        return value
+
+    @field_validator("webhook_listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value.strip()
+
+    @property
+    def webhook_address(self) -> tuple[str, int]:
+        """``webhookListen`` as the host and port the listener binds."""
+        return parse_listen(self.webhook_listen)
+
+    @property
+    def webhook_path(self) -> str:
+        """The path of ``webhookUrl``: what the listener serves (``/`` for a bare host)."""
+        return urlsplit(self.webhook_url or "").path or "/"
+
     @model_validator(mode="after")
     def _token_when_enabled(self) -> TelegramConfig:
         if self.enabled and not (self.bot_token and self.bot_token.strip()):
             raise ValueError(
                 "botToken is required when channels.telegram.enabled is true "
                 '(e.g. "botToken": "${TELEGRAM_BOT_TOKEN}")'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _webhook_keys(self) -> TelegramConfig:
+        if self.mode == "polling":
+            if self.webhook_url is not None:
+                raise ValueError(
+                    'webhookUrl is set but channels.telegram.mode is "polling": '
+                    'set "mode": "webhook" to receive updates there, or remove webhookUrl'
+                )
+            return self
+        if not self.enabled:
+            return self
+        if self.webhook_url is None:
+            raise ValueError(
+                'channels.telegram.webhookUrl is required when channels.telegram.mode is "webhook" '
+                '(the public https:// URL Telegram posts to, e.g. "https://bot.example.com/tg")'
+            )
+        if self.secret_token is None or not self.secret_token.strip():
+            raise ValueError(
+                'channels.telegram.secretToken is required when channels.telegram.mode is "webhook" '
+                '(e.g. "secretToken": "${TELEGRAM_WEBHOOK_SECRET}"; 1 to 256 of A-Z a-z 0-9 _ -)'
+            )
+        if self.api_root == DEFAULT_TELEGRAM_API_ROOT and not self.webhook_url.startswith("https://"):
+            raise ValueError(
+                "channels.telegram.webhookUrl must be https:// (Telegram posts to HTTPS webhooks only)"
             )
         return self
 

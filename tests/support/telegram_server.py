@@ -8,7 +8,8 @@ something) and records every call with its arrival time (``time.monotonic``) for
 
 Tests inject user messages (:meth:`FakeTelegram.user_message`), failures
 (:meth:`FakeTelegram.fail_next`: a 429 with ``retry_after``, a 409), stalled polls and rejected
-markup.
+markup. A webhook set with ``setWebhook`` is kept as Telegram keeps it (``getUpdates`` is a 409
+meanwhile); :meth:`FakeTelegram.deliver` posts an update to it the way Telegram does.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import anyio
+import httpx
 import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -128,6 +130,8 @@ class FakeTelegram:
         self.reject_html = False
         self.redeliver_confirmed = False  # as if the bot crashed before its next poll confirmed them
         self.stall_polls = 0
+        self.webhook: dict[str, Any] | None = None  # setWebhook's parameters while one is set
+        self.webhook_error: tuple[int, str] | None = None  # (Unix time, text) getWebhookInfo reports
         self._failures: dict[str, deque[tuple[int, str, int | None]]] = defaultdict(deque)
         self._next_update = 1
         self._next_message = {}  # chat id -> next message id
@@ -235,6 +239,15 @@ class FakeTelegram:
         self._wake()
         return update
 
+    async def deliver(self, update: dict[str, Any], *, secret: str | None = None) -> int:
+        """POST ``update`` to the webhook as Telegram does (its secret header unless ``secret``)."""
+        assert self.webhook is not None, "no webhook is set"
+        token = self.webhook.get("secret_token") if secret is None else secret
+        headers = {"X-Telegram-Bot-Api-Secret-Token": token} if token else {}
+        async with httpx.AsyncClient(timeout=20) as client:
+            response = await client.post(self.webhook["url"], json=update, headers=headers)
+        return response.status_code
+
     def fail_next(
         self, method: str, status: int, description: str, *, retry_after: int | None = None
     ) -> None:
@@ -298,7 +311,20 @@ class FakeTelegram:
         )
 
     async def _deleteWebhook(self, params: dict[str, Any]) -> JSONResponse:
+        self.webhook = None
         return _ok(True)
+
+    async def _setWebhook(self, params: dict[str, Any]) -> JSONResponse:
+        drop = params.get("drop_pending_updates")
+        self.webhook = {**params, "drop_pending_updates": json.loads(drop) if isinstance(drop, str) else drop}
+        return _ok(True)
+
+    async def _getWebhookInfo(self, params: dict[str, Any]) -> JSONResponse:
+        url = self.webhook["url"] if self.webhook else ""
+        info: dict[str, Any] = {"url": url, "has_custom_certificate": False, "pending_update_count": 0}
+        if self.webhook_error is not None:
+            info["last_error_date"], info["last_error_message"] = self.webhook_error
+        return _ok(info)
 
     async def _setMyCommands(self, params: dict[str, Any]) -> JSONResponse:
         return _ok(True)
@@ -329,6 +355,8 @@ class FakeTelegram:
         return Response(self.files[file_id], media_type="application/octet-stream")
 
     async def _getUpdates(self, params: dict[str, Any]) -> JSONResponse:
+        if self.webhook is not None:
+            return _error(409, "Conflict: can't use getUpdates method while webhook is active")
         offset = params.get("offset")
         if offset is not None and not self.redeliver_confirmed:
             self._confirmed = max(self._confirmed, offset - 1)

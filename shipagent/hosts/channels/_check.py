@@ -10,6 +10,8 @@ import typer
 from rich.markup import escape
 
 if TYPE_CHECKING:
+    from telegram import Bot
+
     from ..._channels_config import TelegramConfig
     from ...config import ShipConfig
 
@@ -33,7 +35,22 @@ def _access(telegram: TelegramConfig) -> str:
     )
 
 
-async def _get_me(telegram: TelegramConfig) -> str:
+async def _webhook_state(bot: Bot, telegram: TelegramConfig) -> str:
+    """Webhook mode: whether Telegram's webhook is ours, and its last delivery error (URL not shown:
+    its path may be a secret of its own)."""
+    info = await bot.get_webhook_info()
+    if info.url and info.url == telegram.webhook_url:
+        state = "set to webhookUrl"
+    elif not info.url:
+        state = "not set yet (the channel sets it when it starts)"
+    else:
+        state = "pointing at another URL (the channel sets it to webhookUrl when it starts)"
+    if info.last_error_message:
+        state += f"; Telegram's last delivery error: {info.last_error_message}"
+    return f"; webhook {state}; listening on {telegram.webhook_listen}"
+
+
+async def _get_me(telegram: TelegramConfig) -> tuple[str, str]:
     from telegram import Bot
     from telegram.error import TelegramError
 
@@ -49,7 +66,8 @@ async def _get_me(telegram: TelegramConfig) -> str:
             with anyio.fail_after(15):
                 async with bot:
                     me = bot.bot
-            return f"@{me.username} (id {me.id})"
+                    hook = await _webhook_state(bot, telegram) if telegram.mode == "webhook" else ""
+            return f"@{me.username} (id {me.id})", hook
         except TelegramError as exc:
             raise ValueError(token.clean(f"{type(exc).__name__}: {exc}")) from None
         except TimeoutError:
@@ -68,7 +86,7 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
     if not telegram.enabled:
         return
     try:
-        who = anyio.run(_get_me, telegram)
+        who, hook = anyio.run(_get_me, telegram)
     except ValueError as exc:
         console.print(
             f"[red]telegram: the Bot API at {escape(telegram.api_root)} did not accept channels.telegram.botToken: "
@@ -76,4 +94,6 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
             highlight=False,
         )
         raise typer.Exit(1) from None
-    console.print(escape(f"telegram: {who} via {telegram.api_root}; {_access(telegram)}"), highlight=False)
+    console.print(
+        escape(f"telegram: {who} via {telegram.api_root}{hook}; {_access(telegram)}"), highlight=False
+    )

@@ -93,7 +93,12 @@ class Dedupe:
             if payload is not None:
                 row["payload"] = payload
                 self._open[key] = payload
-            await anyio.to_thread.run_sync(self._append, row)
+            try:
+                await anyio.to_thread.run_sync(self._append, row)
+            except BaseException:  # not on disk: the platform delivers it again; it must not be "seen"
+                self._seen.pop(key, None)
+                self._open.pop(key, None)
+                raise
             return True
 
     async def done(self, chat_id: str, message_id: str) -> None:

@@ -1,4 +1,4 @@
-"""The Telegram channel: ``getUpdates`` long polling on python-telegram-bot, sends through the Bot API.
+"""The Telegram channel: updates by ``getUpdates`` long polling (or a webhook), sends through the Bot API.
 
 Why PTB (22.8, pinned) rather than aiogram: its ``Bot`` is usable on its own, without its
 ``Application`` dispatcher, so the poll loop is ours and the offset is confirmed exactly when the
@@ -12,6 +12,10 @@ accepted after a crash and the dedupe record stops a double answer. A 409 (anoth
 this bot) stops the channel with a clear error instead of fighting it; a 429 waits ``retry_after``;
 a poll that has not returned within its timeout plus a margin is abandoned and started again by
 the watchdog, and counted in the health.
+
+In webhook mode (``mode: webhook``) there is no loop: Telegram posts each update to a listener the
+channel owns (:mod:`._webhook`), which hands it to the same pipeline and answers 200 only once the
+pipeline recorded it.
 """
 
 from __future__ import annotations
@@ -22,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from telegram import Bot, BotCommand, InlineKeyboardButton, InlineKeyboardMarkup, LinkPreviewOptions
+from telegram import (
+    Bot,
+    BotCommand,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    LinkPreviewOptions,
+    Update,
+)
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import Conflict, Forbidden, InvalidToken, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
@@ -45,7 +56,8 @@ from .._types import (
 )
 from ._html import markdown_to_html
 from ._redact import TokenFilter
-from ._wire import seconds, send_error, to_inbound, to_press
+from ._webhook import BadUpdate, WebhookMode
+from ._wire import ALLOWED_UPDATES, seconds, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
@@ -87,6 +99,7 @@ class TelegramChannel:
         poll_timeout: float = 30.0,
         watchdog_margin: float = 15.0,
         edit_interval: float = 1.0,
+        webhook_check_interval: float = 60.0,
     ) -> None:
         if not config.bot_token:
             raise ValueError("channels.telegram.botToken is not set")
@@ -94,6 +107,7 @@ class TelegramChannel:
         self.health = ChannelHealth()
         self.poll_timeout = poll_timeout
         self.watchdog_margin = watchdog_margin
+        self.webhook_check_interval = webhook_check_interval
         self._token = TokenFilter(config.bot_token)
         self.pipeline = Pipeline(
             agent,
@@ -128,6 +142,9 @@ class TelegramChannel:
         self._username = ""
         self.offset: int | None = None
         """The next ``getUpdates`` offset: one past the last update the pipeline accepted."""
+        self.webhook: WebhookMode | None = None
+        """Webhook mode's listener and checks (made by :meth:`start` in webhook mode)."""
+        self._accepting = anyio.Lock()  # webhook requests run concurrently: accept one at a time
 
     @property
     def bot(self) -> Bot:
@@ -139,7 +156,11 @@ class TelegramChannel:
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Check the token (``getMe``), drop any webhook, register the commands, start polling."""
+        """Check the token (``getMe``), register the commands, then start receiving updates.
+
+        Polling mode drops any webhook first (Telegram refuses ``getUpdates`` while one is set);
+        webhook mode starts its listener, then sets the webhook to ``webhookUrl``.
+        """
         self._token.install()  # before the Bot exists: PTB logs its URLs (with the token) at once
         root = self.config.api_root
         self._bot = Bot(
@@ -154,7 +175,8 @@ class TelegramChannel:
             me = self.bot.bot
             self._bot_id, self._username = me.id, me.username or ""
             self.pipeline.bot_username = self._username
-            await self.bot.delete_webhook(drop_pending_updates=False)
+            if self.config.mode == "polling":
+                await self.bot.delete_webhook(drop_pending_updates=False)
             await self.bot.set_my_commands([BotCommand(n, d) for n, d in COMMANDS.items()])
         except TelegramError as exc:
             await self.bot.shutdown()
@@ -167,12 +189,37 @@ class TelegramChannel:
         await self.pipeline.__aenter__()
         self._tasks = anyio.create_task_group()
         await self._tasks.__aenter__()
-        self._tasks.start_soon(self._poll)
-        log.info("telegram: polling as @%s", self._username)
+        if self.config.mode == "webhook":
+            await self._start_webhook(self._tasks)
+            log.info("telegram: @%s receives updates by webhook", self._username)
+        else:
+            self._tasks.start_soon(self._poll)
+            log.info("telegram: polling as @%s", self._username)
+
+    async def _start_webhook(self, tasks: anyio.abc.TaskGroup) -> None:
+        self.webhook = WebhookMode(
+            self.bot,
+            self.config,
+            self.health,
+            handle=self._take,
+            fail=self._fail,
+            check_interval=self.webhook_check_interval,
+        )
+        try:
+            await self.webhook.start(tasks)
+        except BaseException as exc:
+            if isinstance(exc, Exception):
+                self._fail(f"could not start the webhook: {type(exc).__name__}: {exc}")
+            self.webhook = None
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
         """Stop polling, finish the answers already accepted (for a while), close the HTTP clients."""
         try:
+            if self.webhook is not None:  # no new update is taken; those in flight finish first
+                await self.webhook.stop()
+                self.webhook = None
             if self._tasks is not None:
                 self._tasks.cancel_scope.cancel()
                 await self._tasks.__aexit__(None, None, None)
@@ -204,7 +251,7 @@ class TelegramChannel:
                     updates = await self.bot.get_updates(
                         offset=self.offset,
                         timeout=int(self.poll_timeout),
-                        allowed_updates=["message", "callback_query"],
+                        allowed_updates=ALLOWED_UPDATES,
                     )
             except (TimeoutError, TimedOut):
                 self.health.restarts += 1
@@ -235,15 +282,18 @@ class TelegramChannel:
             for update in updates:
                 await self._accept(update)
 
-    async def _accept(self, update: Any) -> None:
+    async def _dispatch(self, update: Update) -> None:
+        """Hand ``update`` to the pipeline; returns once it is recorded (raises if it could not be)."""
         message = to_inbound(update, self._bot_id, self._username)
-        press = to_press(update) if message is None else None
+        if message is not None:
+            await self.pipeline.accept(message)
+        elif (press := to_press(update)) is not None:
+            await self.pipeline.press(press)
+
+    async def _accept(self, update: Update) -> None:
         while True:
             try:
-                if message is not None:
-                    await self.pipeline.accept(message)
-                elif press is not None:
-                    await self.pipeline.press(press)
+                await self._dispatch(update)
                 break
             except OSError as exc:  # the dedupe record could not be written: do not confirm it
                 self._fail(f"could not record update {update.update_id}: {exc}; retrying")
@@ -253,6 +303,19 @@ class TelegramChannel:
                 log.exception("telegram: update %s could not be handled", update.update_id)
                 break
         self.offset = update.update_id + 1  # confirmed to Telegram by the next getUpdates
+
+    async def _take(self, data: dict[str, Any]) -> None:
+        """A webhook's update (its JSON): recorded when this returns; an error makes a non-2xx.
+
+        One at a time, as the poll loop does, so a chat's messages reach the pipeline in the order
+        they were taken even when Telegram posts over several connections.
+        """
+        try:
+            update = Update.de_json(data, self.bot)
+        except Exception as exc:
+            raise BadUpdate(f"not a Telegram update: {type(exc).__name__}: {exc}") from None
+        async with self._accepting:
+            await self._dispatch(update)
 
     # -- outbound (the pipeline's Outbound) -------------------------------------------------------
 

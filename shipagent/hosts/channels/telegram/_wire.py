@@ -22,7 +22,10 @@ from .._types import (
     TransientSendError,
 )
 
-__all__ = ["chat_key_of", "seconds", "send_error", "to_inbound"]
+__all__ = ["ALLOWED_UPDATES", "chat_key_of", "seconds", "send_error", "to_inbound"]
+
+ALLOWED_UPDATES = ["message", "callback_query"]
+"""The updates the channel asks Telegram for (polling and webhook alike): messages, button presses."""
 
 
 def chat_key_of(chat_id: int, thread_id: int | None) -> str:
