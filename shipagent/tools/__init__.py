@@ -63,7 +63,7 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
     the agent's skills overview so the overview and ``skills_list`` agree), so two agents in one
     process never share state. The tools need a run's :class:`~shipagent.ToolExecutionContext`:
     ``ShipAgent.run`` passes it as the run's ``deps``; a plain pydantic-ai agent running them
-    inside :func:`shipagent.execution.use_tool_context` gives them that one.
+    inside :func:`shipagent.tools.execution.use_tool_context` gives them that one.
     """
     cache = skills_cache if skills_cache is not None else SkillsCache()
     # exec_shell bounds its own output and keeps the full text on disk: spilling its result again

@@ -61,7 +61,7 @@ from ._wire import ALLOWED_UPDATES, seconds, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
-    from ....execution import ToolExecutionContext
+    from ....tools.execution import ToolExecutionContext
 
 __all__ = ["TelegramChannel"]
 

@@ -1,7 +1,7 @@
 """The tool execution context: what a tool can reach of the run it is called from.
 
 A run passes its :class:`ToolExecutionContext` to pydantic-ai as ``deps`` (``ctx.deps.tool`` of a
-``RunContext[TurnDeps]``, see ``shipagent._deps``); a tool written without a ``ctx`` parameter
+``RunContext[TurnDeps]``, see ``shipagent.tools._deps``); a tool written without a ``ctx`` parameter
 (user-written, provider) calls :func:`current_tool_context` for the same object. Either way it
 reads the chat key and the project and injects messages the model sees on every later request of
 the same run.
@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .errors import ToolContextError
+from ..errors import ToolContextError
+from ..window.injections import InjectedMessage
 
 if TYPE_CHECKING:
-    from .chatkeys import ShipPaths
-    from .config import ShipConfig
-    from .store.files._store import ContextFiles
-    from .tools.context._types import SessionContext
+    from ..chatkeys import ShipPaths
+    from ..config import ShipConfig
+    from ..store.files._store import ContextFiles
+    from .context._types import SessionContext
 
 __all__ = [
     "ApprovalRequest",
@@ -54,31 +55,6 @@ class InjectionResult:
 
     inserted: bool
     reason: InjectionReason | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class InjectedMessage:
-    """One accepted injection: travels as data in the injecting tool's ``ToolReturn`` metadata."""
-
-    role: Literal["system", "assistant"]
-    content: str
-    fingerprint: str
-
-    def to_json(self) -> dict[str, str]:
-        """The form stored in a ``ToolReturnPart``'s metadata."""
-        return {"role": self.role, "content": self.content, "fingerprint": self.fingerprint}
-
-    @classmethod
-    def from_json(cls, data: Any) -> InjectedMessage | None:
-        """Read :meth:`to_json` back; anything malformed is ``None`` (never raises)."""
-        if not isinstance(data, dict):
-            return None
-        role, content, fingerprint = data.get("role"), data.get("content"), data.get("fingerprint")
-        if role not in ("system", "assistant") or not isinstance(content, str) or not content:
-            return None
-        if not isinstance(fingerprint, str) or not fingerprint:
-            return None
-        return cls(role, content, fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
