@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,9 @@ PNG = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 4
 PDF = b"%PDF-1.7\n" + bytes(range(256)) * 8
 
 
-def sender(args: dict[str, Any], answer: str = "Here it is."):  # type: ignore[no-untyped-def]
+def sender(
+    args: dict[str, Any], answer: str = "Here it is."
+) -> Callable[[list[ModelMessage], Any, int], ModelResponse]:
     """A model that calls chat_send_file with ``args``, then answers with ``answer`` and the tool's result."""
 
     def reply(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
@@ -96,6 +99,19 @@ async def test_a_gif_and_a_file_that_only_claims_to_be_a_png_go_as_documents(tmp
             ("fake.png", b"not an image"),
         ]
         assert fake.called("sendPhoto") == []
+
+
+async def test_a_photo_telegram_refuses_goes_again_as_a_document(tmp_path: Path) -> None:
+    async with telegram_server() as fake:
+        root = project(tmp_path, fake, {"wide.png": PNG})
+        fake.fail_next("sendPhoto", 400, "Bad Request: PHOTO_INVALID_DIMENSIONS")
+        script = StreamScript(sender({"path": "wide.png", "caption": "wide"}))
+        async with running(root, fake, script.model):
+            fake.user_message("the panorama")
+            await fake.wait_for(lambda: answered(fake, "Here it is."))
+        assert len(fake.called("sendPhoto")) == 1
+        [call] = fake.called("sendDocument")
+        assert call.params["document"] == ("wide.png", PNG) and call.params["caption"] == "wide"
 
 
 async def test_flood_control_on_an_upload_is_waited_out_and_the_file_sent_once(tmp_path: Path) -> None:
