@@ -56,6 +56,8 @@ async def test_a_document_is_uploaded_with_its_bytes_then_the_answer_arrives(tmp
         async with running(root, fake, script.model):
             fake.user_message("send me the report")
             await fake.wait_for(lambda: answered(fake, "Here it is."))
+        told = script.requests[0][-1].instructions or ""  # type: ignore[union-attr]
+        assert "`chat_send_file`" in told  # the model is told files can be sent here
         [call] = fake.called("sendDocument")
         assert call.params["document"] == ("q3.pdf", PDF)
         assert call.params["chat_id"] == 42

@@ -74,7 +74,8 @@ _NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 WHERE = (
     "This chat is on Telegram. Your answers are shown with Telegram's formatting: **bold**, "
     "*italics*, `inline code`, fenced code blocks, links and quotes render; tables, images and "
-    "HTML do not (write a list instead of a table). A long answer is split into messages of about "
+    "HTML do not (write a list instead of a table; send an image or any other file of the project "
+    "with `chat_send_file`). A long answer is split into messages of about "
     "{limit} characters, so prefer short answers. In a group, each user line starts with who wrote it."
 )
 """What the model is told about where it is, in every turn of a Telegram chat (a stable paragraph)."""
