@@ -60,8 +60,8 @@ def read_for_sending(
 
     Raises:
         FileRefused: outside the project (by ``..``, an absolute path or a symlink), under
-            ``.ship/``, a secret the shell sandbox hides, missing, not a regular file, or larger
-            than ``max_bytes``.
+            ``.ship/``, a secret the shell sandbox hides, missing, not a regular file, empty, or
+            larger than ``max_bytes``.
     """
     base = root.resolve()
     asked = Path(path).expanduser()
@@ -107,6 +107,8 @@ def read_for_sending(
         raise FileRefused(f"'{path}' cannot be read: {exc.strerror or exc}") from None
     if len(data) > max_bytes:  # it grew since the stat
         raise too_big
+    if not data:
+        raise FileRefused(f"'{path}' is empty; there is nothing to send")
     return OutgoingFile(name=target.name, data=data, path=shown)
 
 

@@ -160,7 +160,7 @@ async def test_secrets_the_shell_sandbox_hides_are_refused(tmp_path: Path) -> No
     assert channel.files == []
 
 
-async def test_a_missing_file_a_directory_and_a_device_are_refused(tmp_path: Path) -> None:
+async def test_a_missing_file_a_directory_a_fifo_and_an_empty_file_are_refused(tmp_path: Path) -> None:
     root = make_project(tmp_path / "p")
     (root / "build").mkdir()
     os.mkfifo(root / "pipe")
@@ -171,6 +171,9 @@ async def test_a_missing_file_a_directory_and_a_device_are_refused(tmp_path: Pat
     assert directory["success"] is False and directory["error"].startswith("'build' is a directory")
     fifo = await send(root, {"path": "pipe"}, channel)  # opening it would block forever
     assert fifo == {"success": False, "error": "'pipe' is not a regular file"}
+    (root / "empty.txt").write_bytes(b"")
+    empty = await send(root, {"path": "empty.txt"}, channel)  # Telegram refuses an empty upload
+    assert empty == {"success": False, "error": "'empty.txt' is empty; there is nothing to send"}
     assert channel.files == []
 
 
