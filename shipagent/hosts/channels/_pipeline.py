@@ -110,6 +110,7 @@ class _FileSink(_Sink):
 
     async def send_file(self, chat_key: str, file: OutgoingFile) -> None:
         await self.writer.send_file(file)
+        self.sent.append(f"📎 {file.name}")  # something was said: no "(no answer)" after it
 
 
 class Pipeline:

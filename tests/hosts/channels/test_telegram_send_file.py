@@ -130,6 +130,16 @@ async def test_flood_control_on_an_upload_is_waited_out_and_the_file_sent_once(t
         assert len([m for m in fake.shown() if m.text != "Here it is."]) == 1  # one file message
 
 
+async def test_a_file_as_the_whole_answer_is_not_followed_by_a_no_answer_notice(tmp_path: Path) -> None:
+    async with telegram_server() as fake:
+        root = project(tmp_path, fake, {"notes.txt": b"launch at noon\n"})
+        script = StreamScript(sender({"path": "notes.txt", "caption": "the notes"}, " "))
+        async with running(root, fake, script.model) as (_, channel):
+            fake.user_message("the notes")
+            await fake.wait_for(lambda: len(script.requests) == 2 and channel.health.backlog == 0)
+        assert [m.text for m in fake.shown()] == ["the notes"]
+
+
 async def test_a_refused_path_sends_nothing_and_the_model_says_why(tmp_path: Path) -> None:
     (tmp_path / "outside.txt").write_text("not yours\n")
     async with telegram_server() as fake:
