@@ -38,6 +38,7 @@ __all__ = [
     "BudgetConfig",
     "BudgetSectionsConfig",
     "ChatHistoryConfig",
+    "ChatSendFileConfig",
     "ContextConfig",
     "DurableConfig",
     "ExecShellPermission",
@@ -198,9 +199,18 @@ class PermissionsConfig(_Model):
     exec_shell: ExecShellPermission = Field(default_factory=ExecShellPermission)
 
 
+class ChatSendFileConfig(_Model):
+    """``tools.chatSendFile``: the builtin tool that sends a project file into the chat."""
+
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """The largest file it sends. The file is read into memory to be sent; Telegram's Bot API
+    takes uploads up to 50 MB (a Local Bot API Server, up to 2,000 MB)."""
+
+
 class ToolsConfig(_Model):
     modules: list[str] = Field(default_factory=list)
     """Importable modules that expose a pydantic-ai ``toolset``; added beside the builtins."""
+    chat_send_file: ChatSendFileConfig = Field(default_factory=ChatSendFileConfig)
 
 
 class _McpCommon(_Model):

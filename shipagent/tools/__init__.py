@@ -1,7 +1,8 @@
 """The builtin tools, one module per family, behind this curated surface.
 
-- chat: ``chat_send`` (speak to the chat), ``chat_load_history`` (earlier transcript, injected as
-  an assistant message before the user's message);
+- chat: ``chat_send`` (speak to the chat), ``chat_send_file`` (a project file into the chat, where
+  the chat's channel takes files), ``chat_load_history`` (earlier transcript, injected as an
+  assistant message before the user's message);
 - the agent-context log: ``agent_load_context`` (summaries of earlier turns, injected as a system
   message);
 - skills: ``skills_list``, ``skills_load`` (a SKILL.md, injected as a system message);
@@ -28,6 +29,7 @@ from ._agent_context import agent_load_context
 from ._chat import chat_load_history, chat_send
 from ._loader import load_tool_modules
 from ._sandbox import sandbox_check_hook, sandbox_report, warn_if_unsandboxed
+from ._send_file import chat_send_file
 from ._shell import ShellDecision, decide_exec_shell, exec_shell, request_approval
 from ._skills import SkillsCache, make_skills_tools
 from .files._tools import NO_SPILL_METADATA
@@ -47,6 +49,7 @@ __all__ = [
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = (
     "chat_send",
+    "chat_send_file",
     "chat_load_history",
     "agent_load_context",
     "skills_list",
@@ -73,6 +76,6 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
     # instead of multiplying by the number of parallel calls.
     shell = Tool(exec_shell, metadata=dict(NO_SPILL_METADATA), sequential=True)
     return FunctionToolset(
-        [chat_send, chat_load_history, agent_load_context, *make_skills_tools(cache), shell],
+        [chat_send, chat_send_file, chat_load_history, agent_load_context, *make_skills_tools(cache), shell],
         id="shipagent-builtin",
     )

@@ -35,9 +35,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApprovalRequest",
+    "FileReplyChannel",
     "InjectedMessage",
     "InjectionReason",
     "InjectionResult",
+    "OutgoingFile",
     "ReplyChannel",
     "ToolExecutionContext",
     "collect_call_injections",
@@ -82,11 +84,47 @@ class ReplyChannel(Protocol):
 
     The core knows only this: a host passes one to ``ShipAgent.run(..., channel=...)`` and the
     turn's ``chat_send`` calls it (a coroutine, or a plain function). What a chat app's channel
-    does besides — streaming by edits, buttons, files — is the channel host's (``shipagent.hosts.channels``).
+    does besides — streaming by edits, buttons — is the channel host's (``shipagent.hosts.channels``);
+    a channel that takes files implements :class:`FileReplyChannel` too.
     """
 
     def send_text(self, chat_key: str, text: str) -> Awaitable[None] | None:
         """Deliver ``text`` to the chat now; raising says it could not (the model is told)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    """A file ``chat_send_file`` hands to a channel.
+
+    The bytes, not a path: the tool reads the file once, after its checks (inside the project,
+    not a secret, within the size cap), so what the channel sends is what was checked, whatever
+    happens to the path afterwards.
+
+    Attributes:
+        name: the file name the chat shows (``report.pdf``).
+        data: the file's content.
+        caption: text shown with the file (Markdown, like a message), if any.
+        path: where the file is, relative to the project (for logs and the transcript).
+    """
+
+    name: str
+    data: bytes
+    caption: str | None = None
+    path: str = ""
+
+
+@runtime_checkable
+class FileReplyChannel(ReplyChannel, Protocol):
+    """A :class:`ReplyChannel` that also delivers files (the ``chat_send_file`` tool).
+
+    A protocol of its own rather than a method every channel must have: a terminal or an HTTP
+    client has nowhere to put a file, and a channel that cannot take one simply does not implement
+    this, so the tool tells the model the chat cannot receive files instead of pretending.
+    """
+
+    def send_file(self, chat_key: str, file: OutgoingFile) -> Awaitable[None] | None:
+        """Deliver ``file`` to the chat now; raising says it could not (the model is told)."""
         ...
 
 
@@ -103,7 +141,8 @@ class ToolExecutionContext:
             ``context.injection.maxInjectedMessages``).
         paths: where this project's ``.ship/`` files are.
         session_token: the session token of the context injector, when one is issued.
-        channel: where ``chat_send`` delivers (a :class:`ReplyChannel`), if the chat has one.
+        channel: where ``chat_send`` delivers (a :class:`ReplyChannel`), if the chat has one; a
+            :class:`FileReplyChannel` also takes ``chat_send_file``'s files.
         on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
         context_files: the project's context files store; the agent sets it, and tools
             used outside an agent make one from ``paths`` on first use.
