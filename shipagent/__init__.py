@@ -36,7 +36,7 @@ if TYPE_CHECKING:
         current_tool_context,
     )
     from .hosts.cli._checks import Problem, check_project
-    from .results import AgentResult, StepEvent, ToolCallRecord
+    from .results import AgentResult, Sender, StepEvent, ToolCallRecord
 
 
 def _durable_executor(agent: ShipAgent) -> object:
@@ -71,6 +71,7 @@ _HOME = {
     "ShipAgent": "agent",
     "ShipAgentError": "errors",
     "ShipConfig": "config",
+    "Sender": "results",
     "StepEvent": "results",
     "TextDelta": "events",
     "ToolCallRecord": "results",
@@ -99,6 +100,7 @@ __all__ = [
     "Problem",
     "ProjectLockedError",
     "ReplyChannel",
+    "Sender",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",
