@@ -371,7 +371,7 @@ class ShipAgent:
             ChatKeyError: the chat key is unusable.
             ConfigError: no usable model is configured.
         """
-        self._check_turn(chat_key, text, request_id)
+        self._check_turn(chat_key, text, request_id, sender, preface)
         if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
             return await self.turn_executor.submit(
                 chat_key,
@@ -390,10 +390,16 @@ class ShipAgent:
             preface=preface,
         )
 
-    def _check_turn(self, chat_key: str, text: Any, request_id: Any) -> None:
+    def _check_turn(
+        self, chat_key: str, text: Any, request_id: Any, sender: Any = None, preface: Any = None
+    ) -> None:
         validate_chat_key(chat_key)
         if not isinstance(text, str):
             raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        if sender is not None and not isinstance(sender, Sender):
+            raise ShipAgentError(f"sender must be a shipagent.Sender, got {type(sender).__name__}")
+        if preface is not None and not isinstance(preface, str):
+            raise ShipAgentError(f"preface must be a string, got {type(preface).__name__}")
         if request_id is not None and not (
             isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
         ):
@@ -465,7 +471,7 @@ class ShipAgent:
             ChatKeyError: the chat key is unusable (raised here, before anything runs).
             ConfigError: no usable model is configured.
         """
-        self._check_turn(chat_key, text, request_id)
+        self._check_turn(chat_key, text, request_id, sender, preface)
         executor = self.turn_executor
         if executor is not None:  # durable seam: the queued turn's events come from its worker
 

@@ -23,8 +23,9 @@ from pydantic_ai.messages import (
     ToolReturnPart,
 )
 
+from shipagent import Sender, ShipAgent
 from shipagent.config import parse_config
-from shipagent.errors import ConfigError
+from shipagent.errors import ConfigError, ShipAgentError
 from tests.hosts.channels._support import running, ship_json
 from tests.support.core import last_user_text, make_project, read_jsonl
 from tests.support.stream import StreamScript
@@ -186,3 +187,20 @@ async def test_status_counts_compactions_and_undelivered_answers_across_a_restar
     assert f"Compactions since the context was last emptied: {compactions}" in status
     assert "Undelivered: 1 answer(s)" in status
     assert "Last request:" in status and "token" in status
+
+
+async def test_the_agent_api_takes_a_sender_and_a_preface(tmp_path: Path) -> None:
+    script = StreamScript()
+    agent = ShipAgent.from_project(make_project(tmp_path / "p"), model=script.model)
+    async with agent:
+        result = await agent.run(
+            "api:room:1", "ship it?", sender=Sender("u-9", "Dee"), preface="Earlier: Eve said no."
+        )
+        assert result.success
+        with pytest.raises(ShipAgentError, match=r"sender must be a shipagent\.Sender"):
+            await agent.run("api:room:1", "hi", sender={"id": "1"})  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"Sender\.id"):
+            Sender("")
+    assert last_user_text(script.requests[0]) == "Earlier: Eve said no.\n\nDee (id u-9): ship it?"
+    (user,) = [line for line in _transcript(agent, "api:room:1") if line["role"] == "user"]
+    assert (user["text"], user["sender"]) == ("ship it?", {"id": "u-9", "name": "Dee"})
