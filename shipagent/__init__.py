@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     )
     from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
     from .hosts.cli._checks import Problem, check_project
-    from .results import AgentResult, StepEvent, ToolCallRecord
+    from .results import AgentResult, Sender, StepEvent, ToolCallRecord
     from .tools._deps import TurnDeps
     from .tools.execution import (
         ApprovalRequest,
@@ -71,6 +71,7 @@ _HOME = {
     "ShipAgent": "agent",
     "ShipAgentError": "errors",
     "ShipConfig": "config",
+    "Sender": "results",
     "StepEvent": "results",
     "TextDelta": "events",
     "ToolCallRecord": "results",
@@ -99,6 +100,7 @@ __all__ = [
     "Problem",
     "ProjectLockedError",
     "ReplyChannel",
+    "Sender",
     "ShipAgent",
     "ShipAgentError",
     "ShipConfig",

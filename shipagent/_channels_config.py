@@ -41,6 +41,9 @@ class GroupsConfig(_Model):
     """Group chat ids (negative numbers for groups and supergroups)."""
     require_mention: bool = True
     """Answer only messages that mention the bot, reply to it, or are a command."""
+    history_limit: int = Field(default=0, ge=0, le=100)
+    """With ``requireMention``: keep the last this many messages that did not address the bot (in
+    memory) and give them to the model with the next message that does, then drop them (0: none)."""
 
 
 class TelegramConfig(_Model):

@@ -1,4 +1,4 @@
-"""What a run gives back: :class:`AgentResult`, :class:`ToolCallRecord` and :class:`StepEvent`."""
+"""What a run gives back (:class:`AgentResult`, :class:`ToolCallRecord`, :class:`StepEvent`) and who said it (:class:`Sender`)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,55 @@ from typing import Any, Literal
 
 from pydantic_ai.usage import RunUsage
 
-__all__ = ["AgentResult", "FinishReason", "StepEvent", "StepType", "ToolCallRecord", "cut_notice"]
+__all__ = ["AgentResult", "FinishReason", "Sender", "StepEvent", "StepType", "ToolCallRecord", "cut_notice"]
 
 StepType = Literal["assistant", "step_finish", "compaction", "retry", "done"]
 
 FinishReason = Literal["stop", "length", "timeout", "content_filter", "error"]
 """Why a turn's answer ended (see :attr:`AgentResult.finish_reason`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sender:
+    """Who said a turn's text: one person of a chat that has many (a group on a chat platform).
+
+    Passed as ``ShipAgent.run(..., sender=Sender("7", "Ada"))``: the transcript's user line records
+    it (``"sender": {"id": "7", "name": "Ada"}``) and the model reads the text as
+    ``Ada (id 7): …``, so in a group it knows who said what. ``id`` is the platform's stable user
+    id; ``name`` the display name at the time (it may change, the id does not).
+    """
+
+    id: str
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id or not self.id.isprintable() or len(self.id) > 200:
+            raise ValueError("Sender.id must be 1-200 printable characters")
+        if not isinstance(self.name, str) or len(self.name) > 200:
+            raise ValueError("Sender.name must be a string of at most 200 characters")
+
+    @property
+    def label(self) -> str:
+        """How the model and the transcript views name the sender: ``Ada (id 7)``, or ``id 7``."""
+        name = " ".join(self.name.split())
+        return f"{name} (id {self.id})" if name else f"id {self.id}"
+
+    def to_json(self) -> dict[str, str]:
+        """The transcript's ``sender`` field (``name`` left out when empty)."""
+        return {"id": self.id, "name": self.name} if self.name else {"id": self.id}
+
+    @classmethod
+    def from_json(cls, data: Any) -> Sender | None:
+        """The sender a transcript line records, or ``None`` (no field, or one this cannot read)."""
+        if not isinstance(data, dict):
+            return None
+        sid, name = data.get("id"), data.get("name", "")
+        if not isinstance(sid, str):
+            return None
+        try:
+            return cls(sid, name if isinstance(name, str) else "")
+        except ValueError:
+            return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,7 +42,7 @@ from ..chatkeys import ShipPaths, validate_chat_key
 from ..config import ShipConfig, load_config
 from ..errors import ConfigError, ShipAgentError
 from ..events import RunEvent
-from ..results import AgentResult
+from ..results import AgentResult, Sender
 from ..store._files import FileStores
 from ..store._pg_cluster import PgClusterStore
 from ..store._protocols import ChatStore
@@ -69,7 +69,14 @@ from ._commit import commit_turn
 from ._explain import explain_failure
 from ._lifecycle import start_services
 from ._streaming import Emit, PendingApprovals, stream_turn
-from ._turn import MAX_OVERFLOW_RETRIES, TurnParts, is_context_overflow, run_turn, tool_loop_agent
+from ._turn import (
+    MAX_OVERFLOW_RETRIES,
+    TurnParts,
+    is_context_overflow,
+    run_turn,
+    tool_loop_agent,
+    turn_prompt,
+)
 from .ledger import Ledger, RequestRecord
 from .models import build_model, build_model_settings
 from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
@@ -320,10 +327,21 @@ class ShipAgent:
         on_step: StepCallback | None = None,
         channel: ReplyChannel | None = None,
         request_id: str | None = None,
+        sender: Sender | None = None,
+        preface: str | None = None,
     ) -> AgentResult:
         """:meth:`run` for code without an event loop."""
         return anyio.run(
-            partial(self.run, chat_key, text, on_step=on_step, channel=channel, request_id=request_id)
+            partial(
+                self.run,
+                chat_key,
+                text,
+                on_step=on_step,
+                channel=channel,
+                request_id=request_id,
+                sender=sender,
+                preface=preface,
+            )
         )
 
     async def run(
@@ -334,29 +352,54 @@ class ShipAgent:
         on_step: StepCallback | None = None,
         channel: ReplyChannel | None = None,
         request_id: str | None = None,
+        sender: Sender | None = None,
+        preface: str | None = None,
     ) -> AgentResult:
         """Run one turn of ``chat_key`` with the user's ``text``.
 
         ``request_id`` names the turn (default: a fresh id). In durable mode it is the turn's
         workflow id: submitting the same id twice returns the first turn's result.
 
+        ``sender`` says who wrote ``text`` in a chat with many speakers: the transcript's user
+        line records it and the model reads ``Ada (id 7): text``. ``preface`` is context the model
+        reads before it that nobody in particular said (a channel puts there what a group said
+        since the bot's last reply); the transcript records ``text`` only. In durable mode the
+        queued turn carries only its text, so both are folded into it (the model reads the same;
+        the transcript's user line has no ``sender`` field then).
+
         Raises:
             ChatKeyError: the chat key is unusable.
             ConfigError: no usable model is configured.
         """
-        self._check_turn(chat_key, text, request_id)
+        self._check_turn(chat_key, text, request_id, sender, preface)
         if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
             return await self.turn_executor.submit(
-                chat_key, text, request_id=request_id, on_step=on_step, channel=channel
+                chat_key,
+                turn_prompt(text, sender, preface),
+                request_id=request_id,
+                on_step=on_step,
+                channel=channel,
             )
         return await self.execute_turn(
-            chat_key, text, on_step=on_step, channel=channel, request_id=request_id
+            chat_key,
+            text,
+            on_step=on_step,
+            channel=channel,
+            request_id=request_id,
+            sender=sender,
+            preface=preface,
         )
 
-    def _check_turn(self, chat_key: str, text: Any, request_id: Any) -> None:
+    def _check_turn(
+        self, chat_key: str, text: Any, request_id: Any, sender: Any = None, preface: Any = None
+    ) -> None:
         validate_chat_key(chat_key)
         if not isinstance(text, str):
             raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
+        if sender is not None and not isinstance(sender, Sender):
+            raise ShipAgentError(f"sender must be a shipagent.Sender, got {type(sender).__name__}")
+        if preface is not None and not isinstance(preface, str):
+            raise ShipAgentError(f"preface must be a string, got {type(preface).__name__}")
         if request_id is not None and not (
             isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
         ):
@@ -378,6 +421,8 @@ class ShipAgent:
         channel: ReplyChannel | None = None,
         request_id: str | None = None,
         emit: Emit | None = None,
+        sender: Sender | None = None,
+        preface: str | None = None,
     ) -> AgentResult:
         """The turn itself, here and now (what :meth:`run` does without an executor).
 
@@ -395,6 +440,8 @@ class ShipAgent:
             request_id=request_id,
             emit=emit,
             ask=False,
+            sender=sender,
+            preface=preface,
         )
 
     def run_stream(
@@ -406,6 +453,8 @@ class ShipAgent:
         on_step: StepCallback | None = None,
         approval_timeout: float | None = None,
         request_id: str | None = None,
+        sender: Sender | None = None,
+        preface: str | None = None,
     ) -> AsyncGenerator[RunEvent, None]:
         """Run one turn like :meth:`run`, yielding its events as they happen; :class:`Done` is last.
 
@@ -415,19 +464,25 @@ class ShipAgent:
         ``async with contextlib.aclosing(agent.run_stream(...)) as events:`` so that happens at once.
         A tool needing approval emits :class:`ApprovalRequired` and waits for
         :meth:`resolve_approval` (up to ``approval_timeout`` seconds; ``None``: no limit), unless the
-        agent has an ``on_approval`` callback, which then decides.
+        agent has an ``on_approval`` callback, which then decides. ``sender`` and ``preface`` are
+        those of :meth:`run`.
 
         Raises:
             ChatKeyError: the chat key is unusable (raised here, before anything runs).
             ConfigError: no usable model is configured.
         """
-        self._check_turn(chat_key, text, request_id)
+        self._check_turn(chat_key, text, request_id, sender, preface)
         executor = self.turn_executor
         if executor is not None:  # durable seam: the queued turn's events come from its worker
 
             async def queued(emit: Emit) -> AgentResult:
                 return await executor.submit(
-                    chat_key, text, request_id=request_id, on_step=on_step, channel=channel, emit=emit
+                    chat_key,
+                    turn_prompt(text, sender, preface),
+                    request_id=request_id,
+                    on_step=on_step,
+                    channel=channel,
+                    emit=emit,
                 )
 
             return stream_turn(queued)
@@ -441,6 +496,8 @@ class ShipAgent:
             channel=channel,
             request_id=request_id,
             approval_timeout=approval_timeout,
+            sender=sender,
+            preface=preface,
         )
         return stream_turn(lambda emit: turn(emit=emit))
 
@@ -509,11 +566,15 @@ class ShipAgent:
         self._minted[request_id] = True
         return request_id
 
-    async def _keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
+    async def _keep_sent(
+        self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext, sender: Sender | None
+    ) -> None:
         """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
         if ctx.sent_texts:
             try:
-                await self.turn_hooks.store(self).keep_sent(chat_key, request_id, text, list(ctx.sent_texts))
+                await self.turn_hooks.store(self).keep_sent(
+                    chat_key, request_id, text, list(ctx.sent_texts), sender=sender
+                )
             except Exception as exc:  # the turn failed already: say so, do not fail it differently
                 log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
 
@@ -583,6 +644,16 @@ class ShipAgent:
         """
         key = validate_chat_key(chat_key)
         return self._ledger.reconstruct(key, request_id, step, messages=self.store.message_log_sync(key))
+
+    async def note_undelivered(self, chat_key: str, request_id: str, reason: str) -> None:
+        """Record in the chat's transcript that turn ``request_id``'s answer never reached the user.
+
+        A host calls it when its delivery gave up (a chat platform refused the message for good):
+        the loss is kept where the conversation is, so it survives a restart and ``/status`` can
+        say it. Call it once per lost answer.
+        """
+        key = validate_chat_key(chat_key)
+        await self.turn_hooks.store(self).note_undelivered(key, request_id, reason)
 
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""

@@ -54,6 +54,7 @@ async def commit_turn(
         removed=plan.removed,
         ledger=ledger.flush(key, rid, turn.new),
         fresh=fresh,
+        sender=turn.sender,
     )
     try:
         report = await store.commit(record)

@@ -33,7 +33,7 @@ from pydantic_ai.toolsets import AbstractToolset
 from .._paths import OutsideProjectError
 from .._steps import StepCallback, StepReporter, final_output, tool_call_records
 from ..events import Compacted
-from ..results import AgentResult, StepEvent
+from ..results import AgentResult, Sender, StepEvent
 from ..tools._deps import TurnDeps, TurnStores
 from ..tools.execution import ReplyChannel, ToolExecutionContext, use_tool_context
 from ..window.compaction import CompactionResult, compact
@@ -52,7 +52,14 @@ from ._streaming import (
 )
 from .turns import CommitOutcome, TurnCommit
 
-__all__ = ["MAX_OVERFLOW_RETRIES", "TurnParts", "is_context_overflow", "run_turn", "tool_loop_agent"]
+__all__ = [
+    "MAX_OVERFLOW_RETRIES",
+    "TurnParts",
+    "is_context_overflow",
+    "run_turn",
+    "tool_loop_agent",
+    "turn_prompt",
+]
 
 log = logging.getLogger("shipagent")
 _LoopResult = tuple[str, list[ModelMessage], str, Any]
@@ -86,7 +93,8 @@ class TurnParts:
         lock: the chat's lock: turns of one chat never interleave.
         load: the chat's history at the start of the turn.
         commit: writes a finished turn to every store; the compaction it made, or the failure.
-        keep_sent: a turn that did not commit keeps what ``chat_send`` delivered in the transcript.
+        keep_sent: a turn that did not commit keeps what ``chat_send`` delivered in the transcript
+            (with the turn's sender).
         history_sources: the chat's history items' sources (compaction keeps them apart).
         keep_last: ship.json ``compactKeepLastMessages``: an overflow retry keeps half, then a quarter….
         is_mcp_tool: whether a tool name is an MCP server's (its step summaries say so).
@@ -105,7 +113,7 @@ class TurnParts:
     lock: Callable[[str], AbstractAsyncContextManager[Any]]
     load: Callable[[str], Awaitable[list[ModelMessage]]]
     commit: Callable[[TurnCommit], Awaitable[CommitOutcome]]
-    keep_sent: Callable[[str, str, str, ToolExecutionContext], Awaitable[None]]
+    keep_sent: Callable[[str, str, str, ToolExecutionContext, Sender | None], Awaitable[None]]
     history_sources: Callable[[str], list[str]]
     keep_last: int
     is_mcp_tool: Callable[[str], bool]
@@ -162,12 +170,16 @@ async def run_turn(
     emit: Emit | None = None,
     approval_timeout: float | None = None,
     ask: bool = True,
+    sender: Sender | None = None,
+    preface: str | None = None,
 ) -> AgentResult:
     """Run one turn of ``chat_key`` with the user's ``text`` on ``parts``, under the chat's lock.
 
     ``emit`` takes the turn's run events (``run_stream``); with ``ask`` a streamed turn asks its
-    consumer for approvals (a durable worker's cannot).
+    consumer for approvals (a durable worker's cannot). The model reads :func:`turn_prompt`;
+    the transcript records ``text`` as said by ``sender``.
     """
+    prompt = turn_prompt(text, sender, preface)
     async with parts.lock(chat_key):
         history = await parts.load(chat_key)
         request_id = parts.request_id(request_id)
@@ -187,14 +199,14 @@ async def run_turn(
                 outcome = (
                     instructions
                     if isinstance(instructions, OutsideProjectError)
-                    else await _with_overflow_retries(parts, ctx, text, history, instructions, steps)
+                    else await _with_overflow_retries(parts, ctx, prompt, history, instructions, steps)
                 )
         except BaseException:  # cancelled (the consumer left): nothing of the turn is committed
             with anyio.CancelScope(shield=True):
-                await parts.keep_sent(chat_key, request_id, text, ctx)
+                await parts.keep_sent(chat_key, request_id, text, ctx, sender)
             raise
         if isinstance(outcome, Exception):
-            await parts.keep_sent(chat_key, request_id, text, ctx)
+            await parts.keep_sent(chat_key, request_id, text, ctx, sender)
             return await _failed(parts, request_id, outcome, steps, overflow=is_context_overflow(outcome))
         (run_id, messages, output, usage), base, base_compaction = outcome
         new = _run_tail(messages, run_id)
@@ -212,6 +224,7 @@ async def run_turn(
             base,
             new,
             base_compaction,
+            sender,
         )
         compaction, failure = await parts.commit(turn)
         if failure is not None:
@@ -230,6 +243,14 @@ async def run_turn(
             usage=usage,
             finish_reason=finish_reason_of(new),
         )
+
+
+def turn_prompt(text: str, sender: Sender | None, preface: str | None = None) -> str:
+    """What the model reads for a turn: ``preface`` (context no one in particular said), a blank
+    line, then ``text`` — as ``Ada (id 7): text`` when a sender said it, so a model in a chat with
+    many speakers knows who said what."""
+    said = f"{sender.label}: {text}" if sender is not None else text
+    return f"{preface}\n\n{said}" if preface else said
 
 
 async def _with_overflow_retries(

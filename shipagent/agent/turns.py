@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
+from ..results import Sender
 from ..tools._deps import FILE_STORES, TurnStores
 from ._executors import TurnExecutor, executor_factories
 
@@ -50,6 +51,8 @@ class TurnCommit:
     base: list[ModelMessage]
     new: list[ModelMessage]
     base_compaction: CompactionResult | None
+    sender: Sender | None = None
+    """Who said ``text`` (the transcript's user line records it)."""
 
 
 CommitOutcome = tuple["CompactionResult | None", "Exception | None"]

@@ -28,6 +28,7 @@ from pydantic_ai.messages import ModelMessage
 
 from .. import jsonl
 from .._cache import BoundedCache
+from ..results import Sender
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TranscriptStore, TurnRecord
 from ._records import StoreBase, cards_hold, turn_cards
 from .files._render import render_history
@@ -159,7 +160,7 @@ class FileChatStore(StoreBase):
         if not record.spoken or (not record.fresh and raw_holds(self.transcript_log.path(key), rid, 64)):
             return False
         self.transcript_log.append_turn(
-            key, rid, record.user_text, record.transcript_answer, sent=record.sent
+            key, rid, record.user_text, record.transcript_answer, sent=record.sent, sender=record.sender
         )
         return True
 
@@ -235,16 +236,27 @@ class FileChatStore(StoreBase):
         found: Committed = await self.messages.last_committed(chat_key)  # type: ignore[attr-defined]
         return found
 
-    async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
+    async def keep_sent(
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        sent: Sequence[str],
+        *,
+        sender: Sender | None = None,
+    ) -> None:
         if not sent:
             return
         path = self.transcript_log.path(chat_key)
 
         def write() -> None:
             if not raw_holds(path, request_id, 64):
-                self.transcript_log.append_turn(chat_key, request_id, user_text, "", sent=sent)
+                self.transcript_log.append_turn(chat_key, request_id, user_text, "", sent=sent, sender=sender)
 
         await anyio.to_thread.run_sync(write)
+
+    async def note_undelivered(self, chat_key: str, request_id: str, reason: str) -> None:
+        await anyio.to_thread.run_sync(self.transcript_log.append_undelivered, chat_key, request_id, reason)
 
     def clear_sync(self, chat_key: str, request_id: str, next_seq: int) -> None:
         """An empty compaction record numbered from ``next_seq`` (what the chat's memory knows)."""

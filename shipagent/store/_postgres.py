@@ -235,7 +235,9 @@ class PgStores(RecordChatStore):
         """
         key, rid = record.chat_key, record.request_id
         report = CommitReport()
-        said = transcript_records(key, rid, record.user_text, record.transcript_answer, record.sent)
+        said = transcript_records(
+            key, rid, record.user_text, record.transcript_answer, record.sent, sender=record.sender
+        )
         entry = agent_context_entry(key, rid, record.user_text, record.output, record.tool_calls)
         cards = turn_cards(key, rid, record.user_text, record.output) if record.spoken else []
         # pipeline mode: statements whose results are not read go out without waiting for the

@@ -16,6 +16,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic_ai.messages import ModelMessage
 
+from ..results import Sender
 from ._record import COMMIT_PARTS, CommitReport, Committed, LoadedChat, LogRecord, TurnRecord, TurnWrite
 from .cards import CardBoxStore
 from .files import ContextRef, Page, Tail
@@ -97,9 +98,17 @@ class TranscriptStore(RecordLog, Protocol):
     """What the user and the assistant said, one record per utterance."""
 
     async def append_turn(
-        self, chat_key: str, request_id: str, user_text: str, output: str, *, sent: Sequence[str] = ()
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        output: str,
+        *,
+        sent: Sequence[str] = (),
+        sender: Sender | None = None,
     ) -> int:
-        """The user, the ``chat_send`` texts, the answer, in one append; returns the last seq."""
+        """The user (with ``sender`` when given), the ``chat_send`` texts, the answer, in one append;
+        returns the last seq."""
         ...
 
     async def page_before(self, chat_key: str, before: int | None, limit: int) -> builtins.list[LogRecord]:
@@ -238,10 +247,26 @@ class ChatStore(Protocol):
         """
         ...
 
-    async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
+    async def keep_sent(
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        sent: Sequence[str],
+        *,
+        sender: Sender | None = None,
+    ) -> None:
         """Transcript lines of a turn that did not commit: the user, then what ``chat_send`` said.
 
         Once per request id.
+        """
+        ...
+
+    async def note_undelivered(self, chat_key: str, request_id: str, reason: str) -> None:
+        """Record in the transcript that turn ``request_id``'s answer never reached the chat.
+
+        One ``{"role": "system", "event": "undelivered", "text": reason}`` line per call (a host
+        calls it once, when its delivery gave up): what was lost stays visible after a restart.
         """
         ...
 

@@ -1,7 +1,8 @@
 """A turn's ONE record and what a store says back: plain data, importable from any layer.
 
 :mod:`shipagent.store.chats` builds records and :mod:`shipagent.store` writes them; this module
-imports neither (nor anything else of the package), so both can name it.
+imports neither (nor anything else of the package but the plain :class:`~shipagent.results.Sender`),
+so both can name it.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pydantic_ai.messages import ModelMessage
+
+from ..results import Sender
 
 __all__ = [
     "COMMIT_PARTS",
@@ -80,6 +83,8 @@ class TurnRecord:
             only its messages).
         fresh: the request id was minted for this turn, so no store can hold it yet: a commit
             need not ask each part first (a caller's or a durable workflow's id always asks).
+        sender: who said ``user_text`` (a chat with many speakers); the transcript's user line
+            records it. ``None``: the line has no ``sender`` field, as before senders existed.
     """
 
     chat_key: str
@@ -99,6 +104,7 @@ class TurnRecord:
     ledger: Callable[[], None] | None = None
     spoken: bool = True
     fresh: bool = False
+    sender: Sender | None = None
 
     @property
     def transcript_answer(self) -> str:

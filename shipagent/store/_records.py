@@ -18,6 +18,7 @@ import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
+from ..results import Sender
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord
 from .cards import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
 from .files import ContextRef
@@ -32,6 +33,7 @@ from .logs import (
     load_messages,
     now_iso,
     transcript_records,
+    undelivered_record,
 )
 
 __all__ = [
@@ -170,10 +172,17 @@ class TranscriptMixin(RawLog):
     """:class:`~shipagent.store.TranscriptStore` on a raw log."""
 
     async def append_turn(
-        self, chat_key: str, request_id: str, user_text: str, output: str, *, sent: Sequence[str] = ()
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        output: str,
+        *,
+        sent: Sequence[str] = (),
+        sender: Sender | None = None,
     ) -> int:
         return await self.append_records(
-            chat_key, transcript_records(chat_key, request_id, user_text, output, sent)
+            chat_key, transcript_records(chat_key, request_id, user_text, output, sent, sender=sender)
         )
 
     async def page_before(self, chat_key: str, before: int | None, limit: int) -> list[LogRecord]:
@@ -299,7 +308,7 @@ async def commit_parts(stores: Any, record: TurnRecord) -> CommitReport:
         if not record.spoken or await stores.transcript.holds(key, rid, scan=64):
             return False
         await stores.transcript.append_turn(
-            key, rid, record.user_text, record.transcript_answer, sent=record.sent
+            key, rid, record.user_text, record.transcript_answer, sent=record.sent, sender=record.sender
         )
         return True
 
@@ -413,9 +422,20 @@ class RecordChatStore(StoreBase):
         result: Committed = await self.messages.last_committed(chat_key)
         return result
 
-    async def keep_sent(self, chat_key: str, request_id: str, user_text: str, sent: Sequence[str]) -> None:
+    async def keep_sent(
+        self,
+        chat_key: str,
+        request_id: str,
+        user_text: str,
+        sent: Sequence[str],
+        *,
+        sender: Sender | None = None,
+    ) -> None:
         if sent and not await self.transcript.holds(chat_key, request_id, scan=64):
-            await self.transcript.append_turn(chat_key, request_id, user_text, "", sent=sent)
+            await self.transcript.append_turn(chat_key, request_id, user_text, "", sent=sent, sender=sender)
+
+    async def note_undelivered(self, chat_key: str, request_id: str, reason: str) -> None:
+        await self.transcript.append_records(chat_key, [undelivered_record(chat_key, request_id, reason)])
 
     async def clear(self, chat_key: str, request_id: str) -> None:
         next_seq = (await self.load(chat_key)).next_seq  # the seqs go on after a /clear

@@ -27,6 +27,7 @@ from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter
 
 from .. import jsonl
 from ..chatkeys import ShipPaths
+from ..results import Sender
 from ._appends import cached_paths, now_iso
 from .agent_context import AgentContextLog, agent_context_entry, agent_context_summary
 
@@ -39,6 +40,7 @@ __all__ = [
     "compaction_record",
     "now_iso",
     "transcript_records",
+    "undelivered_record",
 ]
 
 log = logging.getLogger("shipagent.window")
@@ -99,16 +101,42 @@ def transcript_records(
     sent: Sequence[str],
     *,
     recovered: bool = False,
+    sender: Sender | None = None,
 ) -> list[dict[str, Any]]:
-    """A turn's transcript lines, in the order it was said: the user, ``chat_send`` texts, the answer."""
+    """A turn's transcript lines, in the order it was said: the user, ``chat_send`` texts, the answer.
+
+    ``sender`` (a chat with many speakers) is recorded on the user line as ``"sender": {"id",
+    "name"}``, after the text; without one the line is exactly what it always was.
+    """
     base: dict[str, Any] = {"v": 1, "ts": now_iso(), "chatKey": chat_key, "requestId": request_id}
     if recovered:
         base["recovered"] = True
-    lines = [{**base, "role": "user", "text": user_text}]
+    user: dict[str, Any] = {**base, "role": "user", "text": user_text}
+    if sender is not None:
+        user["sender"] = sender.to_json()
+    lines = [user]
     lines.extend({**base, "role": "assistant", "text": t, "via": "tool"} for t in sent)
     if output:
         lines.append({**base, "role": "assistant", "text": output})
     return lines
+
+
+def undelivered_record(chat_key: str, request_id: str, reason: str) -> dict[str, Any]:
+    """The transcript line saying turn ``request_id``'s answer never reached the chat.
+
+    A line of its own (the transcript is append-only: the answer's line is already written), with
+    ``role: "system"`` and ``event: "undelivered"``, so history tools that read only the user and
+    assistant lines pass over it and a channel's ``/status`` can count it after a restart.
+    """
+    return {
+        "v": 1,
+        "ts": now_iso(),
+        "chatKey": chat_key,
+        "requestId": request_id,
+        "role": "system",
+        "event": "undelivered",
+        "text": reason,
+    }
 
 
 class Transcript:
@@ -126,14 +154,21 @@ class Transcript:
         *,
         sent: Sequence[str] = (),
         recovered: bool = False,
+        sender: Sender | None = None,
     ) -> None:
         """One turn, in the order it was said: the user, ``chat_send`` texts, the answer.
 
         Written with a single append, so a crash never leaves half a turn. ``recovered`` marks
         entries rebuilt from the message log after a crash (see ``history.reconcile``).
         """
-        lines = transcript_records(chat_key, request_id, user_text, output, sent, recovered=recovered)
+        lines = transcript_records(
+            chat_key, request_id, user_text, output, sent, recovered=recovered, sender=sender
+        )
         jsonl.append_lines(self.path(chat_key), lines)
+
+    def append_undelivered(self, chat_key: str, request_id: str, reason: str) -> None:
+        """Record that turn ``request_id``'s answer could not be delivered (see :func:`undelivered_record`)."""
+        jsonl.append_line(self.path(chat_key), undelivered_record(chat_key, request_id, reason))
 
     def last(self, chat_key: str, count: int) -> list[dict[str, Any]]:
         """The newest ``count`` entries, oldest first; a line that is not an entry is skipped."""

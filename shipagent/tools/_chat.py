@@ -20,6 +20,7 @@ from pydantic_ai import RunContext
 
 from .._patterns import InvalidPatternError, UnsupportedPatternError, compile_pattern
 from ..jsonl import iter_objects_backward
+from ..results import Sender
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
 from ._deps import RecordTail, TurnDeps, deps_of
 from .execution import ToolExecutionContext, fingerprint_of
@@ -71,7 +72,8 @@ class HistoryWindow:
     """What :func:`read_transcript_window` found: entries oldest first, and how they were matched.
 
     Attributes:
-        entries: ``{role, text, ts}`` dicts, oldest first.
+        entries: ``{role, text, ts}`` dicts, oldest first (``sender``, e.g. ``Ada (id 7)``, too when
+            the line records one).
         mode: ``recent`` or ``search``.
         regex: False when the keyword was not a valid regex and was matched as a plain substring.
         searched: how many messages a search looked at.
@@ -139,7 +141,10 @@ class _Picker:
         if self.skip:
             self.skip -= 1
             return False
-        self.picked.append({"role": obj["role"], "text": text, "ts": obj.get("ts")})
+        entry = {"role": obj["role"], "text": text, "ts": obj.get("ts")}
+        if (sender := Sender.from_json(obj.get("sender"))) is not None:  # who, in a group
+            entry["sender"] = sender.label
+        self.picked.append(entry)
         return len(self.picked) >= self.count
 
     def feed_page(self, page: list[dict[str, Any]]) -> bool:
@@ -202,7 +207,12 @@ def _history_block(
     if keyword is not None:
         how = "regex" if window.regex else "substring (not a valid regex)"
         header += f" | keyword: {keyword} ({how})"
-    lines = [f"{entry['role']}: {entry['text']}" for entry in window.entries]
+    lines = [
+        f"{entry['role']} [{entry['sender']}]: {entry['text']}"
+        if "sender" in entry
+        else f"{entry['role']}: {entry['text']}"
+        for entry in window.entries
+    ]
     return fit_block(header, lines, MAX_BLOCK_CHARS)
 
 

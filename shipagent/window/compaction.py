@@ -39,6 +39,7 @@ __all__ = [
     "is_summary",
     "message_text",
     "safe_cut_index",
+    "summary_compactions",
     "summary_id",
     "summary_message",
 ]
@@ -172,12 +173,19 @@ def _summary_body(message: ModelMessage) -> tuple[int, str]:
 
 
 def summary_message(
-    count: int, body: str, *, span: SummarySpan | None = None, summarizer: str = "extract"
+    count: int,
+    body: str,
+    *,
+    span: SummarySpan | None = None,
+    summarizer: str = "extract",
+    compactions: int = 1,
 ) -> ModelRequest:
     """The summary message itself: a leading system part, marked in metadata.
 
     With a ``span`` the summary has an id, records the seqs it replaced and its parent, and tells
-    the model that ``context_expand`` gives those messages back.
+    the model that ``context_expand`` gives those messages back. ``compactions`` counts the
+    compactions folded into it (its parent's count + 1), so how often a chat was compacted is
+    read off its newest summary, not counted over the whole message log.
     """
     header = _HEADER.format(count=count)
     meta: dict[str, Any] = {
@@ -185,6 +193,7 @@ def summary_message(
         "compactedMessages": count,
         "body": body,
         "summarizer": summarizer,
+        "compactions": compactions,
     }
     if span is not None:
         header += "\n" + _EXPAND.format(id=span.id, count=span.to_seq - span.from_seq + 1)
@@ -206,6 +215,21 @@ class SummarySpan:
     from_seq: int
     to_seq: int
     parent: str | None = None
+
+
+def summary_compactions(message: ModelMessage) -> int:
+    """How many compactions summary ``message`` folds in (0 for a message that is not a summary).
+
+    A summary written before the count was kept says at least 1, 2 when it has a parent.
+    """
+    meta = message.metadata if isinstance(message, ModelRequest) else None
+    info = meta.get(MARKER) if isinstance(meta, dict) else None
+    if not isinstance(info, dict) or info.get("kind") != "summary":
+        return 0
+    count = info.get("compactions")
+    if isinstance(count, int) and count > 0:
+        return count
+    return 2 if info.get("parent") else 1
 
 
 def summary_id(message: ModelMessage) -> str | None:
@@ -278,7 +302,13 @@ def compact(
     span = None
     if sources is not None and len(sources) == len(messages):
         span = _span(sources[start : start + cut], summary_id(messages[0]) if start else None)
-    summary = summary_message(previous_count + len(removed), body, span=span, summarizer=summarizer)
+    summary = summary_message(
+        previous_count + len(removed),
+        body,
+        span=span,
+        summarizer=summarizer,
+        compactions=(summary_compactions(messages[0]) if start else 0) + 1,
+    )
     return CompactionResult(
         history=[summary, *kept], removed=removed, summary=summary, span=span, summarizer=summarizer
     )

@@ -33,6 +33,7 @@ EXPORTS: dict[str, list[str]] = {
         "Problem",
         "ProjectLockedError",
         "ReplyChannel",
+        "Sender",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",

@@ -37,6 +37,7 @@ def test_all_is_pinned() -> None:
         "Problem",
         "ProjectLockedError",
         "ReplyChannel",
+        "Sender",
         "ShipAgent",
         "ShipAgentError",
         "ShipConfig",

@@ -99,7 +99,9 @@ class MemoryChats:
         self.histories[turn.chat_key] = [*turn.base, *turn.new]
         return None, None
 
-    async def keep_sent(self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext) -> None:
+    async def keep_sent(
+        self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext, sender: object
+    ) -> None:
         self.kept.append((chat_key, request_id, list(ctx.sent_texts)))
 
 

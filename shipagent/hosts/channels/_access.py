@@ -15,7 +15,10 @@ import anyio.to_thread
 from ._pairing import PairingStore, PendingCode
 from ._types import InboundMessage
 
-__all__ = ["AccessRules", "Decision", "decide"]
+__all__ = ["NOT_ADDRESSED", "AccessRules", "Decision", "decide"]
+
+NOT_ADDRESSED = "not addressed to the bot"
+"""Why a group message was ignored under ``requireMention`` (``groups.historyLimit`` keeps those)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +53,7 @@ async def decide(
         if rules.group_policy == "allowlist" and message.chat_id not in rules.group_allow:
             return Decision("ignore", f"group {message.chat_id} is not in groups.allow")
         if rules.require_mention and not (message.mentions_bot or is_command):
-            return Decision("ignore", "not addressed to the bot")
+            return Decision("ignore", NOT_ADDRESSED)
         return Decision("allow")
     if rules.dm_policy == "open" or message.sender_id in rules.allow_from:
         return Decision("allow")

@@ -1,4 +1,10 @@
-"""The chat commands every channel understands (``/start``, ``/help``, ``/new``, ``/status``, ``/stop``)."""
+"""The chat commands every channel understands (``/start``, ``/help``, ``/new``, ``/status``, ``/stop``).
+
+``/status`` reads only what does not grow with the chat's age: the ledger's last record (the
+last request's tokens and budget), the chat's current history (its newest compaction summary
+counts the compactions folded into it; loading it reads back to that summary only) and the
+newest :data:`UNDELIVERED_SCAN` transcript lines (answers recorded as undelivered).
+"""
 
 from __future__ import annotations
 
@@ -8,11 +14,16 @@ from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
+from ...window.compaction import summary_compactions
+
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
     from ._types import ChannelHealth
 
-__all__ = ["COMMANDS", "Command", "help_text", "parse_command", "status_text"]
+__all__ = ["COMMANDS", "UNDELIVERED_SCAN", "Command", "help_text", "parse_command", "status_text"]
+
+UNDELIVERED_SCAN = 200
+"""How many of the newest transcript lines ``/status`` looks through for undelivered answers."""
 
 COMMANDS: dict[str, str] = {
     "start": "Say hello and show what the bot can do",
@@ -55,7 +66,8 @@ def help_text() -> str:
 
 
 async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health: ChannelHealth) -> str:
-    """The ``/status`` answer: the model, the chat's last request against its budget, the state."""
+    """The ``/status`` answer: the model, the chat's last request against its budget, how often
+    its context was compacted, answers that never arrived, the state."""
     model = getattr(agent.model, "model_name", "?")
     records = await anyio.to_thread.run_sync(partial(agent.ledger, chat_key, last=1))
     lines = [f"Model: {model}"]
@@ -66,6 +78,17 @@ async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health:
         lines.append(f"Last request: {used} tokens" + (f" of a {budget}-token budget" if budget else ""))
     else:
         lines.append("No model request in this chat yet.")
+    store = agent.turn_hooks.store(agent)
+    history = (await store.load(chat_key)).messages
+    compactions = summary_compactions(history[0]) if history else 0
+    lines.append(f"Compactions since the context was last emptied: {compactions}")
+    page = await store.transcript_page(chat_key, None, UNDELIVERED_SCAN)
+    lost = [r.data for r in page if r.data.get("event") == "undelivered"]
+    if lost:
+        lines.append(
+            f"Undelivered: {len(lost)} answer(s) among the last {UNDELIVERED_SCAN} transcript lines "
+            f"(the last at {lost[-1].get('ts', '?')})."
+        )
     lines.append("An answer is being written." if running else "Idle.")
     if health.undelivered:
         lines.append(f"{health.undelivered} answer(s) could not be delivered since the start.")

@@ -23,7 +23,7 @@ import anyio.abc
 import anyio.to_thread
 
 from ...events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
-from ._access import AccessRules, Decision, decide
+from ._access import NOT_ADDRESSED, AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
 from ._commands import Command, help_text, parse_command, status_text
 from ._dedupe import Dedupe
@@ -39,6 +39,7 @@ from ._types import (
     SentMessage,
     TransientSendError,
 )
+from ._unaddressed import GroupChatter, sender_of
 from ._writer import Pacer, ReplyWriter
 
 if TYPE_CHECKING:
@@ -72,6 +73,8 @@ class PipelineOptions:
     """Show one short line per tool call (its ≤ 500-character summary) while the answer is written."""
     max_attachment_bytes: int = 20 * 1024 * 1024
     """Inbound files larger than this are refused (the reply says so)."""
+    history_limit: int = 0
+    """Group messages that did not address the bot kept as context for its next turn there."""
 
 
 @dataclass(slots=True)
@@ -144,6 +147,7 @@ class Pipeline:
         self._idle = anyio.Event()  # set whenever a chat's queue ran empty
         self._senders: dict[str, deque[float]] = {}  # sender -> arrival times of the last minute
         self._warned: set[str] = set()
+        self.chatter = GroupChatter(self.options.history_limit)
 
     async def __aenter__(self) -> Self:
         self._tasks = anyio.create_task_group()
@@ -195,6 +199,8 @@ class Pipeline:
         self.health.last_inbound_at = time.time()
         if decision.action == "ignore":
             log.debug("%s: message from %s ignored: %s", self.channel, message.sender_id, decision.reason)
+            if decision.reason == NOT_ADDRESSED:
+                self.chatter.keep(message)
         elif decision.action == "pair":
             assert decision.code is not None
             self._spawn(self._say, message, _pairing_text(decision.code.code, self.channel))
@@ -310,7 +316,7 @@ class Pipeline:
                         await self._say(message, "Started afresh: the model's context is empty.")
                     else:
                         await self._quiet(chat, message)
-                        while chat.waiting and chat.waiting[0][1] is None:  # one turn for a burst
+                        while _same_burst(chat.waiting, message):  # one turn for a burst
                             batch.append(chat.waiting.popleft()[0])
                         await self._turn(chat, batch)
                 except Exception as exc:  # one message's failure never stops the chat's queue
@@ -363,6 +369,8 @@ class Pipeline:
                         channel=sink,
                         request_id=request_id,
                         approval_timeout=opts.approval_timeout,
+                        sender=sender_of(message) if message.is_group else None,
+                        preface=self.chatter.take(message.chat_key) if message.is_group else None,
                     )
                     async with aclosing(events) as stream:
                         async for event in stream:
@@ -399,7 +407,15 @@ class Pipeline:
                     self.health.undelivered += 1
                     self.health.last_error = f"could not deliver the answer in chat {message.chat_id}: {exc}"
                     log.error("%s: %s", self.channel, self.health.last_error)
+                    await self._note_undelivered(message.chat_key, request_id, exc)
             helpers.cancel_scope.cancel()
+
+    async def _note_undelivered(self, chat_key: str, request_id: str, exc: Exception) -> None:
+        """Keep the loss in the chat's transcript (``/status`` counts it, after a restart too)."""
+        try:
+            await self.agent.note_undelivered(chat_key, request_id, f"the answer was not delivered: {exc}")
+        except Exception as failed:  # the store is down too: the log and the health say it
+            log.error("%s: could not record the undelivered answer in %s: %s", self.channel, chat_key, failed)
 
     async def _receive(self, message: InboundMessage, writer: ReplyWriter) -> list[str]:
         """Download the message's files into the chat's context files; lines saying what arrived."""
@@ -447,11 +463,16 @@ class Pipeline:
 
 
 def _model_text(message: InboundMessage, files: list[str]) -> str:
-    """What the model reads: in a group, who said it; then what arrived with it."""
-    text = message.text
-    if message.is_group:
-        text = f"{message.sender_name} (id {message.sender_id}): {text}"
-    return "\n".join([text, *files]) if files else text
+    """The message's text, then what arrived with it (in a group the agent names the sender)."""
+    return "\n".join([message.text, *files]) if files else message.text
+
+
+def _same_burst(waiting: deque[tuple[InboundMessage, Command | None]], first: InboundMessage) -> bool:
+    """Whether the next waiting message joins ``first``'s turn: not a command, and (in a group)
+    from the same person — a turn has one sender, so each transcript line says who said it."""
+    if not waiting or waiting[0][1] is not None:
+        return False
+    return not first.is_group or waiting[0][0].sender_id == first.sender_id
 
 
 def _final_answer(output: str, sent: list[str]) -> str:

@@ -3,8 +3,9 @@
 Every backend must give a turn back as it was committed, hold each part of a turn once however
 often the turn is committed (a retry, a replayed durable step), compact with expandable
 summaries and the compacted messages kept as a ``history`` context file, keep chats apart under
-concurrency, finish a commit that stopped between its parts, clear a chat and keep the
-``chat_send`` lines of a turn that did not commit. Postgres runs on the throwaway cluster of the
+concurrency, finish a commit that stopped between its parts, clear a chat, keep the
+``chat_send`` lines of a turn that did not commit, record who said a user line (and nothing for a
+turn without a sender) and an answer that was never delivered. Postgres runs on the throwaway cluster of the
 durable tests (skipped only where its binaries are absent).
 """
 
@@ -18,6 +19,7 @@ import anyio
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from shipagent import Sender
 from shipagent.store import ChatStore, FileStores, MemoryStores, PgStores, TurnRecord
 from shipagent.window.compaction import compact, is_summary
 
@@ -244,3 +246,41 @@ async def test_keep_sent_keeps_a_failed_turns_lines_once(store: Any) -> None:
     said = [(r.data["requestId"], r.data["text"]) for r in await store.transcript.records(KEY)]
     assert said == [("failed-1", "do it"), ("failed-1", "on it"), ("failed-1", "half done")]
     assert (await store.load(KEY)).messages == []
+
+
+async def test_the_sender_of_a_user_line_round_trips(store: Any) -> None:
+    plain, _ = await next_record(store, KEY, 0)
+    await store.commit(plain)
+    spoken, _ = await next_record(store, KEY, 1)
+    spoken.sender = Sender("7", "Ada Lovelace")
+    await store.commit(spoken)
+    await store.keep_sent(KEY, "failed-1", "and you?", ["thinking"], sender=Sender("8"))
+    lines = [r.data for r in await store.transcript_page(KEY, None, 100)]
+    users = [line for line in lines if line["role"] == "user"]
+    assert [(u["requestId"], u["text"], u.get("sender")) for u in users] == [
+        ("r0", "question 0", None),  # a turn without a sender: no field at all
+        ("r1", "question 1", {"id": "7", "name": "Ada Lovelace"}),
+        ("failed-1", "and you?", {"id": "8"}),
+    ]
+    assert [Sender.from_json(u.get("sender")) for u in users] == [
+        None,
+        Sender("7", "Ada Lovelace"),
+        Sender("8"),
+    ]
+    assert all("sender" not in line for line in lines if line["role"] != "user")
+
+
+async def test_an_undelivered_answer_is_a_transcript_line(store: Any) -> None:
+    record, _ = await next_record(store, KEY, 0)
+    await store.commit(record)
+    await store.note_undelivered(KEY, "r0", "the chat refused the message: blocked")
+    last = (await store.transcript_page(KEY, None, 1))[0].data
+    assert (last["requestId"], last["role"], last["event"], last["text"]) == (
+        "r0",
+        "system",
+        "undelivered",
+        "the chat refused the message: blocked",
+    )
+    record, _ = await next_record(store, KEY, 1)  # the chat goes on
+    await store.commit(record)
+    assert (await store.load(KEY)).messages == exchange(0) + exchange(1)

@@ -121,7 +121,7 @@ async def test_an_update_accepted_before_a_restart_is_not_answered_again(tmp_pat
     assert [m.text for m in fake.shown()] == ["echo: only once"]
 
 
-async def test_a_burst_in_a_group_is_one_turn_after_the_debounce(tmp_path: Path) -> None:
+async def test_a_burst_in_a_group_is_one_turn_per_speaker_after_the_debounce(tmp_path: Path) -> None:
     script = StreamScript()
     async with (
         telegram_server() as fake,
@@ -134,9 +134,14 @@ async def test_a_burst_in_a_group_is_one_turn_after_the_debounce(tmp_path: Path)
         ) as _,
     ):
         fake.user_message("first line", chat_id=-5, chat_type="group", user_id=1, name="Ann")
-        fake.user_message("second line", chat_id=-5, chat_type="group", user_id=2, name="Ben")
-        await fake.wait_for(lambda: fake.shown(-5) and fake.shown(-5)[-1].text.endswith("second line"))
-    assert [last_user_text(r) for r in script.requests] == ["Ann (id 1): first line\nBen (id 2): second line"]
+        fake.user_message("second line", chat_id=-5, chat_type="group", user_id=1, name="Ann")
+        fake.user_message("third line", chat_id=-5, chat_type="group", user_id=2, name="Ben")
+        await fake.wait_for(lambda: fake.shown(-5) and fake.shown(-5)[-1].text.endswith("third line"))
+    # a turn has one speaker (the transcript's user line says who): Ben's line is the next turn
+    assert [last_user_text(r) for r in script.requests] == [
+        "Ann (id 1): first line\nsecond line",
+        "Ben (id 2): third line",
+    ]
 
 
 async def test_a_sender_over_the_rate_limit_is_told_once_and_ignored(tmp_path: Path) -> None:

@@ -19,8 +19,10 @@ import pytest
 from playwright.sync_api import Page, expect
 from pydantic_ai.messages import ToolReturnPart
 
-from shipagent import ShipAgent
+from shipagent import Sender, ShipAgent
+from shipagent.chatkeys import ShipPaths
 from shipagent.hosts.serve import create_app
+from shipagent.store.logs import Transcript
 from tests.support.web import StreamingScript, chunks, serve_in_thread, shell_call
 
 STREAMED = "Hello from the scripted model. This answer arrives in small pieces, one after another."
@@ -157,6 +159,24 @@ def test_a_long_history_pages_back(page: Page, tmp_path: Path) -> None:
         texts = bubbles.all_text_contents()
         assert texts == [f"{kind} {n}" for n in range(130) for kind in ("question", "answer")]
         assert page.locator("button.earlier").count() == 0
+
+
+def test_a_group_transcript_names_each_speaker_and_marks_an_undelivered_answer(
+    page: Page, tmp_path: Path
+) -> None:
+    root = tmp_path / "project"
+    said = Transcript(ShipPaths(root))  # as a Telegram group's turns wrote it
+    said.append_turn("telegram:chat:-5", "r1", "hi all", "hello", sender=Sender("7", "Ada"))
+    said.append_turn("telegram:chat:-5", "r2", "and me", "hi Bob", sender=Sender("8", "Bob"))
+    said.append_undelivered("telegram:chat:-5", "r2", "the answer was not delivered: blocked")
+    with server(root) as url:
+        page.goto(url + "/#telegram%3Achat%3A-5")
+        expect(page.locator("#messages .bubble")).to_have_count(4)
+        expect(page.locator("#messages .msg.user .who")).to_have_text(["Ada (id 7)", "Bob (id 8)"])
+        expect(page.locator("#messages .msg.user .bubble")).to_have_text(["hi all", "and me"])
+        expect(page.locator("#messages .note.error")).to_have_text(
+            "Not delivered: the answer was not delivered: blocked"
+        )
 
 
 def test_a_shell_command_runs_only_after_approve(page: Page, tmp_path: Path) -> None:

@@ -134,6 +134,7 @@ class TelegramChannel:
                 max_attachment_bytes=config.max_attachment_bytes,
                 rate_per_minute=config.rate_limit_per_minute,
                 show_tool_steps=config.show_tool_steps,
+                history_limit=config.groups.history_limit,
                 **_debounce(config.debounce_ms),
             ),
         )

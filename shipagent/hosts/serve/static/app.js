@@ -263,8 +263,18 @@
   const PAGE = 200; // transcript entries per request; older ones come with "Show earlier messages"
 
   function entryBubble(e) {
+    if (field(e, "event") === "undelivered") return note("Not delivered: " + String(field(e, "text") ?? ""), "error");
     const role = field(e, "role") === "user" ? "user" : "assistant";
-    return bubble(role, String(field(e, "text", "content") ?? ""), field(e, "via") ? "via-tool" : "");
+    const row = bubble(role, String(field(e, "text", "content") ?? ""), field(e, "via") ? "via-tool" : "");
+    const sender = field(e, "sender");
+    if (sender && typeof sender === "object" && sender.id != null) { // a chat with many speakers: who said it
+      const who = document.createElement("div");
+      who.className = "who";
+      who.textContent = sender.name ? sender.name + " (id " + sender.id + ")" : "id " + sender.id;
+      row.classList.add("has-who");
+      row.prepend(who);
+    }
+    return row;
   }
 
   function transcriptUrl(key, before) {
