@@ -10,6 +10,8 @@ Telegram server with its own HTTP client, built from ship.json.
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -21,7 +23,7 @@ import pytest
 from shipagent import ShipAgent
 from shipagent.hosts.channels import ChannelHost, channels_from_config
 from shipagent.hosts.channels.telegram import TelegramChannel
-from tests.support.durable import Worker, durable_project, read_jsonl, wait_for
+from tests.support.durable import SHIPAGENT, Worker, durable_project, read_jsonl, wait_for, worker_env
 from tests.support.telegram_server import TOKEN, FakeTelegram, telegram_server
 
 pytestmark = pytest.mark.anyio
@@ -48,6 +50,14 @@ async def receiving(project: Path) -> AsyncIterator[TelegramChannel]:
         channel = host.channels[0]
         assert isinstance(channel, TelegramChannel)
         yield channel
+
+
+def start_channels(project: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``shipagent channels run`` on ``project`` (a worker itself: no ``--no-worker``), output to ``log``."""
+    command = [SHIPAGENT, "channels", "run", "-C", str(project)]
+    command += ["--model-factory", "tests.support.durable_worker:scripted_model"]
+    with open(log, "wb") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=worker_env(project))
 
 
 async def started(worker: Worker) -> Worker:
@@ -148,3 +158,38 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_answer_is_sent_once(
         effects = read_jsonl(signals / "effects.jsonl")
         assert [e["tag"] for e in effects] == ["k1"]  # the tool finished once, in the second worker
         assert second is not None and effects[0]["pid"] == second.pid
+
+
+async def test_channels_run_is_its_own_worker_and_a_failed_delivery_never_reruns_the_turn(
+    tmp_path: Path,
+) -> None:
+    """``shipagent channels run`` without ``--no-worker``: one process receives, runs and replies.
+
+    A send refused for a passing reason (429) is tried again; one refused for good (403) is given
+    up and logged, and the turn is not run again for it: the model was asked once per message.
+    """
+    async with telegram_server() as fake:
+        project = channel_project(tmp_path / "p", "sqlite", fake)
+        signals = project / "signals"
+        log = tmp_path / "channels.log"
+        process = start_channels(project, log)
+        try:
+            await fake.wait_for(lambda: fake.called("getUpdates"), within=90)
+            fake.fail_next("sendMessage", 429, "Too Many Requests: retry after 1", retry_after=1)
+            fake.user_message("hello")
+            await fake.wait_for(lambda: texts(fake) == ["echo: hello"], within=60)
+            assert len(fake.called("sendMessage")) == 2  # refused once, sent once
+            fake.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
+            gone = fake.user_message("gone")["message"]["message_id"]
+            await fake.wait_for(lambda: "could not deliver" in log.read_text(encoding="utf-8"), within=60)
+            fake.user_message("after")
+            await fake.wait_for(lambda: texts(fake) == ["echo: hello", "echo: after"], within=60)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            await anyio.to_thread.run_sync(lambda: process.wait(60))
+        said = [r["text"] for r in read_jsonl(signals / "requests.jsonl")]
+        assert said == ["hello", "gone", "after"]
+        assert {r["pid"] for r in read_jsonl(signals / "requests.jsonl")} == {process.pid}
+        output = log.read_text(encoding="utf-8")
+        assert output.count("answered message") == 2
+        assert f"request=telegram:42:{gone} outcome=ok" in output  # the undelivered turn still finished
