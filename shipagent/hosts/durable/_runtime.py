@@ -22,7 +22,9 @@ workflow's task (``_local``); on Postgres, ``NOTIFY`` wakes the other workers an
 Streaming crosses processes through the workflow's DBOS event stream (``_stream``): a submitter
 that wants events (``run_stream``, ``on_step``) enqueues the turn asking for them and reads
 them live, whichever worker runs it. A ``channel`` cannot follow the turn across processes, so
-``chat_send`` texts come back in the result's output.
+``chat_send`` texts come back in the result's output. A chat channel's turn is different: the
+receiving process only enqueues it (:meth:`enqueue_channel_turn`) and the worker that runs it
+answers the chat itself (``_channel_turn``).
 """
 
 from __future__ import annotations
