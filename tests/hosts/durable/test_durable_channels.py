@@ -160,13 +160,14 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_answer_is_sent_once(
         assert second is not None and effects[0]["pid"] == second.pid
 
 
-async def test_channels_run_is_its_own_worker_and_a_failed_delivery_never_reruns_the_turn(
+async def test_channels_run_is_its_own_worker_a_failed_delivery_never_reruns_the_turn_and_nothing_asks(
     tmp_path: Path,
 ) -> None:
     """``shipagent channels run`` without ``--no-worker``: one process receives, runs and replies.
 
     A send refused for a passing reason (429) is tried again; one refused for good (403) is given
-    up and logged, and the turn is not run again for it: the model was asked once per message.
+    up and logged, and the turn is not run again for it: the model was asked once per message. A
+    shell command that needs approval is refused at once (a queued turn cannot show buttons).
     """
     async with telegram_server() as fake:
         project = channel_project(tmp_path / "p", "sqlite", fake)
@@ -184,12 +185,17 @@ async def test_channels_run_is_its_own_worker_and_a_failed_delivery_never_reruns
             await fake.wait_for(lambda: "could not deliver" in log.read_text(encoding="utf-8"), within=60)
             fake.user_message("after")
             await fake.wait_for(lambda: texts(fake) == ["echo: hello", "echo: after"], within=60)
+            fake.user_message("shell:touch made-by-shell")  # ask mode: no buttons here, so refused
+            await fake.wait_for(lambda: len(texts(fake)) == 3, within=60)
+            assert "needs approval" in texts(fake)[2]
+            assert not (project / "made-by-shell").exists()
+            assert not any(m.buttons for m in fake.messages)
         finally:
             process.send_signal(signal.SIGTERM)
             await anyio.to_thread.run_sync(lambda: process.wait(60))
         said = [r["text"] for r in read_jsonl(signals / "requests.jsonl")]
-        assert said == ["hello", "gone", "after"]
+        assert said == ["hello", "gone", "after", "shell:touch made-by-shell", "shell:touch made-by-shell"]
         assert {r["pid"] for r in read_jsonl(signals / "requests.jsonl")} == {process.pid}
         output = log.read_text(encoding="utf-8")
-        assert output.count("answered message") == 2
+        assert output.count("answered message") == 3
         assert f"request=telegram:42:{gone} outcome=ok" in output  # the undelivered turn still finished
