@@ -126,11 +126,22 @@ async def test_the_same_message_twice_is_enqueued_once_and_answered_once(tmp_pat
                 await fake.wait_for(lambda: done_count(project, 5) == 1)  # enqueued again, marked done
                 fake.user_message("last", message_id=7)  # same chat, so queued behind any second turn
                 await fake.wait_for(lambda: "echo: last" in texts(fake), within=60)
+                fake.user_message("/new", message_id=8)  # the receiving process clears the context …
+                await fake.wait_for(lambda: any("afresh" in t for t in texts(fake)), within=60)
+                fake.user_message("fresh", message_id=9)  # … and the worker's next turn starts empty
+                await fake.wait_for(lambda: "echo: fresh" in texts(fake), within=60)
         finally:
             worker.stop()
-        assert texts(fake) == ["echo: hello", "echo: next", "echo: last"]
-        said = [r["text"] for r in read_jsonl(project / "signals" / "requests.jsonl")]
-        assert said == ["hello", "next", "last"]  # the model was asked once per message
+        assert [t for t in texts(fake) if t.startswith("echo")] == [
+            "echo: hello",
+            "echo: next",
+            "echo: last",
+            "echo: fresh",
+        ]
+        requests = read_jsonl(project / "signals" / "requests.jsonl")
+        assert [r["text"] for r in requests] == ["hello", "next", "last", "fresh"]  # once per message
+        assert requests[2]["said"][:2] == ["user: hello", "assistant: echo: hello"]
+        assert requests[3]["said"] == ["user: fresh"]
 
 
 async def test_a_worker_killed_mid_turn_is_replaced_and_the_answer_is_sent_once(tmp_path: Path) -> None:
