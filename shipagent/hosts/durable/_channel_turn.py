@@ -19,6 +19,7 @@ offers no idempotency key to make that window disappear.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
 
 __all__ = ["CHANNEL_WORKFLOW_NAME", "channel_turn_workflow"]
+
+log = logging.getLogger("shipagent.hosts.durable")
 
 CHANNEL_WORKFLOW_NAME = "shipagent.channel_turn"
 REPLY_STEP = "shipagent.channel.reply"
@@ -73,6 +76,9 @@ async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any])
         return result
     except asyncio.CancelledError:
         outcome = "cancelled"
+        raise
+    except Exception as exc:  # e.g. no sender here (a worker without the bot token): say it once
+        log.error("durable: channel turn %s failed: %s: %s", workflow_id, type(exc).__name__, exc)
         raise
     finally:
         log_turn(chat_key, workflow_id or "", outcome, time.monotonic() - began)
