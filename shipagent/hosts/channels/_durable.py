@@ -28,6 +28,7 @@ queue on ``agent.turn_executor`` through :class:`ChannelTurnQueue`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
@@ -180,14 +181,17 @@ class WorkerReply:
         self.sink = _Sink(self.writer)
 
     async def run(self, turn: Callable[[ReplyChannel], Awaitable[AgentResult]]) -> AgentResult:
-        """``turn(channel)`` with the typing indicator shown while it runs."""
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(self._typing)
-            try:
-                result = await turn(self.sink)
-            finally:
-                tasks.cancel_scope.cancel()
-        return result
+        """``turn(channel)`` with the typing indicator shown while it runs.
+
+        The indicator is a task beside the turn, not a task group around it: the turn's own
+        exception (or cancellation) must reach the workflow as it is, not wrapped in a group.
+        """
+        typing = asyncio.get_running_loop().create_task(self._typing())
+        try:
+            return await turn(self.sink)
+        finally:
+            typing.cancel()
+            await asyncio.wait({typing})
 
     async def _typing(self) -> None:
         if not self.outbound.capabilities.typing:

@@ -130,6 +130,9 @@ async def test_the_same_message_twice_is_enqueued_once_and_answered_once(tmp_pat
                 await fake.wait_for(lambda: any("afresh" in t for t in texts(fake)), within=60)
                 fake.user_message("fresh", message_id=9)  # … and the worker's next turn starts empty
                 await fake.wait_for(lambda: "echo: fresh" in texts(fake), within=60)
+                fake.user_message("sendfail:f1", message_id=10)  # chat_send, then the model fails
+                await fake.wait_for(lambda: texts(fake)[-1].startswith("⚠️"), within=60)
+                assert texts(fake)[-2] == "sent f1"  # said by the worker as the model said it
         finally:
             worker.stop()
         assert [t for t in texts(fake) if t.startswith("echo")] == [
@@ -139,7 +142,7 @@ async def test_the_same_message_twice_is_enqueued_once_and_answered_once(tmp_pat
             "echo: fresh",
         ]
         requests = read_jsonl(project / "signals" / "requests.jsonl")
-        assert [r["text"] for r in requests] == ["hello", "next", "last", "fresh"]  # once per message
+        assert [r["text"] for r in requests][:4] == ["hello", "next", "last", "fresh"]  # once per message
         assert requests[2]["said"][:2] == ["user: hello", "assistant: echo: hello"]
         assert requests[3]["said"] == ["user: fresh"]
 
