@@ -22,6 +22,7 @@ The model's answers depend only on the user's text:
   the next model request on ``release-<tag>``, then answer ``saw RULE-<tag>: yes|no``;
 * ``send:<tag>`` — call ``chat_send("sent <tag>")``, then block in the next model request on
   ``release-<tag>``, then answer ``finished <tag>``;
+* ``shell:<command>`` — call ``exec_shell(command)``, then answer ``shell said: <its result as JSON>``;
 * ``recap:<n>`` — call ``agent_load_context(count=n)``, then answer ``recapped <n>``;
 * ``recall:<n>`` — call ``chat_load_history(count=n)``, then answer ``recalled <n>``;
 * ``sendfail:<tag>`` — call ``chat_send("sent <tag>")``, then fail the next model request (the
@@ -164,6 +165,10 @@ async def _respond(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
             return ModelResponse(parts=[ToolCallPart("chat_send", {"text": f"sent {tag}"})])
         await _wait_released(tag)
         return ModelResponse(parts=[TextPart(f"finished {tag}")])
+    if kind == "shell" and tag:
+        if not after_tool:
+            return ModelResponse(parts=[ToolCallPart("exec_shell", {"command": tag})])
+        return ModelResponse(parts=[TextPart(f"shell said: {json.dumps(_tool_returns(last)[0])}")])
     if kind == "recap" and tag:
         if not after_tool:
             return ModelResponse(parts=[ToolCallPart("agent_load_context", {"count": int(tag)})])

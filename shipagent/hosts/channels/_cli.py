@@ -91,6 +91,12 @@ def run_command(
     ] = None,
     model_factory: Annotated[str | None, typer.Option(help=FACTORY_HELP)] = None,
     project: ProjectOpt = Path("."),
+    no_worker: Annotated[
+        bool,
+        typer.Option(
+            "--no-worker", help="Durable mode: only enqueue turns; `shipagent worker`s answer them."
+        ),
+    ] = False,
 ) -> None:
     """Run the channels enabled in ship.json (no HTTP server) until Ctrl-C or SIGTERM."""
 
@@ -99,6 +105,8 @@ def run_command(
 
     try:
         agent = host_agent(project, model, model_factory)  # as `serve` builds it
+        if no_worker:  # durable mode: this process enqueues; workers run the turns and reply
+            agent.turn_executor_options = {"worker": False}
     except ShipAgentError as exc:
         _err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None

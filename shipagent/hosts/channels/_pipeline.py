@@ -28,6 +28,7 @@ from ._approvals import ApprovalDesk
 from ._commands import Command, help_text, parse_command, status_text
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
+from ._durable import enqueue_turn
 from ._incoming import receive_file
 from ._pairing import PairingStore
 from ._types import (
@@ -340,6 +341,16 @@ class Pipeline:
     async def _turn(self, chat: _Chat, batch: list[InboundMessage]) -> None:
         """Answer ``batch`` (one message, or a burst merged by the debounce) in one turn."""
         opts = self.options
+        if await enqueue_turn(  # durable mode: queued; the turn's worker sends the reply (_durable)
+            self.agent,
+            self.outbound,
+            self.channel,
+            batch,
+            limit=opts.limit,
+            max_attachment_bytes=opts.max_attachment_bytes,
+            model_text=_model_text,
+        ):
+            return
         message = batch[-1]  # the reply goes where the last one came from
         writer = ReplyWriter(
             self.outbound,

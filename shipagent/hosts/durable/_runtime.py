@@ -22,7 +22,9 @@ workflow's task (``_local``); on Postgres, ``NOTIFY`` wakes the other workers an
 Streaming crosses processes through the workflow's DBOS event stream (``_stream``): a submitter
 that wants events (``run_stream``, ``on_step``) enqueues the turn asking for them and reads
 them live, whichever worker runs it. A ``channel`` cannot follow the turn across processes, so
-``chat_send`` texts come back in the result's output.
+``chat_send`` texts come back in the result's output. A chat channel's turn is different: the
+receiving process only enqueues it (:meth:`enqueue_channel_turn`) and the worker that runs it
+answers the chat itself (``_channel_turn``).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from ...events import RunEvent, TextDelta
 from ...results import AgentResult, StepEvent
 from ...store import PgStores
 from ...tools.execution import ReplyChannel
+from ._channel_turn import CHANNEL_WORKFLOW_NAME, channel_turn_workflow
 from ._heartbeat import RECOVERING, Claimant, Heartbeats, claim_executor_id, this_process
 from ._hooks import DurableTurnHooks
 from ._local import Dequeuer
@@ -383,25 +386,7 @@ class DurableExecutor:
         )
         reading: asyncio.Task[None] | None = None
         try:
-            if self._client is not None:
-                options: Any = {
-                    "workflow_name": WORKFLOW_NAME,
-                    "queue_name": QUEUE_NAME,
-                    "workflow_id": rid,
-                    "queue_partition_key": chat_key,
-                    "app_version": APP_VERSION,
-                }
-                await self._client.enqueue_async(options, chat_key, text, events)
-            else:
-                with (
-                    SetWorkflowID(rid),
-                    SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION),
-                ):
-                    await self._queue.enqueue_async(turn_workflow, chat_key, text, events)
-                if self._dequeuer is not None:  # claim it now rather than at the next poll
-                    self._dequeuer.request()
-            if self._wake is not None:  # other workers claim at once (this one already did)
-                self._wake.notify_soon(QUEUED_CHANNEL)
+            await self._enqueue(rid, chat_key, turn_workflow, WORKFLOW_NAME, chat_key, text, events)
             if events:
                 reading = asyncio.get_running_loop().create_task(reader.run())
             result = await self._await_result(rid, watched, done)
@@ -428,6 +413,40 @@ class DurableExecutor:
             if asyncio.iscoroutine(outcome):
                 await outcome
         return result
+
+    async def enqueue_channel_turn(
+        self, chat_key: str, text: str, *, request_id: str, reply: dict[str, Any]
+    ) -> None:
+        """Enqueue a chat channel's turn and return at once: its worker sends the reply.
+
+        Workflow ``shipagent.channel_turn`` (``_channel_turn``), same queue and partition as every
+        turn of the chat; ``request_id`` is the workflow id, so enqueuing it again is a no-op.
+        """
+        await self._enqueue(
+            request_id, chat_key, channel_turn_workflow, CHANNEL_WORKFLOW_NAME, chat_key, text, reply
+        )
+
+    async def _enqueue(self, rid: str, chat_key: str, workflow: Any, name: str, *args: Any) -> None:
+        """Put workflow ``name`` on the turn queue as ``rid`` (an existing ``rid`` is left as it is)."""
+        if self._client is not None:
+            options: Any = {
+                "workflow_name": name,
+                "queue_name": QUEUE_NAME,
+                "workflow_id": rid,
+                "queue_partition_key": chat_key,
+                "app_version": APP_VERSION,
+            }
+            await self._client.enqueue_async(options, *args)
+        else:
+            with (
+                SetWorkflowID(rid),
+                SetEnqueueOptions(queue_partition_key=chat_key, app_version=APP_VERSION),
+            ):
+                await self._queue.enqueue_async(workflow, *args)
+            if self._dequeuer is not None:  # claim it now rather than at the next poll
+                self._dequeuer.request()
+        if self._wake is not None:  # other workers claim at once (this one already did)
+            self._wake.notify_soon(QUEUED_CHANNEL)
 
     async def _await_result(
         self,

@@ -25,7 +25,7 @@ from ._stream import EventPublisher
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
 
-__all__ = ["bind_agent", "local_turns", "log_turn", "turn_workflow"]
+__all__ = ["bind_agent", "bound_agent", "local_turns", "log_turn", "turn_workflow"]
 
 turn_log = logging.getLogger("shipagent.hosts.durable.turns")
 """One INFO line per turn a worker ran (:func:`log_turn`)."""
@@ -44,6 +44,13 @@ def bind_agent(agent: ShipAgent | None, executor_id: str = "") -> None:
     _agent, _executor_id = agent, executor_id
 
 
+def bound_agent() -> ShipAgent:
+    """The agent this process's workflows run on (a worker binds it before DBOS launches)."""
+    if _agent is None:  # pragma: no cover - a worker binds before DBOS launches
+        raise ShipAgentError("no agent is bound to this durable worker")
+    return _agent
+
+
 @DBOS.workflow(name=WORKFLOW_NAME)
 async def turn_workflow(chat_key: str, text: str, events: str = "") -> AgentResult:
     """Run one turn; the workflow id is the turn's request id.
@@ -52,14 +59,13 @@ async def turn_workflow(chat_key: str, text: str, events: str = "") -> AgentResu
     ``"run"`` (``run_stream``'s events), ``"steps"`` (``on_step``'s), ``"all"``, or ``""``
     (nothing is written). It is an argument, so a replay takes the same path.
     """
-    if _agent is None:  # pragma: no cover - a worker binds before DBOS launches
-        raise ShipAgentError("no agent is bound to this durable worker")
+    agent = bound_agent()
     workflow_id = DBOS.workflow_id
     if workflow_id is not None:
         local_turns.started(workflow_id, asyncio.current_task())
     began, outcome = time.monotonic(), "error"
     try:
-        result = await _run(_agent, chat_key, text, workflow_id, events)
+        result = await _run(agent, chat_key, text, workflow_id, events)
         outcome = "ok" if result.success else "failed"
         return result
     except asyncio.CancelledError:

@@ -56,7 +56,7 @@ def serve(
     if no_http:  # the channels alone: what `shipagent channels run` does
         from ..channels._cli import run_command
 
-        run_command(model=model, model_factory=model_factory, project=project)
+        run_command(model=model, model_factory=model_factory, project=project, no_worker=no_worker)
         return
     import uvicorn
 

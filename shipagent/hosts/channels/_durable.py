@@ -1,0 +1,243 @@
+"""Channels in durable mode: the receiving process enqueues, the worker that runs the turn replies.
+
+With ship.json ``durable.enabled`` the agent's turns are DBOS workflows that any worker may run
+(:mod:`shipagent.hosts.durable`). For a channel that means the process that *receives* a message
+(``shipagent serve`` / ``shipagent channels run``) need not be the one that *answers* it: a
+platform's send API is stateless HTTP, so a worker needs the bot token, not the connection.
+
+* **Inbound** (:func:`enqueue_turn`, called by the pipeline where it would run the turn): files
+  are downloaded here (the receiving process holds the platform's file API), then the turn is
+  enqueued as workflow ``shipagent.channel_turn`` with the same request id the pipeline uses,
+  ``<channel>:<chat id>:<message id>``, so a message enqueued twice (a replay of the dedupe record
+  after a crash between the enqueue and its ``done`` mark) is one workflow and one answer. The
+  pipeline marks the message done once it is enqueued: from then on the reply is the workflow's.
+* **Worker** (:class:`WorkerReply`, used by the workflow): shows the typing indicator while the
+  turn runs, delivers ``chat_send`` texts as they are said, and writes the final answer — once,
+  as its own recorded step, so a resumed workflow never asks the model again to send it, and a
+  delivery that failed is retried as in the pipeline, never by re-running the turn.
+
+What changes against a channel answered in-process: the answer is sent whole, not streamed by
+edits (a durable turn's text arrives one recorded model response at a time, and each edit would
+be one more recorded step to replay); approval buttons are not shown (a queued turn cannot ask:
+``exec_shell`` in ``ask`` mode is refused unless ``allow`` matches, so nothing hangs waiting for a
+press the worker would never receive); ``/stop`` does not reach a turn running on a worker.
+
+This module never imports the durable host (the durable host imports it): the pipeline finds the
+queue on ``agent.turn_executor`` through :class:`ChannelTurnQueue`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+import anyio
+
+from ._delivery import retrying
+from ._incoming import receive_file
+from ._types import InboundMessage, Outbound, PermanentSendError, TransientSendError
+from ._writer import ReplyWriter
+
+if TYPE_CHECKING:
+    from ...agent._agent import ShipAgent
+    from ...results import AgentResult
+    from ...tools.execution import ReplyChannel
+
+__all__ = [
+    "ChannelReply",
+    "ChannelTurnQueue",
+    "WorkerReply",
+    "durable_queue",
+    "enqueue_turn",
+    "request_id_of",
+]
+
+log = logging.getLogger("shipagent.hosts.channels")
+
+TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
+ENQUEUE_ATTEMPTS = 4
+
+
+@runtime_checkable
+class ChannelTurnQueue(Protocol):
+    """What a durable executor offers a channel: enqueue a turn whose worker sends the reply."""
+
+    async def enqueue_channel_turn(
+        self, chat_key: str, text: str, *, request_id: str, reply: dict[str, Any]
+    ) -> None:
+        """Enqueue (idempotent by ``request_id``) and return; the turn's worker answers ``reply``."""
+        ...
+
+
+def durable_queue(agent: ShipAgent) -> ChannelTurnQueue | None:
+    """The agent's durable queue when its turns are durable (started with ``durable.enabled``)."""
+    executor = agent.turn_executor
+    return executor if isinstance(executor, ChannelTurnQueue) else None
+
+
+def request_id_of(channel: str, message: InboundMessage) -> str:
+    """The turn's request id (its workflow id in durable mode): one per platform message."""
+    return f"{channel}:{message.chat_id}:{message.message_id}"
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelReply:
+    """Where a durable channel turn's answer goes: the message it answers, and how to split it."""
+
+    channel: str
+    message: InboundMessage
+    limit: int
+
+    def to_json(self) -> dict[str, Any]:
+        """As the workflow's argument (JSON, recorded with the workflow)."""
+        return {"channel": self.channel, "message": self.message.to_json(), "limit": self.limit}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChannelReply:
+        return cls(str(data["channel"]), InboundMessage.from_json(data["message"]), int(data["limit"]))
+
+
+async def enqueue_turn(
+    agent: ShipAgent,
+    outbound: Outbound,
+    channel: str,
+    batch: list[InboundMessage],
+    *,
+    limit: int,
+    max_attachment_bytes: int,
+    model_text: Callable[[InboundMessage, list[str]], str],
+) -> bool:
+    """Durable mode: enqueue ``batch`` as one turn whose worker replies; ``False`` if not durable.
+
+    ``model_text`` is the pipeline's: what the model reads of one message and its files. A queue
+    that cannot be reached after a few tries is said in the chat (the message is not left silent).
+    """
+    queue = durable_queue(agent)
+    if queue is None:
+        return False
+    message = batch[-1]  # the reply goes where the last one came from
+    writer = ReplyWriter(outbound, message, limit=limit, stream=False)  # refusals of files only
+    texts = []
+    for item in batch:
+        files = [
+            await receive_file(agent, outbound, channel, item, a, writer, max_attachment_bytes)
+            for a in item.attachments
+        ]
+        texts.append(model_text(item, files))
+    reply = ChannelReply(channel, message, limit).to_json()
+    request_id = request_id_of(channel, message)
+    for attempt in range(1, ENQUEUE_ATTEMPTS + 1):
+        try:
+            await queue.enqueue_channel_turn(
+                message.chat_key, "\n".join(texts), request_id=request_id, reply=reply
+            )
+            log.info(
+                "%s: message %s of chat %s queued as %s",
+                channel,
+                message.message_id,
+                message.chat_id,
+                request_id,
+            )
+            return True
+        except Exception as exc:
+            if attempt == ENQUEUE_ATTEMPTS:
+                log.error("%s: could not queue message %s: %s", channel, request_id, exc)
+                await writer.finish(
+                    "", failure=f"The answer failed: could not queue it ({type(exc).__name__})."
+                )
+                return True
+            await anyio.sleep(0.5 * 2 ** (attempt - 1))
+    return True  # pragma: no cover - the loop returns
+
+
+class _Sink:
+    """``chat_send`` in a worker's turn: sent at once, through the worker's own sender."""
+
+    def __init__(self, writer: ReplyWriter) -> None:
+        self.writer = writer
+        self.sent: list[str] = []
+
+    async def send_text(self, chat_key: str, text: str) -> None:
+        await self.writer.send_separate(text)
+        self.sent.append(text)
+
+
+class WorkerReply:
+    """The reply of one durable channel turn, written by the worker that runs the turn.
+
+    Args:
+        outbound: the platform's send API as this worker reaches it (its own HTTP client).
+        reply: where the answer goes (:class:`ChannelReply`).
+    """
+
+    def __init__(self, outbound: Outbound, reply: ChannelReply) -> None:
+        self.outbound = outbound
+        self.reply = reply
+        self.writer = ReplyWriter(outbound, reply.message, limit=reply.limit, stream=False)
+        self.sink = _Sink(self.writer)
+
+    async def run(self, turn: Callable[[ReplyChannel], Awaitable[AgentResult]]) -> AgentResult:
+        """``turn(channel)`` with the typing indicator shown while it runs.
+
+        The indicator is a task beside the turn, not a task group around it: the turn's own
+        exception (or cancellation) must reach the workflow as it is, not wrapped in a group.
+        """
+        typing = asyncio.get_running_loop().create_task(self._typing())
+        try:
+            return await turn(self.sink)
+        finally:
+            typing.cancel()
+            await asyncio.wait({typing})
+
+    async def _typing(self) -> None:
+        if not self.outbound.capabilities.typing:
+            return
+        while True:
+            with suppress(TransientSendError, PermanentSendError):  # not worth a retry
+                await retrying(lambda: self.outbound.typing(self.reply.message), attempts=1)
+            await anyio.sleep(TYPING_EVERY)
+
+    async def deliver(self, result: AgentResult | None, error: str | None = None) -> dict[str, Any]:
+        """Send the final answer (or the failure) with the pipeline's retries; what happened, as JSON.
+
+        Never raises for a send that failed: the turn is over and recorded either way, and
+        a delivery failure must not make the workflow run the turn again.
+        """
+        failure, answer = error, ""
+        if result is not None and failure is None:
+            if not result.success:
+                failure = result.output.strip() or "The answer failed."
+            else:
+                answer = _final_answer(result.output, self.sink.sent)
+                if result.cut:
+                    answer += f"\n\n_(the answer was cut: {result.finish_reason})_"
+        if failure is None and not answer and not self.sink.sent:
+            answer = "(no answer)"
+        message = self.reply.message
+        try:
+            await self.writer.finish(answer, failure=failure)
+        except (TransientSendError, PermanentSendError) as exc:
+            log.error(
+                "%s: could not deliver the answer to message %s of chat %s: %s",
+                self.reply.channel,
+                message.message_id,
+                message.chat_id,
+                exc,
+            )
+            return {"delivered": False, "error": str(exc)}
+        log.info(
+            "%s: answered message %s of chat %s", self.reply.channel, message.message_id, message.chat_id
+        )
+        return {"delivered": True}
+
+
+def _final_answer(output: str, sent: list[str]) -> str:
+    """The answer still to send: none if ``chat_send`` already sent the same text."""
+    answer = output.strip()
+    if sent and answer == sent[-1].strip():
+        return ""
+    return answer

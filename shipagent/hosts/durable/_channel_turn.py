@@ -1,0 +1,133 @@
+"""A chat channel's turn as a workflow whose worker also sends the reply.
+
+In durable mode the process that receives a channel's message (``shipagent serve``, ``shipagent
+channels run``) enqueues workflow ``shipagent.channel_turn`` instead of waiting for the turn
+(:func:`shipagent.hosts.channels._durable.enqueue_turn`); whichever worker claims it runs the turn
+and answers through the platform's stateless send API, with a sender it builds from ship.json
+(the bot token from its own environment). So the answer goes out even if the receiving process
+died after enqueuing.
+
+The workflow's recorded steps are the turn's (model requests, tools with effects — ``chat_send``
+among them —, the commit) and one more, ``shipagent.channel.reply``: the final answer. A worker
+killed during the turn is replaced by one that replays the recorded steps (the model is not asked
+again) and sends the answer; a worker killed after the reply step was recorded has nothing left
+to send. Only a worker killed *during* the reply step, after the platform took the message and
+before DBOS recorded the step, sends it again when the step is run again: a platform's send API
+offers no idempotency key to make that window disappear.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dbos import DBOS
+
+from ...errors import ShipAgentError
+from ...results import AgentResult
+from ...tools.execution import ReplyChannel, ToolExecutionContext
+from ..channels._durable import ChannelReply, WorkerReply
+from ..channels._types import Outbound
+from ._workflow import bound_agent, local_turns, log_turn
+
+if TYPE_CHECKING:
+    from ...agent._agent import ShipAgent
+
+__all__ = ["CHANNEL_WORKFLOW_NAME", "channel_turn_workflow"]
+
+log = logging.getLogger("shipagent.hosts.durable")
+
+CHANNEL_WORKFLOW_NAME = "shipagent.channel_turn"
+REPLY_STEP = "shipagent.channel.reply"
+
+
+@DBOS.workflow(name=CHANNEL_WORKFLOW_NAME)
+async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any]) -> AgentResult:
+    """Run one channel turn and send its answer; the workflow id is the turn's request id.
+
+    ``reply``: :meth:`ChannelReply.to_json` — the message being answered (chat, topic, id) and the
+    channel's message limit.
+    """
+    agent = bound_agent()
+    workflow_id = DBOS.workflow_id
+    if workflow_id is not None:
+        local_turns.started(workflow_id, asyncio.current_task())
+    target = ChannelReply.from_json(reply)
+    began, outcome = time.monotonic(), "error"
+    try:
+        _tell_where(agent, target.channel)
+        async with _sender(agent, target.channel) as outbound:
+            answer = WorkerReply(outbound, target)
+
+            async def turn(channel: ReplyChannel) -> AgentResult:
+                return await agent.execute_turn(chat_key, text, request_id=workflow_id, channel=channel)
+
+            try:
+                result = await answer.run(turn)
+            except Exception as exc:  # the turn raised: say so in the chat, then let DBOS record it
+                await _reply(answer, None, f"The answer failed: {type(exc).__name__}: {exc}")
+                raise
+            await _reply(answer, result)
+        outcome = "ok" if result.success else "failed"
+        return result
+    except asyncio.CancelledError:
+        outcome = "cancelled"
+        raise
+    except Exception as exc:  # e.g. no sender here (a worker without the bot token): say it once
+        log.error("durable: channel turn %s failed: %s: %s", workflow_id, type(exc).__name__, exc)
+        raise
+    finally:
+        log_turn(chat_key, workflow_id or "", outcome, time.monotonic() - began)
+
+
+async def _reply(answer: WorkerReply, result: AgentResult | None, error: str | None = None) -> dict[str, Any]:
+    """The final answer as one recorded step: sent once, however often the workflow is replayed."""
+
+    async def step() -> dict[str, Any]:
+        return await answer.deliver(result, error)
+
+    sent: dict[str, Any] = await DBOS.run_step_async({"name": REPLY_STEP}, step)
+    return sent
+
+
+def _sender(agent: ShipAgent, channel: str) -> AbstractAsyncContextManager[Outbound]:
+    """This worker's own sender for ``channel``, configured by its ship.json."""
+    if channel == "telegram":
+        from ..channels.telegram._sender import TelegramSender  # PTB loads only for Telegram turns
+
+        return TelegramSender(agent.config.channels.telegram)
+    raise ShipAgentError(f"a durable turn of channel {channel!r}: this worker has no sender for it")
+
+
+def _tell_where(agent: ShipAgent, channel: str) -> None:
+    """Tell the model it is on the channel, as the receiving process's channel does (once per agent).
+
+    A worker that also runs the channel itself (``shipagent serve`` with Telegram on) has the
+    channel's own paragraph already.
+    """
+    if channel != "telegram":
+        return
+    from ..channels.telegram._channel import WHERE, TelegramChannel
+
+    for source in agent.instruction_sources:
+        if getattr(source, "__func__", None) is TelegramChannel._where_it_is:
+            return
+        if isinstance(source, _Where) and source.channel == channel:
+            return
+    limit = agent.config.channels.telegram.text_chunk_limit
+    agent.instruction_sources.append(_Where(channel, WHERE.format(limit=f"{limit:,}")))
+
+
+@dataclass(frozen=True, slots=True)
+class _Where:
+    """The paragraph that tells the model which channel its chat is on (that channel's chats only)."""
+
+    channel: str
+    text: str
+
+    def __call__(self, ctx: ToolExecutionContext) -> str | None:
+        return self.text if ctx.chat_key.startswith(f"{self.channel}:") else None
