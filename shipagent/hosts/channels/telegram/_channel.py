@@ -29,13 +29,9 @@ import anyio.abc
 from telegram import (
     Bot,
     BotCommand,
-    InlineKeyboardButton,
-    InlineKeyboardMarkup,
-    InputFile,
     LinkPreviewOptions,
     Update,
 )
-from telegram.constants import ChatAction, ParseMode
 from telegram.error import Conflict, Forbidden, InvalidToken, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
 
@@ -46,24 +42,17 @@ from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
 from .._types import (
-    Attachment,
-    Button,
-    ButtonPress,
     Capabilities,
     ChannelHealth,
-    InboundMessage,
-    MarkupRejected,
-    PermanentSendError,
-    SentMessage,
 )
-from ._html import markdown_to_html
 from ._redact import TokenFilter
+from ._sender import TelegramOutbound
 from ._webhook import BadUpdate, WebhookMode
-from ._wire import ALLOWED_UPDATES, is_photo, seconds, send_error, to_inbound, to_press
+from ._wire import ALLOWED_UPDATES, seconds, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
-    from ....tools.execution import OutgoingFile, ToolExecutionContext
+    from ....tools.execution import ToolExecutionContext
 
 __all__ = ["TelegramChannel"]
 
@@ -112,9 +101,16 @@ class TelegramChannel:
         self.watchdog_margin = watchdog_margin
         self.webhook_check_interval = webhook_check_interval
         self._token = TokenFilter(config.bot_token)
+        self.outbound = TelegramOutbound(
+            lambda: self.bot,
+            self._token.clean,
+            max_attachment_bytes=config.max_attachment_bytes,
+            receives=True,
+        )
+        """How this channel sends: the same code a durable worker's sender uses."""
         self.pipeline = Pipeline(
             agent,
-            self,
+            self.outbound,
             channel=self.name,
             rules=AccessRules(
                 dm_policy=config.dm_policy,
@@ -320,94 +316,3 @@ class TelegramChannel:
             raise BadUpdate(f"not a Telegram update: {type(exc).__name__}: {exc}") from None
         async with self._accepting:
             await self._dispatch(update)
-
-    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
-
-    def _where(self, chat: InboundMessage) -> dict[str, Any]:
-        where: dict[str, Any] = {"chat_id": int(chat.chat_id)}
-        if chat.thread_id is not None:
-            where["message_thread_id"] = int(chat.thread_id)
-        return where
-
-    async def _call(self, operation: Any) -> Any:
-        try:
-            return await operation
-        except TelegramError as exc:
-            translated = send_error(exc, self._token.clean)
-            if translated is None:
-                return None
-            raise translated from None
-
-    async def send(
-        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
-    ) -> SentMessage:
-        body = markdown_to_html(text) if formatted else text
-        keyboard = (
-            InlineKeyboardMarkup([[InlineKeyboardButton(b.label, callback_data=b.data) for b in buttons]])
-            if buttons
-            else None
-        )
-        sent = await self._call(
-            self.bot.send_message(
-                text=body,
-                parse_mode=ParseMode.HTML if formatted else None,
-                link_preview_options=_NO_PREVIEW,
-                reply_markup=keyboard,
-                **self._where(chat),
-            )
-        )
-        return SentMessage(str(sent.message_id))
-
-    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
-        """A photo (``sendPhoto``) when Telegram shows it as one, else a document (``sendDocument``).
-
-        A photo Telegram refuses (its dimensions) goes again as a document, which takes any file.
-        """
-        caption = file.caption or None
-        options: dict[str, Any] = {
-            "caption": markdown_to_html(caption) if caption and formatted else caption,
-            "parse_mode": ParseMode.HTML if caption and formatted else None,
-            **self._where(chat),
-        }
-        if is_photo(file.name, file.data):
-            try:
-                sent = await self._call(
-                    self.bot.send_photo(photo=InputFile(file.data, filename=file.name), **options)
-                )
-                return SentMessage(str(sent.message_id))
-            except PermanentSendError as exc:
-                if isinstance(exc, MarkupRejected):
-                    raise
-                log.info("telegram: %s was refused as a photo (%s); sending it as a document", file.path, exc)
-        sent = await self._call(
-            self.bot.send_document(document=InputFile(file.data, filename=file.name), **options)
-        )
-        return SentMessage(str(sent.message_id))
-
-    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
-        await self._call(
-            self.bot.edit_message_text(
-                text=markdown_to_html(text) if formatted else text,
-                chat_id=int(chat.chat_id),
-                message_id=int(message.message_id),
-                parse_mode=ParseMode.HTML if formatted else None,
-                link_preview_options=_NO_PREVIEW,
-            )
-        )
-
-    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
-        await self._call(
-            self.bot.delete_message(chat_id=int(chat.chat_id), message_id=int(message.message_id))
-        )
-
-    async def download(self, attachment: Attachment, target: Path) -> None:
-        file = await self._call(self.bot.get_file(attachment.file_id))
-        if file.file_size is not None and file.file_size > self.config.max_attachment_bytes:
-            raise PermanentSendError(f"the file is {file.file_size} bytes, over maxAttachmentBytes")
-        await self._call(file.download_to_drive(custom_path=target))
-
-    async def acknowledge(self, press: ButtonPress, text: str) -> None:
-        await self._call(self.bot.answer_callback_query(press.press_id, text=text or None))
-
-    async def typing(self, chat: InboundMessage) -> None:
-        await self._call(self.bot.send_chat_action(action=ChatAction.TYPING, **self._where(chat)))
