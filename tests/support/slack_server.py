@@ -106,6 +106,7 @@ class FakeSlack:
         self._closing = anyio.Event()
         self.app = web.Application()
         self.app.router.add_post("/api/{method}", self._endpoint)
+        self.app.router.add_get("/api/{method}", self._endpoint)  # users.info, files.info: GET
         self.app.router.add_get("/link/", self._socket)
         self.app.router.add_get("/files-pri/{file_id}/{name}", self._file)
 
@@ -297,10 +298,11 @@ class FakeSlack:
 
     async def _endpoint(self, request: web.Request) -> web.Response:
         method = request.match_info["method"]
+        params: dict[str, Any] = dict(request.query)
         if request.content_type == "application/json":
-            params = await request.json()
-        else:
-            params = dict(await request.post())
+            params.update(await request.json())
+        elif request.method == "POST":
+            params.update(await request.post())
         for key in ("blocks", "attachments"):
             if isinstance(params.get(key), str):
                 params[key] = json.loads(params[key])
