@@ -14,8 +14,10 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.config import parse_config
@@ -23,6 +25,7 @@ from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost, split_markdown
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.slack import SlackChannel, chat_key_of, markdown_to_mrkdwn
+from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, BotMessage, FakeSlack, slack_server
 from tests.support.stream import StreamScript
@@ -324,3 +327,20 @@ async def test_a_refused_token_stops_the_start_with_the_key_named(tmp_path: Path
                 await host.__aenter__()
             assert not host.health["slack"].connected
             assert "xapp-1-wrong" not in (host.health["slack"].last_error or "")
+
+
+async def test_check_names_the_bot_and_fails_on_a_refused_token_without_printing_it(tmp_path: Path) -> None:
+    async with slack_server() as fake:
+        good = make_project(tmp_path / "good", ship_json(fake, channels={"allow": ["C0GEN"]}))
+        result = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["check", "--offline", "-C", str(good)])
+        )
+        bad = make_project(tmp_path / "bad", ship_json(fake, appToken="xapp-1-wrong-token"))
+        refused = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["check", "--offline", "-C", str(bad)])
+        )
+    assert "did not accept" not in result.output  # (the check fails only for want of a model here)
+    assert f"slack: @ship (user U0SHIPBOT, team {TEAM})" in result.output
+    assert "1 allowed channel(s), mention needed" in result.output
+    assert refused.exit_code == 1 and "did not accept channels.slack.appToken" in refused.output
+    assert "wrong-token" not in refused.output and BOT_TOKEN not in result.output + refused.output
