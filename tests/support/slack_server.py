@@ -56,6 +56,7 @@ class BotMessage:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     deleted: bool = False
     versions: list[str] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # names of the files shared with it
 
     @property
     def buttons(self) -> list[dict[str, Any]]:
@@ -109,6 +110,8 @@ class FakeSlack:
         self.app.router.add_get("/api/{method}", self._endpoint)  # users.info, files.info: GET
         self.app.router.add_get("/link/", self._socket)
         self.app.router.add_get("/files-pri/{file_id}/{name}", self._file)
+        self.app.router.add_post("/upload/{file_id}", self._upload)
+        self.uploads: dict[str, tuple[str, bytes | None]] = {}  # file id -> (name, bytes once uploaded)
 
     # -- what tests do ----------------------------------------------------------------------------
 
@@ -303,7 +306,7 @@ class FakeSlack:
             params.update(await request.json())
         elif request.method == "POST":
             params.update(await request.post())
-        for key in ("blocks", "attachments"):
+        for key in ("blocks", "attachments", "files"):
             if isinstance(params.get(key), str):
                 params[key] = json.loads(params[key])
         self.calls.append(Call(method, params, time.monotonic()))
@@ -353,6 +356,35 @@ class FakeSlack:
         if found is None:
             return web.Response(status=404)
         return web.Response(body=found[1], content_type="application/octet-stream")
+
+    async def _files_getUploadURLExternal(self, params: dict[str, Any]) -> web.Response:
+        file_id = f"F9{next(self._ids):04d}"
+        self.uploads[file_id] = (str(params.get("filename")), None)
+        return _ok(upload_url=f"{self.url}/upload/{file_id}", file_id=file_id)
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        file_id = request.match_info["file_id"]
+        if file_id not in self.uploads:
+            return web.Response(status=404)
+        self.uploads[file_id] = (self.uploads[file_id][0], await request.read())
+        self._wake()
+        return web.Response(text=f"OK - {len(self.uploads[file_id][1] or b'')}")
+
+    async def _files_completeUploadExternal(self, params: dict[str, Any]) -> web.Response:
+        done = [f for f in params.get("files") or [] if self.uploads.get(f["id"], ("", None))[1] is not None]
+        if not done or len(done) != len(params.get("files") or []):
+            return _error(200, "file_not_found")  # completed before the bytes were uploaded
+        comment = str(params.get("initial_comment") or "")
+        message = BotMessage(
+            channel=params["channel_id"],
+            ts=self.next_ts(),
+            text=comment,
+            thread_ts=params.get("thread_ts") or None,
+            versions=[comment],
+            files=[self.uploads[f["id"]][0] for f in done],
+        )
+        self.messages.append(message)
+        return _ok(files=[{"id": f["id"], "title": f.get("title")} for f in done])
 
     def _text(self, params: dict[str, Any]) -> tuple[str, web.Response | None]:
         text = str(params.get("text") or "")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost, split_markdown
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.slack import SlackChannel, chat_key_of, markdown_to_mrkdwn
+from shipagent.hosts.channels.slack._wire import to_inbound
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, BotMessage, FakeSlack, slack_server
@@ -307,8 +309,7 @@ async def test_a_shared_file_is_downloaded_with_the_bot_token_and_read(tmp_path:
     script = StreamScript(_reader)
     async with slack_server() as fake, running(tmp_path / "p", fake, script.model) as (agent, _):
         fake.user_message("what is in it?", file=("notes.txt", b"launch at noon\n"))
-        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text.startswith("the file says"))
-        assert fake.shown()[-1].text == "the file says: launch at noon"
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "the file says: launch at noon")
         said = last_user_text(script.requests[0])
         assert said.startswith("what is in it?\n[Ada attached document notes.txt (15 bytes): context file")
         refs = agent.context_files.list(f"slack:{TEAM}:D0DM")
@@ -344,3 +345,28 @@ async def test_check_names_the_bot_and_fails_on_a_refused_token_without_printing
     assert "1 allowed channel(s), mention needed" in result.output
     assert refused.exit_code == 1 and "did not accept channels.slack.appToken" in refused.output
     assert "wrong-token" not in refused.output and BOT_TOKEN not in result.output + refused.output
+
+
+@dataclass(frozen=True)
+class _File:  # what chat_send_file hands a channel: name, bytes, caption
+    name: str
+    data: bytes
+    caption: str | None = None
+
+
+async def test_a_file_goes_out_by_the_external_upload_into_the_thread(tmp_path: Path) -> None:
+    async with slack_server() as fake, running(tmp_path / "p", fake, StreamScript().model) as (_, channel):
+        parent = "1700000000.000100"
+        fake.user_message("hi", channel="C0GEN", channel_type="channel", thread_ts=parent)
+        chat = to_inbound(
+            fake.envelopes[0].payload["event"],
+            team=TEAM,
+            bot_user="U0SHIPBOT",
+            bot_name="ship",
+            sender_name="Ada",
+        )
+        await channel.send_file(chat, _File("report.txt", b"all good\n", "The **report**"), formatted=True)
+    (shared,) = [m for m in fake.messages if m.files]
+    assert shared.files == ["report.txt"] and shared.thread_ts == parent and shared.text == "The *report*"
+    assert [data for name, data in fake.uploads.values()] == [b"all good\n"]
+    assert fake.called("files.getUploadURLExternal")[0].params["length"] in (9, "9")

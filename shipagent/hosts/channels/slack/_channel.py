@@ -85,7 +85,7 @@ class SlackChannel:
     """
 
     name = "slack"
-    capabilities = Capabilities(send_text=True, edit=True, buttons=True)
+    capabilities = Capabilities(send_text=True, edit=True, send_file=True, buttons=True)
 
     def __init__(
         self,
@@ -342,6 +342,26 @@ class SlackChannel:
                 channel=chat.chat_id, ts=message.message_id, text=body, blocks=[], mrkdwn=formatted
             )
         )
+
+    async def send_file(self, chat: InboundMessage, file: Any, *, formatted: bool) -> SentMessage:
+        """Upload ``file`` (its ``name``, ``data`` and ``caption``) into the chat (and thread).
+
+        Slack's external upload: ``files.getUploadURLExternal``, the bytes to the URL it returns,
+        then ``files.completeUploadExternal`` shares the file with the caption as its comment.
+        """
+        caption = file.caption
+        comment = (markdown_to_mrkdwn(caption) if formatted else escape(caption)) if caption else None
+        done = await self._call(
+            self.web.files_upload_v2(
+                filename=file.name,
+                content=file.data,
+                title=file.name,
+                channel=chat.chat_id,
+                thread_ts=chat.thread_id,
+                initial_comment=comment,
+            )
+        )
+        return SentMessage(str((done.get("file") or {}).get("id") or ""))
 
     async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
         await self._call(self.web.chat_delete(channel=chat.chat_id, ts=message.message_id))
