@@ -370,3 +370,16 @@ async def test_a_file_goes_out_by_the_external_upload_into_the_thread(tmp_path: 
     assert shared.files == ["report.txt"] and shared.thread_ts == parent and shared.text == "The *report*"
     assert [data for name, data in fake.uploads.values()] == [b"all good\n"]
     assert fake.called("files.getUploadURLExternal")[0].params["length"] in (9, "9")
+
+
+async def test_bang_commands_and_a_rate_limited_send_that_waits_retry_after(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with slack_server() as fake, running(tmp_path / "p", fake, script.model) as _:
+        fake.user_message("!status")  # Slack's client keeps a leading "/" for its own commands
+        await fake.wait_for(lambda: fake.shown() and "Idle." in fake.shown()[-1].text)
+        fake.fail_next("chat.postMessage", 429, "ratelimited", retry_after=1)
+        fake.user_message("hello")
+        await fake.wait_for(lambda: fake.shown()[-1].text == "echo: hello")
+    assert script.requests and [last_user_text(r) for r in script.requests] == ["hello"]  # !status: no turn
+    refused, retried = fake.called("chat.postMessage")[-2:]
+    assert retried.at - refused.at >= 0.95  # Retry-After was honoured
