@@ -273,7 +273,7 @@ async def test_an_event_replayed_after_a_reconnect_is_answered_once(tmp_path: Pa
         await fake.wait_for(lambda: again.acked)
         fake.user_message("then this")
         await fake.wait_for(lambda: fake.shown()[-1].text == "echo: then this")
-        assert channel.health.details["reconnects"] == "1" and channel.health.connected
+        assert channel.health.restarts == 1 and channel.health.connected
     assert again.retry_attempt == 1 and first.acked
     assert len(fake.called("apps.connections.open")) == 2
     assert [m.text for m in fake.shown()] == ["echo: only once", "echo: then this"]
@@ -374,9 +374,14 @@ async def test_a_file_goes_out_by_the_external_upload_into_the_thread(tmp_path: 
 
 async def test_bang_commands_and_a_rate_limited_send_that_waits_retry_after(tmp_path: Path) -> None:
     script = StreamScript()
-    async with slack_server() as fake, running(tmp_path / "p", fake, script.model) as _:
+    async with (
+        slack_server() as fake,
+        running(tmp_path / "p", fake, script.model, channels={"allow": ["C0GEN"]}) as _,
+    ):
         fake.user_message("!status")  # Slack's client keeps a leading "/" for its own commands
         await fake.wait_for(lambda: fake.shown() and "Idle." in fake.shown()[-1].text)
+        fake.user_message("!status", channel="C0GEN", channel_type="channel", mention=True)  # @ship !status
+        await fake.wait_for(lambda: fake.shown("C0GEN") and "Idle." in fake.shown("C0GEN")[-1].text)
         fake.fail_next("chat.postMessage", 429, "ratelimited", retry_after=1)
         fake.user_message("hello")
         await fake.wait_for(lambda: fake.shown()[-1].text == "echo: hello")

@@ -252,7 +252,8 @@ class SlackChannel:
         if message.get("type") == "hello":
             self.hellos += 1
             self.health.connected = True
-            if self.hellos > 1:
+            if self.hellos > 1:  # a new connection replaced one that was lost or recycled
+                self.health.restarts = self.hellos - 1
                 self.health.details["reconnects"] = str(self.hellos - 1)
 
     async def _on_request(self, client: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
