@@ -26,7 +26,7 @@ from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost, split_markdown
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.slack import SlackChannel, chat_key_of, markdown_to_mrkdwn
-from shipagent.hosts.channels.slack._wire import to_inbound
+from shipagent.hosts.channels.slack._wire import clean_text, is_conversation, to_inbound
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, BotMessage, FakeSlack, slack_server
@@ -82,6 +82,8 @@ async def test_dm_round_trip_acks_the_envelope_and_never_logs_a_token(
     assert len(fake.shown()) == 1  # one message, updated into the answer: never a duplicate
     assert agent.paths.transcript(f"slack:{TEAM}:D0DM").exists()
     assert [last_user_text(r) for r in script.requests] == ["hello there"]
+    told = script.requests[-1][-1].instructions or ""  # type: ignore[union-attr]
+    assert "This chat is on Slack" in told and "3,000 characters" in told
     assert fake.called("auth.test") and fake.called("apps.connections.open")
     assert BOT_TOKEN not in caplog.text and APP_TOKEN not in caplog.text
 
@@ -130,6 +132,20 @@ def test_markdown_becomes_mrkdwn_and_code_is_kept() -> None:
         "```\nif a &lt; b and x**2:\n    print('*no*')\n```\n"
         "after"
     )
+
+
+def test_slack_markup_in_a_user_message_is_undone_and_edits_are_not_messages() -> None:
+    text = "<@U0SHIPBOT> look at <https://example.com|this> &amp; ask <@U8|mallory> about <@U0SHIPBOT>"
+    assert clean_text(text, "U0SHIPBOT", "ship") == (
+        "look at this (https://example.com) & ask @mallory about @ship"
+    )
+    assert clean_text("<@U0SHIPBOT> !new", "U0SHIPBOT", "ship") == "/new"
+    assert clean_text("!nonsense", "U0SHIPBOT", "ship") == "!nonsense"
+    base = {"type": "message", "channel": "C1", "user": "U7", "ts": "1.2", "text": "hi"}
+    assert is_conversation(base, "U0SHIPBOT")
+    assert not is_conversation({**base, "subtype": "message_changed"}, "U0SHIPBOT")
+    assert not is_conversation({**base, "user": "U0SHIPBOT"}, "U0SHIPBOT")  # its own message
+    assert not is_conversation({**base, "subtype": "bot_message"}, "U0SHIPBOT")
 
 
 async def test_a_channel_message_needs_a_mention_and_is_answered_once(tmp_path: Path) -> None:

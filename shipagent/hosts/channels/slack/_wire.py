@@ -33,6 +33,7 @@ __all__ = [
     "approval_blocks",
     "chat_key_of",
     "clean_text",
+    "is_conversation",
     "mentions",
     "send_error",
     "thread_of",
