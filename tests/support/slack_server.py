@@ -216,6 +216,11 @@ class FakeSlack:
         for ws in list(self._sockets.values()):
             await ws.send_str(json.dumps({"type": "disconnect", "reason": reason}))
 
+    async def drop(self) -> None:
+        """Close every socket without notice (a network failure): the client must reconnect itself."""
+        for ws in list(self._sockets.values()):
+            await ws.close()
+
     def fail_next(self, method: str, status: int, error: str, *, retry_after: int | None = None) -> None:
         """The next call of ``method`` fails (``ok: false`` with ``error``; ``Retry-After`` for a 429)."""
         self._failures[method].append((status, error, retry_after))

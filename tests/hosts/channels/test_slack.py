@@ -296,6 +296,17 @@ async def test_an_event_replayed_after_a_reconnect_is_answered_once(tmp_path: Pa
     assert [last_user_text(r) for r in script.requests] == ["only once", "then this"]
 
 
+async def test_a_dropped_connection_is_reopened_and_what_came_meanwhile_is_answered(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with slack_server() as fake, running(tmp_path / "p", fake, script.model) as (_, channel):
+        await fake.wait_for(lambda: channel.hellos == 1)
+        await fake.drop()  # no disconnect notice: the socket just closes
+        waiting = fake.user_message("sent while it was away")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "echo: sent while it was away")
+        assert waiting.acked and fake.connections == 2 and channel.health.restarts == 1
+    assert len(fake.called("apps.connections.open")) == 2  # a fresh URL for the new socket
+
+
 async def test_an_unknown_dm_sender_gets_a_pairing_code_and_nothing_reaches_the_model(tmp_path: Path) -> None:
     script = StreamScript()
     root = tmp_path / "p"
