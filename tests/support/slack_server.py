@@ -126,6 +126,7 @@ class FakeSlack:
         user: str = "U7",
         channel_type: str = "im",
         thread_ts: str | None = None,
+        parent_user: str | None = None,
         mention: bool = False,
         bot_id: str | None = None,
         ts: str | None = None,
@@ -148,6 +149,7 @@ class FakeSlack:
         }
         if thread_ts is not None:
             event["thread_ts"] = thread_ts
+            event["parent_user_id"] = parent_user or "U1"  # who wrote the thread's first message
         if bot_id is not None:
             event["bot_id"] = bot_id
         if file is not None:

@@ -29,7 +29,15 @@ from shipagent.hosts.channels.slack import SlackChannel, chat_key_of, markdown_t
 from shipagent.hosts.channels.slack._wire import clean_text, is_conversation, to_inbound
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
-from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, BotMessage, FakeSlack, slack_server
+from tests.support.slack_server import (
+    APP_TOKEN,
+    BOT_TOKEN,
+    BOT_USER,
+    TEAM,
+    BotMessage,
+    FakeSlack,
+    slack_server,
+)
 from tests.support.stream import StreamScript
 
 pytestmark = pytest.mark.anyio
@@ -182,12 +190,20 @@ async def test_a_thread_is_its_own_conversation_and_the_reply_stays_in_it(tmp_pa
         )
         await fake.wait_for(lambda: fake.shown("C0GEN", parent))
         await fake.wait_for(lambda: fake.shown("C0GEN", parent)[-1].text.endswith("in the thread"))
+        fake.user_message("not to the bot", channel="C0GEN", channel_type="channel", thread_ts=parent)
+        answer = fake.shown("C0GEN")[0]  # a reply in a thread under the bot's message needs no mention
+        fake.user_message(
+            "more", channel="C0GEN", channel_type="channel", thread_ts=answer.ts, parent_user=BOT_USER
+        )
+        await fake.wait_for(lambda: fake.shown("C0GEN", answer.ts))
+        await fake.wait_for(lambda: fake.shown("C0GEN", answer.ts)[-1].text == "echo: Ada (id U7): more")
     assert [m.text for m in fake.shown("C0GEN")] == ["echo: Ada (id U7): top level"]
     assert agent.paths.transcript(f"slack:{TEAM}:C0GEN").exists()
     assert agent.paths.transcript(f"slack:{TEAM}:C0GEN:thread:{parent}").exists()
     assert chat_key_of(TEAM, "C0GEN", parent) == f"slack:{TEAM}:C0GEN:thread:{parent}"
     posts = fake.called("chat.postMessage")
-    assert [p.params.get("thread_ts") for p in posts] == [None, parent]
+    assert [p.params.get("thread_ts") for p in posts] == [None, parent, answer.ts]
+    assert [m.text for m in fake.shown("C0GEN", parent)] == ["echo: Ada (id U7): in the thread"]
 
 
 async def test_the_answer_streams_by_chat_update_and_ends_on_the_full_answer(tmp_path: Path) -> None:

@@ -144,7 +144,9 @@ def to_inbound(
         sender_name=sender_name,
         text=clean_text(raw, bot_user, bot_name),
         is_group=kind != "im",
-        mentions_bot=event.get("type") == "app_mention" or mentions(raw, bot_user),
+        mentions_bot=event.get("type") == "app_mention"
+        or mentions(raw, bot_user)
+        or (thread is not None and event.get("parent_user_id") == bot_user),  # a reply to the bot
         sender_is_bot=bool(event.get("bot_id")),
         thread_id=thread,
         attachments=_attachments(event),
