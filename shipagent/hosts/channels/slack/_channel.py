@@ -216,6 +216,8 @@ class SlackChannel:
                 self._open = False
                 await self._socket.close()  # type: ignore[no-untyped-call]
                 self._socket = None
+            async with self._accepting:  # an envelope being accepted is recorded before the pipeline stops
+                pass
             if self._tasks is not None:
                 self._tasks.cancel_scope.cancel()
                 await self._tasks.__aexit__(None, None, None)
@@ -327,7 +329,6 @@ class SlackChannel:
         sent = await self._call(
             self.web.chat_postMessage(
                 text=body,
-                mrkdwn=formatted,
                 unfurl_links=False,
                 unfurl_media=False,
                 **self._where(chat),
@@ -339,9 +340,7 @@ class SlackChannel:
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         body = markdown_to_mrkdwn(text) if formatted else escape(text)
         await self._call(  # blocks=[]: an edited question loses its buttons
-            self.web.chat_update(
-                channel=chat.chat_id, ts=message.message_id, text=body, blocks=[], mrkdwn=formatted
-            )
+            self.web.chat_update(channel=chat.chat_id, ts=message.message_id, text=body, blocks=[])
         )
 
     async def send_file(self, chat: InboundMessage, file: Any, *, formatted: bool) -> SentMessage:
