@@ -206,6 +206,24 @@ class FakeSlack:
         }
         return self._queue(Envelope(f"env-{next(self._ids)}", "interactive", payload))
 
+    def slash(
+        self, text: str, *, channel: str = "D0DM", user: str = "U7", command: str = "/ship"
+    ) -> Envelope:
+        """Send a ``slash_commands`` envelope: ``user`` typed ``command text`` in ``channel``."""
+        n = next(self._ids)
+        payload = {
+            "team_id": TEAM,
+            "channel_id": channel,
+            "user_id": user,
+            "user_name": USERS.get(user, user).lower(),
+            "command": command,
+            "text": text,
+            "api_app_id": "A0APP",
+            "response_url": f"{self.url}/response/{n}",
+            "trigger_id": f"trig-{n}",
+        }
+        return self._queue(Envelope(f"env-{n}", "slash_commands", payload))
+
     def replay(self, envelope: Envelope) -> Envelope:
         """Slack sends ``envelope``'s payload again (a retry after a reconnect): a new envelope id."""
         again = Envelope(

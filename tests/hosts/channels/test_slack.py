@@ -416,7 +416,7 @@ async def test_a_file_goes_out_by_the_external_upload_into_the_thread(tmp_path: 
     assert fake.called("files.getUploadURLExternal")[0].params["length"] in (9, "9")
 
 
-async def test_bang_commands_and_a_rate_limited_send_that_waits_retry_after(tmp_path: Path) -> None:
+async def test_bang_and_slash_commands_and_a_rate_limited_send_that_waits_retry_after(tmp_path: Path) -> None:
     script = StreamScript()
     async with (
         slack_server() as fake,
@@ -429,6 +429,10 @@ async def test_bang_commands_and_a_rate_limited_send_that_waits_retry_after(tmp_
         fake.fail_next("chat.postMessage", 429, "ratelimited", retry_after=1)
         fake.user_message("hello")
         await fake.wait_for(lambda: fake.shown()[-1].text == "echo: hello")
-    assert script.requests and [last_user_text(r) for r in script.requests] == ["hello"]  # !status: no turn
-    refused, retried = fake.called("chat.postMessage")[-2:]
+        refused, retried = fake.called("chat.postMessage")[-2:]
+        fake.slash("new")  # the app's own slash command: /ship new
+        await fake.wait_for(lambda: "Started afresh" in fake.shown()[-1].text)
+        fake.slash("what now?")
+        await fake.wait_for(lambda: fake.shown()[-1].text == "echo: what now?")
+    assert [last_user_text(r) for r in script.requests] == ["hello", "what now?"]  # commands: no turn
     assert retried.at - refused.at >= 0.95  # Retry-After was honoured

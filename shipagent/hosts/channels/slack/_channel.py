@@ -44,7 +44,15 @@ from .._types import (
     SentMessage,
 )
 from ._mrkdwn import escape, markdown_to_mrkdwn
-from ._wire import approval_blocks, is_conversation, send_error, thread_of, to_inbound, to_press
+from ._wire import (
+    approval_blocks,
+    is_conversation,
+    send_error,
+    slash_to_inbound,
+    thread_of,
+    to_inbound,
+    to_press,
+)
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
@@ -268,6 +276,10 @@ class SlackChannel:
                     await self._event(request.payload)
                 elif request.type == "interactive":
                     await self._interactive(request.payload)
+                elif request.type == "slash_commands":
+                    slash = slash_to_inbound(request.payload, self.team)
+                    if slash is not None:
+                        await self.pipeline.accept(slash)
             except OSError as exc:  # the dedupe record could not be written: Slack will resend it
                 self._fail(f"could not record envelope {request.envelope_id}: {exc}; not acknowledged")
                 return

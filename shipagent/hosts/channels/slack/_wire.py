@@ -36,6 +36,7 @@ __all__ = [
     "is_conversation",
     "mentions",
     "send_error",
+    "slash_to_inbound",
     "thread_of",
     "to_inbound",
     "to_press",
@@ -150,6 +151,32 @@ def to_inbound(
         sender_is_bot=bool(event.get("bot_id")),
         thread_id=thread,
         attachments=_attachments(event),
+    )
+
+
+def slash_to_inbound(payload: dict[str, Any], team: str) -> InboundMessage | None:
+    """A slash command of the app (``/ship new``, ``/ship what is up?``) as a message to the bot.
+
+    The command's first word, if it is one of the chat commands, is that command (``/ship new`` is
+    ``/new``); anything else is a message. A slash command addresses the bot, so it counts as a
+    mention. Its ``trigger_id`` identifies it (Slack gives it no message ``ts``).
+    """
+    channel, user, trigger = payload.get("channel_id"), payload.get("user_id"), payload.get("trigger_id")
+    if not channel or not user or not trigger:
+        return None
+    text = str(payload.get("text") or "").strip()
+    if parse_command("/" + text, None) is not None:
+        text = "/" + text
+    return InboundMessage(
+        channel="slack",
+        chat_key=chat_key_of(str(payload.get("team_id") or team), str(channel), None),
+        chat_id=str(channel),
+        message_id=f"slash:{trigger}",
+        sender_id=str(user),
+        sender_name=str(payload.get("user_name") or user),
+        text=text,
+        is_group=not str(channel).startswith("D"),
+        mentions_bot=True,
     )
 
 
