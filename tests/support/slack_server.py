@@ -52,7 +52,6 @@ class BotMessage:
     ts: str
     text: str
     thread_ts: str | None
-    mrkdwn: bool = True
     blocks: list[dict[str, Any]] = field(default_factory=list)
     deleted: bool = False
     versions: list[str] = field(default_factory=list)
@@ -104,7 +103,6 @@ class FakeSlack:
         self._ts = itertools.count(1)
         self._ids = itertools.count(1)
         self._changed = anyio.Event()
-        self._closing = anyio.Event()
         self.app = web.Application()
         self.app.router.add_post("/api/{method}", self._endpoint)
         self.app.router.add_get("/api/{method}", self._endpoint)  # users.info, files.info: GET
@@ -428,7 +426,6 @@ class FakeSlack:
             ts=self.next_ts(),
             text=text,
             thread_ts=params.get("thread_ts") or None,
-            mrkdwn=_flag(params.get("mrkdwn", True)),
             blocks=list(params.get("blocks") or []),
             versions=[text],
         )
@@ -443,7 +440,7 @@ class FakeSlack:
         if not found or found[0].deleted:
             return _error(200, "message_not_found")
         message = found[0]
-        message.text, message.mrkdwn = text, _flag(params.get("mrkdwn", True))
+        message.text = text
         if "blocks" in params:  # Slack keeps the blocks unless the update names them
             message.blocks = list(params["blocks"] or [])
         message.versions.append(text)
@@ -458,10 +455,6 @@ class FakeSlack:
     async def _chat_postEphemeral(self, params: dict[str, Any]) -> web.Response:
         self.ephemeral.append(params)
         return _ok(message_ts=self.next_ts())
-
-
-def _flag(value: Any) -> bool:
-    return value if isinstance(value, bool) else str(value).lower() in ("1", "true")
 
 
 def _ok(**fields: Any) -> web.Response:
@@ -487,7 +480,6 @@ async def slack_server() -> AsyncIterator[FakeSlack]:
     try:
         yield fake
     finally:
-        fake._closing.set()
         for ws in list(fake._sockets.values()):
             await ws.close()
         await runner.cleanup()
