@@ -15,9 +15,10 @@ from pydantic import Field, field_validator, model_validator
 
 from ._config_base import ConfigModel as _Model
 
-__all__ = ["ChannelsConfig", "GroupsConfig", "TelegramConfig"]
+__all__ = ["ChannelsConfig", "GroupsConfig", "SlackChannelsConfig", "SlackConfig", "TelegramConfig"]
 
 DEFAULT_TELEGRAM_API_ROOT = "https://api.telegram.org"
+DEFAULT_SLACK_API_ROOT = "https://slack.com/api"
 DEFAULT_WEBHOOK_LISTEN = "127.0.0.1:8443"
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook's secret_token
 
@@ -165,7 +166,97 @@ class TelegramConfig(_Model):
         return self
 
 
+class SlackChannelsConfig(_Model):
+    """``channels.slack.channels``: which Slack channels (and group DMs) the bot answers in, and when."""
+
+    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    """``allowlist``: only the channels in ``allow``; ``open``: any channel the bot is in;
+    ``disabled``: direct messages only."""
+    allow: list[str] = Field(default_factory=list)
+    """Channel ids (``C0123ABCD``; in Slack: the channel's details, at the bottom)."""
+    require_mention: bool = True
+    """Answer only messages that mention the bot (``@ship``) or are a ``!command``."""
+
+
+def _slack_token(value: str | None, prefix: str, what: str) -> str | None:
+    """``value`` if it looks like a Slack ``prefix`` token (the value itself is never echoed)."""
+    if value is not None and value.strip() and not value.strip().startswith(prefix):
+        raise ValueError(f"must be {what} (it starts with {prefix!r})")
+    return value.strip() if value is not None else None
+
+
+class SlackConfig(_Model):
+    """``channels.slack``: the agent as a Slack app, connected by Socket Mode (no public URL)."""
+
+    enabled: bool = False
+    bot_token: str | None = Field(default=None, repr=False)
+    """The bot token (``xoxb-…``, OAuth & Permissions); write ``"${SLACK_BOT_TOKEN}"``."""
+    app_token: str | None = Field(default=None, repr=False)
+    """The app-level token with ``connections:write`` (``xapp-…``) that opens the Socket Mode
+    connection; write ``"${SLACK_APP_TOKEN}"``."""
+    api_root: str = DEFAULT_SLACK_API_ROOT
+    """The Web API's base URL (a test server can be named here)."""
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
+    ``allowlist`` (only ``allowFrom``), ``open`` (anyone in the workspace)."""
+    allow_from: list[str] = Field(default_factory=list)
+    """Slack user ids (``U0123ABCD``) that may talk to the bot in direct messages without pairing."""
+    channels: SlackChannelsConfig = Field(default_factory=SlackChannelsConfig)
+    admins: list[str] = Field(default_factory=list)
+    """User ids who may answer any approval question (besides the one who started the turn)."""
+    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    """Messages of one conversation within this many milliseconds are answered as one turn;
+    default 1,500 in channels, 0 in direct messages."""
+    rate_limit_per_minute: int = Field(default=30, ge=0)
+    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
+    streaming: Literal["edit", "off"] = "edit"
+    """``edit``: the answer appears as one message updated (``chat.update``) as it is written;
+    ``off``: sent when done."""
+    show_tool_steps: bool = False
+    """Show one short line per tool step (its summary) while the answer is written."""
+    text_chunk_limit: int = Field(default=3000, ge=200, le=4000)
+    """A message longer than this is split. Slack shows up to 4,000 characters of a message's text
+    in full (longer ones are cut behind "Show more" or refused); 3,000 also fits one Block Kit
+    section, which is what a message with buttons is made of."""
+    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    """Files larger than this are refused instead of downloaded."""
+
+    @field_validator("api_root")
+    @classmethod
+    def _root(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL")
+        return value.rstrip("/")
+
+    @field_validator("bot_token")
+    @classmethod
+    def _bot_token(cls, value: str | None) -> str | None:
+        return _slack_token(value, "xoxb-", "a bot token")
+
+    @field_validator("app_token")
+    @classmethod
+    def _app_token(cls, value: str | None) -> str | None:
+        return _slack_token(value, "xapp-", "an app-level token")
+
+    @model_validator(mode="after")
+    def _tokens_when_enabled(self) -> SlackConfig:
+        if not self.enabled:
+            return self
+        if not self.bot_token:
+            raise ValueError(
+                "botToken is required when channels.slack.enabled is true "
+                '(e.g. "botToken": "${SLACK_BOT_TOKEN}")'
+            )
+        if not self.app_token:
+            raise ValueError(
+                "appToken is required when channels.slack.enabled is true: Socket Mode connects with it "
+                '(e.g. "appToken": "${SLACK_APP_TOKEN}")'
+            )
+        return self
+
+
 class ChannelsConfig(_Model):
     """``channels``: the chat platforms the agent answers on (each off unless ``enabled``)."""
 
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
+    slack: SlackConfig = Field(default_factory=SlackConfig)

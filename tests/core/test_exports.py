@@ -133,6 +133,7 @@ EXPORTS: dict[str, list[str]] = {
     "shipagent.window": [],
     "shipagent.hosts.cli": [],
     "shipagent.hosts.channels.telegram": ["TelegramChannel", "chat_key_of", "markdown_to_html"],
+    "shipagent.hosts.channels.slack": ["SlackChannel", "chat_key_of", "markdown_to_mrkdwn"],
     "shipagent.store.files": ["ContextFiles", "ContextKind", "ContextRef", "Page", "Tail"],
     "shipagent.store.cards": [
         "CARD_CHAT_MESSAGE",

@@ -82,6 +82,10 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
     A token the Bot API refuses, or an unreachable ``apiRoot``, is an error (exit 1); the token
     itself is never printed.
     """
+    if config.channels.slack.enabled:
+        from .slack._check import check_slack  # slack-sdk loads only when Slack is on
+
+        check_slack(config.channels.slack, console)
     telegram = config.channels.telegram
     if not telegram.enabled:
         return

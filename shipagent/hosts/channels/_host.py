@@ -32,6 +32,10 @@ def channels_from_config(agent: ShipAgent, config: ChannelsConfig, **telegram: A
 
         state = agent.paths.ship_dir / "channels"
         found.append(TelegramChannel(agent, config.telegram, state_dir=state, **telegram))
+    if config.slack.enabled:
+        from .slack import SlackChannel  # slack-sdk loads only when Slack is on
+
+        found.append(SlackChannel(agent, config.slack, state_dir=agent.paths.ship_dir / "channels"))
     return found
 
 

@@ -1,0 +1,430 @@
+"""The Slack channel: events by Socket Mode, answers through the Web API (slack-sdk on aiohttp).
+
+Why Socket Mode: the app opens a WebSocket to Slack (``apps.connections.open`` with the app-level
+token hands out its URL), so the agent needs no public URL, no TLS certificate and no request
+signing. slack-sdk's own client keeps the socket alive (pings, reconnects on Slack's ``disconnect``
+notices); slack-bolt is not used, since its dispatcher would stand between Slack and the pipeline.
+
+Each envelope is acknowledged (its ``envelope_id`` sent back) only after the pipeline has recorded
+the message on disk, so a message is never lost between Slack and the agent: Slack resends an
+envelope that was not acknowledged, and the pipeline's dedupe, keyed by channel and message ``ts``,
+answers it once however often it comes. Slack has no typing indicator for bots and no toast for a
+button click: a refused click gets an ephemeral message that only the clicker sees.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import aiohttp
+import anyio
+import anyio.abc
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.async_client import AsyncBaseSocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from ...._channels_config import SlackConfig
+from .._access import AccessRules
+from .._dedupe import Dedupe
+from .._pairing import PairingStore
+from .._pipeline import Pipeline, PipelineOptions
+from .._types import (
+    Attachment,
+    Button,
+    ButtonPress,
+    Capabilities,
+    ChannelHealth,
+    InboundMessage,
+    PermanentSendError,
+    SentMessage,
+)
+from ._mrkdwn import escape, markdown_to_mrkdwn
+from ._wire import (
+    approval_blocks,
+    is_conversation,
+    send_error,
+    slash_to_inbound,
+    thread_of,
+    to_inbound,
+    to_press,
+)
+
+if TYPE_CHECKING:
+    from ....agent._agent import ShipAgent
+    from ....execution import ToolExecutionContext
+
+__all__ = ["SlackChannel"]
+
+log = logging.getLogger("shipagent.hosts.channels.slack")
+
+WHERE = (
+    "This chat is on Slack. Your answers are shown with Slack's formatting: **bold**, *italics*, "
+    "~~strikethrough~~, `inline code`, fenced code blocks, links, quotes and bullet lists render; "
+    "headings become bold lines; tables, images and HTML do not (write a list instead of a table). "
+    "A long answer is split into messages of about {limit} characters, so prefer short answers. "
+    "In a channel, each user line starts with who wrote it."
+)
+"""What the model is told about where it is, in every turn of a Slack chat (a stable paragraph)."""
+
+_TRUSTED_FILE_HOSTS = ("slack.com", "slack-edge.com")
+
+
+def _debounce(milliseconds: int | None) -> dict[str, float]:
+    if milliseconds is None:
+        return {}  # the pipeline's defaults: 1.5 s in channels, none in direct messages
+    return {"debounce_dm": milliseconds / 1000, "debounce_group": milliseconds / 1000}
+
+
+class SlackChannel:
+    """The agent as a Slack app (``channels.slack`` in ship.json).
+
+    Args:
+        agent: the agent to answer with.
+        config: ``channels.slack``.
+        state_dir: where the dedupe record and pairing codes are kept (``.ship/channels``).
+        edit_interval: at most one send or ``chat.update`` per chat this often (seconds).
+        ping_interval: seconds between the Socket Mode client's pings (a dead socket is noticed
+            after four missed ones and reconnected).
+    """
+
+    name = "slack"
+    capabilities = Capabilities(send_text=True, edit=True, send_file=True, buttons=True)
+
+    def __init__(
+        self,
+        agent: ShipAgent,
+        config: SlackConfig,
+        *,
+        state_dir: Path,
+        edit_interval: float = 1.0,
+        ping_interval: float = 5.0,
+    ) -> None:
+        if not config.bot_token or not config.app_token:
+            raise ValueError("channels.slack.botToken and channels.slack.appToken must be set")
+        self.config = config
+        self.agent = agent
+        self.health = ChannelHealth()
+        self.ping_interval = ping_interval
+        self._tokens = (config.bot_token, config.app_token)
+        self.pipeline = Pipeline(
+            agent,
+            self,
+            channel=self.name,
+            rules=AccessRules(
+                dm_policy=config.dm_policy,
+                allow_from=frozenset(config.allow_from),
+                group_policy=config.channels.policy,
+                group_allow=frozenset(config.channels.allow),
+                require_mention=config.channels.require_mention,
+            ),
+            pairing=PairingStore(state_dir),
+            dedupe=Dedupe(state_dir, self.name),
+            health=self.health,
+            admins=frozenset(config.admins),
+            options=PipelineOptions(
+                stream=config.streaming == "edit",
+                limit=config.text_chunk_limit,
+                edit_interval=edit_interval,
+                max_attachment_bytes=config.max_attachment_bytes,
+                rate_per_minute=config.rate_limit_per_minute,
+                show_tool_steps=config.show_tool_steps,
+                **_debounce(config.debounce_ms),
+            ),
+        )
+        self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
+        self._web: AsyncWebClient | None = None
+        self._socket: SocketModeClient | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._accepting = anyio.Lock()  # envelopes are handled in tasks of their own: one at a time
+        self._open = False
+        self._names: dict[str, str] = {}
+        self.team = ""
+        self.bot_user = ""
+        self.bot_name = ""
+        self.hellos = 0
+        """Socket Mode connections opened so far (each starts with Slack's ``hello``)."""
+
+    @property
+    def web(self) -> AsyncWebClient:
+        """slack-sdk's Web API client with the bot token (made by :meth:`start`)."""
+        if self._web is None:
+            raise RuntimeError("the Slack channel is not started")
+        return self._web
+
+    def _clean(self, text: str) -> str:
+        for token in self._tokens:
+            text = text.replace(token, "<token>")
+        return text
+
+    def _fail(self, text: str) -> None:
+        self.health.last_error = self._clean(text)
+        log.error("slack: %s", self.health.last_error)
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Check the bot token (``auth.test``), open the Socket Mode connection, start answering.
+
+        A token Slack refuses stops the start with an error naming the ship.json key.
+        """
+        root = self.config.api_root + "/"
+        bot_token, app_token = self._tokens
+        self._web = AsyncWebClient(token=bot_token, base_url=root, timeout=20)
+        try:
+            auth = await self.web.auth_test()
+        except Exception as exc:
+            self._fail(f"could not start: channels.slack.botToken: {send_error(exc, self._clean)}")
+            raise RuntimeError(self.health.last_error) from None
+        self.team, self.bot_user = str(auth.get("team_id") or ""), str(auth.get("user_id") or "")
+        self.bot_name = str(auth.get("user") or "bot")
+        self.pipeline.bot_username = self.bot_name
+        socket = SocketModeClient(
+            app_token,
+            logger=logging.getLogger("shipagent.hosts.channels.slack.socket"),
+            web_client=AsyncWebClient(base_url=root, timeout=20),
+            ping_interval=self.ping_interval,
+        )
+        socket.message_listeners.append(self._on_message)
+        socket.socket_mode_request_listeners.append(self._on_request)
+        try:  # asked here, not inside connect(), which would retry a refused token forever
+            socket.wss_uri = await socket.issue_new_wss_url()
+        except Exception as exc:
+            await socket.close()  # type: ignore[no-untyped-call]
+            self._fail(f"could not start: channels.slack.appToken: {send_error(exc, self._clean)}")
+            raise RuntimeError(self.health.last_error) from None
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300))
+        self.agent.instruction_sources.append(self._where_it_is)
+        await self.pipeline.__aenter__()
+        self._open = True
+        self._socket = socket
+        try:
+            with anyio.fail_after(30):
+                await socket.connect()  # type: ignore[no-untyped-call]
+        except BaseException:
+            await self.stop()
+            raise
+        self.health.details["bot"] = f"@{self.bot_name}"
+        self.health.details["team"] = self.team
+        self.health.connected = True
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self._watch)
+        log.info("slack: connected by Socket Mode as @%s (team %s)", self.bot_name, self.team)
+
+    async def stop(self) -> None:
+        """Close the socket (nothing new comes in), finish the answers already accepted, clean up."""
+        try:
+            if self._socket is not None:
+                self._open = False
+                await self._socket.close()  # type: ignore[no-untyped-call]
+                self._socket = None
+            async with self._accepting:  # an envelope being accepted is recorded before the pipeline stops
+                pass
+            if self._tasks is not None:
+                self._tasks.cancel_scope.cancel()
+                await self._tasks.__aexit__(None, None, None)
+                self._tasks = None
+            await self.pipeline.__aexit__(None, None, None)
+        finally:
+            self.health.connected = False
+            if self._http is not None:
+                await self._http.close()
+                self._http = None
+            if self._where_it_is in self.agent.instruction_sources:
+                self.agent.instruction_sources.remove(self._where_it_is)
+
+    def _where_it_is(self, ctx: ToolExecutionContext) -> str | None:
+        """The paragraph that tells the model it is on Slack (this channel's chats only)."""
+        return self._told if ctx.chat_key.startswith("slack:") else None
+
+    async def _watch(self) -> None:
+        """Keep ``health.connected`` true to the socket (slack-sdk reconnects on its own)."""
+        while self._socket is not None:
+            await anyio.sleep(min(self.ping_interval, 2.0))
+            socket = self._socket
+            if socket is not None:
+                connected = await socket.is_connected()
+                if connected != self.health.connected and not connected:
+                    self._fail("the Socket Mode connection is down; reconnecting")
+                self.health.connected = connected
+
+    # -- inbound ----------------------------------------------------------------------------------
+
+    async def _on_message(
+        self, client: AsyncBaseSocketModeClient, message: dict[str, Any], raw: str | None
+    ) -> None:
+        if message.get("type") == "hello":
+            self.hellos += 1
+            self.health.connected = True
+            if self.hellos > 1:  # a new connection replaced one that was lost or recycled
+                self.health.restarts = self.hellos - 1
+                self.health.details["reconnects"] = str(self.hellos - 1)
+
+    async def _on_request(self, client: AsyncBaseSocketModeClient, request: SocketModeRequest) -> None:
+        """One envelope: hand it to the pipeline, then acknowledge it (not before it is recorded)."""
+        async with self._accepting:
+            if not self._open:
+                return  # stopping: not acknowledged, so Slack sends it again to the next process
+            try:
+                if request.type == "events_api":
+                    await self._event(request.payload)
+                elif request.type == "interactive":
+                    await self._interactive(request.payload)
+                elif request.type == "slash_commands":
+                    slash = slash_to_inbound(request.payload, self.team)
+                    if slash is not None:
+                        await self.pipeline.accept(slash)
+            except OSError as exc:  # the dedupe record could not be written: Slack will resend it
+                self._fail(f"could not record envelope {request.envelope_id}: {exc}; not acknowledged")
+                return
+            except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
+                self._fail(f"envelope {request.envelope_id} was dropped: {type(exc).__name__}: {exc}")
+                log.exception("slack: envelope %s could not be handled", request.envelope_id)
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+
+    async def _event(self, payload: dict[str, Any]) -> None:
+        event = payload.get("event") or {}
+        if not is_conversation(event, self.bot_user):
+            return
+        message = to_inbound(
+            event,
+            team=str(payload.get("team_id") or self.team),
+            bot_user=self.bot_user,
+            bot_name=self.bot_name,
+            sender_name=await self._name(str(event["user"])),
+        )
+        await self.pipeline.accept(message)
+
+    async def _interactive(self, payload: dict[str, Any]) -> None:
+        press = to_press(payload, self.team)
+        if press is not None:
+            await self.pipeline.press(press)
+
+    async def _name(self, user: str) -> str:
+        """The display name of ``user`` (``users.info``, kept for the process); the id if unknown."""
+        if user not in self._names:
+            try:
+                found = (await self.web.users_info(user=user)).get("user") or {}
+            except Exception as exc:  # users:read missing, or Slack busy: the id will do
+                log.info("slack: users.info %s failed (%s); using the id", user, send_error(exc, self._clean))
+                return user
+            profile = found.get("profile") or {}
+            name = profile.get("display_name") or profile.get("real_name") or found.get("name") or user
+            self._names[user] = str(name)
+        return self._names[user]
+
+    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
+
+    async def _call(self, operation: Any) -> Any:
+        try:
+            return await operation
+        except Exception as exc:
+            raise send_error(exc, self._clean) from None
+
+    def _where(self, chat: InboundMessage) -> dict[str, Any]:
+        where: dict[str, Any] = {"channel": chat.chat_id}
+        if chat.thread_id is not None:
+            where["thread_ts"] = chat.thread_id
+        return where
+
+    async def send(
+        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
+    ) -> SentMessage:
+        body = markdown_to_mrkdwn(text) if formatted else escape(text)
+        extra: dict[str, Any] = {"blocks": approval_blocks(body, buttons)} if buttons else {}
+        sent = await self._call(
+            self.web.chat_postMessage(
+                text=body,
+                unfurl_links=False,
+                unfurl_media=False,
+                **self._where(chat),
+                **extra,
+            )
+        )
+        return SentMessage(str(sent["ts"]))
+
+    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
+        body = markdown_to_mrkdwn(text) if formatted else escape(text)
+        await self._call(  # blocks=[]: an edited question loses its buttons
+            self.web.chat_update(channel=chat.chat_id, ts=message.message_id, text=body, blocks=[])
+        )
+
+    async def send_file(self, chat: InboundMessage, file: Any, *, formatted: bool) -> SentMessage:
+        """Upload ``file`` (its ``name``, ``data`` and ``caption``) into the chat (and thread).
+
+        Slack's external upload: ``files.getUploadURLExternal``, the bytes to the URL it returns,
+        then ``files.completeUploadExternal`` shares the file with the caption as its comment.
+        """
+        caption = file.caption
+        comment = (markdown_to_mrkdwn(caption) if formatted else escape(caption)) if caption else None
+        done = await self._call(
+            self.web.files_upload_v2(
+                filename=file.name,
+                content=file.data,
+                title=file.name,
+                channel=chat.chat_id,
+                thread_ts=chat.thread_id,
+                initial_comment=comment,
+            )
+        )
+        return SentMessage(str((done.get("file") or {}).get("id") or ""))
+
+    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
+        await self._call(self.web.chat_delete(channel=chat.chat_id, ts=message.message_id))
+
+    async def acknowledge(self, press: ButtonPress, text: str) -> None:
+        """Slack has no notice for a click: a non-empty ``text`` goes to the clicker alone (ephemeral)."""
+        if not text:
+            return
+        await self._call(
+            self.web.chat_postEphemeral(
+                channel=press.chat_id,
+                user=press.sender_id,
+                text=escape(text),
+                thread_ts=thread_of(press.chat_key),
+            )
+        )
+
+    async def typing(self, chat: InboundMessage) -> None:
+        """Slack shows no typing indicator for bots (the capability is not declared)."""
+
+    async def download(self, attachment: Attachment, target: Path) -> None:
+        """``files.info`` for the file's private URL, then a GET with the bot token, size-capped."""
+        limit = self.config.max_attachment_bytes
+        info = (await self._call(self.web.files_info(file=attachment.file_id))).get("file") or {}
+        size = info.get("size")
+        if isinstance(size, int) and size > limit:
+            raise PermanentSendError(f"the file is {size} bytes, over maxAttachmentBytes")
+        url = str(info.get("url_private_download") or info.get("url_private") or "")
+        host = urlsplit(url).hostname or ""
+        own = urlsplit(self.config.api_root).hostname
+        if not (host == own or any(host == h or host.endswith("." + h) for h in _TRUSTED_FILE_HOSTS)):
+            raise PermanentSendError(f"the file's URL is not on Slack ({host or 'no host'}); not downloaded")
+        assert self._http is not None
+        try:
+            async with self._http.get(
+                url, headers={"Authorization": f"Bearer {self._tokens[0]}"}
+            ) as response:
+                if response.status >= 500 or response.status == 429:
+                    raise send_error(OSError(f"HTTP {response.status}"), self._clean)
+                if response.status != 200:
+                    raise PermanentSendError(f"the file download answered HTTP {response.status}")
+                written = 0
+                async with await anyio.open_file(target, "wb") as out:
+                    async for chunk in response.content.iter_chunked(64 * 1024):
+                        written += len(chunk)
+                        if written > limit:
+                            raise PermanentSendError("the file is over maxAttachmentBytes")
+                        await out.write(chunk)
+        except PermanentSendError:
+            await anyio.Path(target).unlink(missing_ok=True)
+            raise
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            await anyio.Path(target).unlink(missing_ok=True)
+            raise send_error(exc, self._clean) from None
