@@ -9,6 +9,7 @@ answered at once; ``/new`` waits its turn in the queue like a message (it clears
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -76,6 +77,13 @@ class PipelineOptions:
     """Inbound files larger than this are refused (the reply says so)."""
     history_limit: int = 0
     """Group messages that did not address the bot kept as context for its next turn there."""
+
+    def debounced(self, milliseconds: int | None) -> PipelineOptions:
+        """These options with ship.json ``debounceMs`` for direct messages and groups alike;
+        ``None`` keeps the defaults (1.5 s in groups, none in direct messages)."""
+        if milliseconds is None:
+            return self
+        return dataclasses.replace(self, debounce_dm=milliseconds / 1000, debounce_group=milliseconds / 1000)
 
 
 @dataclass(slots=True)

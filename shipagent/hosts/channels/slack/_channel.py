@@ -56,7 +56,7 @@ from ._wire import (
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
-    from ....execution import ToolExecutionContext
+    from ....tools.execution import ToolExecutionContext
 
 __all__ = ["SlackChannel"]
 
@@ -72,12 +72,6 @@ WHERE = (
 """What the model is told about where it is, in every turn of a Slack chat (a stable paragraph)."""
 
 _TRUSTED_FILE_HOSTS = ("slack.com", "slack-edge.com")
-
-
-def _debounce(milliseconds: int | None) -> dict[str, float]:
-    if milliseconds is None:
-        return {}  # the pipeline's defaults: 1.5 s in channels, none in direct messages
-    return {"debounce_dm": milliseconds / 1000, "debounce_group": milliseconds / 1000}
 
 
 class SlackChannel:
@@ -133,8 +127,7 @@ class SlackChannel:
                 max_attachment_bytes=config.max_attachment_bytes,
                 rate_per_minute=config.rate_limit_per_minute,
                 show_tool_steps=config.show_tool_steps,
-                **_debounce(config.debounce_ms),
-            ),
+            ).debounced(config.debounce_ms),
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._web: AsyncWebClient | None = None

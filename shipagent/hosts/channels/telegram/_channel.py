@@ -70,12 +70,6 @@ WHERE = (
 """What the model is told about where it is, in every turn of a Telegram chat (a stable paragraph)."""
 
 
-def _debounce(milliseconds: int | None) -> dict[str, float]:
-    if milliseconds is None:
-        return {}  # the pipeline's defaults: 1.5 s in groups, none in direct messages
-    return {"debounce_dm": milliseconds / 1000, "debounce_group": milliseconds / 1000}
-
-
 class TelegramChannel:
     """The agent as a Telegram bot (``channels.telegram`` in ship.json)."""
 
@@ -131,8 +125,7 @@ class TelegramChannel:
                 rate_per_minute=config.rate_limit_per_minute,
                 show_tool_steps=config.show_tool_steps,
                 history_limit=config.groups.history_limit,
-                **_debounce(config.debounce_ms),
-            ),
+            ).debounced(config.debounce_ms),
         )
         self.agent = agent
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
