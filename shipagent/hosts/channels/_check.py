@@ -82,6 +82,8 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
     A token the Bot API refuses, or an unreachable ``apiRoot``, is an error (exit 1); the token
     itself is never printed.
     """
+    if config.channels.discord.enabled:
+        _check_discord(config, console)
     telegram = config.channels.telegram
     if not telegram.enabled:
         return
@@ -96,4 +98,22 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
         raise typer.Exit(1) from None
     console.print(
         escape(f"telegram: {who} via {telegram.api_root}{hook}; {_access(telegram)}"), highlight=False
+    )
+
+
+def _check_discord(config: ShipConfig, console: _Printer) -> None:
+    from .discord._check import discord_access, discord_who
+
+    discord = config.channels.discord
+    try:
+        who = anyio.run(discord_who, discord)
+    except ValueError as exc:
+        console.print(
+            f"[red]discord: {escape(discord.api_root)} did not accept channels.discord.botToken: "
+            f"{escape(str(exc))}[/]",
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    console.print(
+        escape(f"discord: {who} via {discord.api_root}; {discord_access(discord)}"), highlight=False
     )

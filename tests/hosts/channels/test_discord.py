@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.config import ConfigError, parse_config
 from shipagent.hosts.channels import ChannelHost, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.discord import DiscordChannel, discord_markdown, intents
+from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.discord_server import (
     DM_CHANNEL,
@@ -287,3 +291,21 @@ async def test_the_host_starts_discord_from_ship_json_alone(tmp_path: Path) -> N
                 "ship"
             )
         assert not host.health["discord"].connected
+
+
+async def test_check_names_the_bot_and_fails_on_a_refused_token_without_printing_it(tmp_path: Path) -> None:
+    async with discord_server() as fake:
+        (tmp_path / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
+        good = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["check", "--offline", "-C", str(tmp_path)])
+        )
+        ship = ship_json(fake)
+        ship["channels"]["discord"]["botToken"] = "wrong-discord-token"
+        (tmp_path / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+        bad = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["check", "--offline", "-C", str(tmp_path)])
+        )
+    assert "discord: ship (id 900000000000000001)" in good.output
+    assert "1 allowed guild(s), mention needed" in good.output and TOKEN not in good.output
+    assert bad.exit_code == 1 and "did not accept channels.discord.botToken" in bad.output
+    assert "wrong-discord-token" not in bad.output
