@@ -87,6 +87,7 @@ class FakeDiscord:
         self.sent: list[dict[str, Any]] = []  # every dispatch this server sent, replays included
         self.identified = 0
         self.resumed = 0
+        self.refuse_intents = False  # close IDENTIFY with 4014, as when Message Content Intent is off
         self.replay_on_resume = 0  # dispatches to send again on RESUME even if the client had them
         self._dispatched: list[dict[str, Any]] = []  # (this session's) dispatches, in order
         self._seq = 0
@@ -312,6 +313,9 @@ class FakeDiscord:
             if data.get("token") != TOKEN:
                 await ws.close(code=4004, message=b"Authentication failed.")
                 return
+            if self.refuse_intents:
+                await ws.close(code=4014, message=b"Disallowed intent(s).")
+                return
             self.identified += 1
             self._session = f"session-{self.identified}"
             self._dispatched = []
@@ -422,7 +426,8 @@ class FakeDiscord:
             body = await request.json()
         self.calls.append(Call(request.method, path, body, time.monotonic()))
         self._wake()
-        if request.headers.get("Authorization") != f"Bot {TOKEN}" and not path.startswith("/interactions/"):
+        webhook = path.startswith(("/interactions/", "/webhooks/"))  # the interaction token is the key
+        if request.headers.get("Authorization") != f"Bot {TOKEN}" and not webhook:
             return _json({"message": "401: Unauthorized", "code": 0}, status=401)
         parts = path.strip("/").split("/")
         if path == "/users/@me":
@@ -447,6 +452,11 @@ class FakeDiscord:
         if path == "/gateway/bot":
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+        if parts[0] == "webhooks" and len(parts) == 3 and request.method == "POST":  # a followup
+            if parts[1] != str(APP_ID) or not parts[2].startswith("itoken-"):
+                return _json({"message": "Unknown Webhook", "code": 10015}, status=404)
+            notice = BotMessage(0, self._next_id(), body.get("content") or "", int(body.get("flags") or 0))
+            return _json({**self._message_json(notice), "webhook_id": str(APP_ID)})
         if parts[0] == "interactions" and parts[-1] == "callback":
             return _json({"interaction": {"id": parts[1], "type": 3, "response_message_ephemeral": True}})
         if parts[0] == "channels" and len(parts) >= 3:
@@ -554,6 +564,7 @@ async def discord_server() -> AsyncIterator[FakeDiscord]:
 
 
 __all__ = [
+    "APP_ID",
     "BOT_ID",
     "BOT_NAME",
     "DM_CHANNEL",

@@ -22,6 +22,7 @@ from shipagent.hosts.channels.discord import DiscordChannel, discord_markdown, i
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.discord_server import (
+    APP_ID,
     DM_CHANNEL,
     GUILD,
     GUILD_CHANNEL,
@@ -177,10 +178,11 @@ async def test_an_approval_by_button_is_the_askers_alone(tmp_path: Path) -> None
         assert [b["style"] for b in asked.buttons] == [3, 4]  # green, red
 
         other = fake.press(asked, approve, user_id=9, name="Mallory", guild_id=GUILD)
-        await fake.wait_for(lambda: fake.called("POST", f"/interactions/{other}/"))
-        refusal = fake.called("POST", f"/interactions/{other}/")[0].body
-        assert refusal["type"] == 4 and refusal["data"]["flags"] == 64  # an ephemeral notice
-        assert "Only Ada" in refusal["data"]["content"]
+        await fake.wait_for(lambda: fake.called("POST", "/webhooks/"))
+        deferred = fake.called("POST", f"/interactions/{other}/itoken-{other}/callback")
+        assert [c.body["type"] for c in deferred] == [6]  # answered on arrival: no "interaction failed"
+        refusal = fake.called("POST", f"/webhooks/{APP_ID}/itoken-{other}")[0].body
+        assert refusal["flags"] == 64 and "Only Ada" in refusal["content"]  # a notice only Mallory sees
         assert asked.buttons  # still open
 
         fake.press(asked, approve, guild_id=GUILD)
@@ -309,3 +311,16 @@ async def test_check_names_the_bot_and_fails_on_a_refused_token_without_printing
     assert "1 allowed guild(s), mention needed" in good.output and TOKEN not in good.output
     assert bad.exit_code == 1 and "did not accept channels.discord.botToken" in bad.output
     assert "wrong-discord-token" not in bad.output
+
+
+async def test_a_missing_message_content_intent_stops_the_start_with_what_to_turn_on(tmp_path: Path) -> None:
+    async with discord_server() as fake:
+        fake.refuse_intents = True
+        root = make_project(tmp_path / "p", ship_json(fake))
+        agent = ShipAgent.from_project(root, model=StreamScript().model)
+        (channel,) = channels_from_config(agent, agent.config.channels, discord={"guild_ready_timeout": 0.1})
+        assert isinstance(channel, DiscordChannel)
+        async with agent:
+            with pytest.raises(RuntimeError, match="Message Content Intent"):
+                await ChannelHost(agent, [channel]).__aenter__()
+    assert channel.health.stopped and not channel.health.connected

@@ -322,6 +322,7 @@ class DiscordChannel:
         if isinstance(event, discord.Interaction):
             press = to_press(event)
             if press is not None:
+                await self._defer(event)
                 self._interactions[press.press_id] = event
                 await self.pipeline.press(press)
             return
@@ -385,14 +386,22 @@ class DiscordChannel:
     async def typing(self, chat: InboundMessage) -> None:
         await self._call(self._target(chat).typing())  # awaited: one indicator, ~10 s
 
+    async def _defer(self, interaction: discord.Interaction) -> None:
+        """Answer a press at once (Discord wants an answer within 3 s; the approval may take longer
+        to settle): a deferred update, so the message stays as it is until the desk edits it."""
+        try:
+            await interaction.response.defer()
+        except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning(
+                "discord: could not acknowledge a button press: %s",
+                send_error(exc, self.config.bot_token or ""),
+            )
+
     async def acknowledge(self, press: ButtonPress, text: str) -> None:
+        """Tell the one who pressed (a notice only they see); the press itself was answered on arrival."""
         interaction = self._interactions.pop(press.press_id, None)
-        if interaction is None:
-            return
-        if text:
-            await self._call(interaction.response.send_message(text, ephemeral=True))
-        else:
-            await self._call(interaction.response.defer())
+        if interaction is not None and text:
+            await self._call(interaction.followup.send(text, ephemeral=True, allowed_mentions=_NOBODY))
 
     async def download(self, attachment: Attachment, target: Path) -> None:
         url = self._urls.pop(attachment.file_id, None)
