@@ -23,23 +23,34 @@ import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from aiohttp import WSMsgType, web
 
-TOKEN = "MTIzNDU2.discord-test-token.do-not-log"
-BOT_ID = 900_000_000_000_000_001
-BOT_NAME = "ship"
-APP_ID = 900_000_000_000_000_002
+from tests.support.discord_payloads import (
+    APP_ID,
+    BOT_ID,
+    BOT_NAME,
+    TOKEN,
+    USER,
+    BotMessage,
+    application,
+    bot_user,
+    guild_json,
+    member,
+    message_json,
+    partial_channel,
+    user,
+)
+
 GUILD = 700_000_000_000_000_001
 GUILD_CHANNEL = 710_000_000_000_000_001
 THREAD = 720_000_000_000_000_001
 OTHER_GUILD = 700_000_000_000_000_009
 OTHER_CHANNEL = 710_000_000_000_000_009
 DM_CHANNEL = 730_000_000_000_000_001
-USER = 800_000_000_000_000_007
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,19 +61,6 @@ class Call:
     path: str
     body: dict[str, Any]
     at: float
-
-
-@dataclass(slots=True)
-class BotMessage:
-    """A message the bot sent, as Discord shows it now."""
-
-    channel_id: int
-    id: int
-    content: str
-    flags: int = 0
-    deleted: bool = False
-    versions: list[str] = field(default_factory=list)
-    buttons: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _snowflakes() -> Callable[[], int]:
@@ -127,40 +125,17 @@ class FakeDiscord:
         message_id: int | None = None,
     ) -> dict[str, Any]:
         """Dispatch a MESSAGE_CREATE from a user (``mention``: ``<@bot>`` first, as Discord writes it)."""
-        author = {
-            "id": str(user_id),
-            "username": name.lower(),
-            "global_name": name,
-            "discriminator": "0",
-            "avatar": None,
-        }
-        if bot:
-            author["bot"] = True
-        data: dict[str, Any] = {
-            "id": str(message_id or self._next_id()),
-            "channel_id": str(channel_id),
-            "author": author,
-            "content": f"<@{BOT_ID}> {content}" if mention else content,
-            "timestamp": "2026-01-01T00:00:00+00:00",
-            "edited_timestamp": None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": [self._bot_user()] if mention else [],
-            "mention_roles": [],
-            "attachments": [],
-            "embeds": [],
-            "pinned": False,
-            "type": 19 if reply_to is not None else 0,
-        }
+        data = message_json(
+            message_id or self._next_id(),
+            channel_id,
+            user(user_id, name, bot=bot),
+            f"<@{BOT_ID}> {content}" if mention else content,
+            mentions=[bot_user()] if mention else [],
+            type=19 if reply_to is not None else 0,
+        )
         if guild_id is not None:
             data["guild_id"] = str(guild_id)
-            data["member"] = {
-                "roles": [],
-                "joined_at": "2026-01-01T00:00:00+00:00",
-                "deaf": False,
-                "mute": False,
-                "flags": 0,
-            }
+            data["member"] = member()
         if reply_to is not None:
             data["message_reference"] = {"message_id": str(reply_to.id), "channel_id": str(channel_id)}
             data["referenced_message"] = self._message_json(reply_to)
@@ -192,13 +167,7 @@ class FakeDiscord:
     ) -> str:
         """Dispatch an INTERACTION_CREATE: a user pressed the button ``custom_id`` under ``message``."""
         interaction_id = str(self._next_id())
-        user = {
-            "id": str(user_id),
-            "username": name.lower(),
-            "global_name": name,
-            "discriminator": "0",
-            "avatar": None,
-        }
+        presser = user(user_id, name)
         data: dict[str, Any] = {
             "id": interaction_id,
             "application_id": str(APP_ID),
@@ -206,7 +175,7 @@ class FakeDiscord:
             "token": f"itoken-{interaction_id}",
             "version": 1,
             "channel_id": str(message.channel_id),
-            "channel": self._channel_json(message.channel_id, guild_id),
+            "channel": partial_channel(message.channel_id, guild_id, self._parent_of(message.channel_id)),
             "message": self._message_json(message),
             "data": {"custom_id": custom_id, "component_type": 2},
             "locale": "en-US",
@@ -217,17 +186,9 @@ class FakeDiscord:
         }
         if guild_id is not None:
             data["guild_id"] = str(guild_id)
-            data["member"] = {
-                "user": user,
-                "roles": [],
-                "joined_at": "2026-01-01T00:00:00+00:00",
-                "deaf": False,
-                "mute": False,
-                "flags": 0,
-                "permissions": "0",
-            }
+            data["member"] = member(presser)
         else:
-            data["user"] = user
+            data["user"] = presser
         self._queue("INTERACTION_CREATE", data)
         return interaction_id
 
@@ -256,16 +217,6 @@ class FakeDiscord:
         self._changed = anyio.Event()
 
     # -- the gateway ------------------------------------------------------------------------------
-
-    def _bot_user(self) -> dict[str, Any]:
-        return {
-            "id": str(BOT_ID),
-            "username": BOT_NAME,
-            "discriminator": "0",
-            "avatar": None,
-            "bot": True,
-            "global_name": None,
-        }
 
     def _queue(self, event: str, data: dict[str, Any]) -> None:
         self._seq += 1
@@ -323,7 +274,7 @@ class FakeDiscord:
             self._pending = []
             ready = {
                 "v": 10,
-                "user": {**self._bot_user(), "verified": True, "mfa_enabled": False, "flags": 0},
+                "user": {**bot_user(), "verified": True, "mfa_enabled": False, "flags": 0},
                 "guilds": [{"id": str(g), "unavailable": True} for g in self.guilds],
                 "session_id": self._session,
                 "resume_gateway_url": f"{self.gateway_url}",
@@ -331,7 +282,7 @@ class FakeDiscord:
             }
             self._queue("READY", ready)
             for guild_id, guild in self.guilds.items():
-                self._queue("GUILD_CREATE", self._guild_json(guild_id, guild))
+                self._queue("GUILD_CREATE", guild_json(guild_id, guild["channels"], guild["threads"]))
         elif op == 6:
             if data.get("token") != TOKEN or data.get("session_id") != self._session:
                 await ws.send_json({"op": 9, "d": False})
@@ -343,68 +294,12 @@ class FakeDiscord:
             self._pending = list(self._dispatched[start:])  # what the client missed (and any replay)
             self._queue("RESUMED", {})
 
-    def _channel_json(self, channel_id: int, guild_id: int | None) -> dict[str, Any]:
-        """The partial channel an interaction carries (its type tells a DM, a channel, a thread)."""
-        if guild_id is None:
-            return {"id": str(channel_id), "type": 1}
+    def _parent_of(self, channel_id: int) -> int | None:
+        """The channel a thread is in (``None``: not a thread)."""
         for guild in self.guilds.values():
             if channel_id in guild["threads"]:
-                parent = guild["channels"][0]
-                return {
-                    "id": str(channel_id),
-                    "type": 11,
-                    "guild_id": str(guild_id),
-                    "parent_id": str(parent),
-                }
-        return {"id": str(channel_id), "type": 0, "guild_id": str(guild_id), "name": "general"}
-
-    def _guild_json(self, guild_id: int, guild: dict[str, Any]) -> dict[str, Any]:
-        channels = [
-            {
-                "id": str(c),
-                "type": 0,
-                "guild_id": str(guild_id),
-                "name": f"general-{n}",
-                "position": n,
-                "permission_overwrites": [],
-            }
-            for n, c in enumerate(guild["channels"])
-        ]
-        threads = [
-            {
-                "id": str(t),
-                "type": 11,
-                "guild_id": str(guild_id),
-                "parent_id": str(guild["channels"][0]),
-                "name": "a thread",
-                "owner_id": str(USER),
-                "thread_metadata": {
-                    "archived": False,
-                    "auto_archive_duration": 1440,
-                    "archive_timestamp": "2026-01-01T00:00:00+00:00",
-                    "locked": False,
-                },
-                "message_count": 0,
-                "member_count": 1,
-            }
-            for t in guild["threads"]
-        ]
-        return {
-            "id": str(guild_id),
-            "name": f"guild {guild_id}",
-            "unavailable": False,
-            "owner_id": str(USER),
-            "roles": [],
-            "emojis": [],
-            "features": [],
-            "member_count": 2,
-            "members": [],
-            "channels": channels,
-            "threads": threads,
-            "presences": [],
-            "voice_states": [],
-            "stickers": [],
-        }
+                return int(guild["channels"][0])
+        return None
 
     @property
     def gateway_url(self) -> str:
@@ -431,24 +326,9 @@ class FakeDiscord:
             return _json({"message": "401: Unauthorized", "code": 0}, status=401)
         parts = path.strip("/").split("/")
         if path == "/users/@me":
-            return _json({**self._bot_user(), "verified": True, "flags": 0})
+            return _json({**bot_user(), "verified": True, "flags": 0})
         if path == "/oauth2/applications/@me":
-            owner = {"id": str(USER), "username": "ada", "discriminator": "0", "avatar": None}
-            return _json(
-                {
-                    "id": str(APP_ID),
-                    "name": BOT_NAME,
-                    "description": "",
-                    "icon": None,
-                    "rpc_origins": [],
-                    "bot_public": False,
-                    "bot_require_code_grant": False,
-                    "owner": owner,
-                    "summary": "",
-                    "verify_key": "00",
-                    "flags": 0,
-                }
-            )
+            return _json(application())
         if path == "/gateway/bot":
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
@@ -512,26 +392,12 @@ class FakeDiscord:
                 message.buttons = [c for row in body["components"] or [] for c in row.get("components", [])]
         return _json(self._message_json(message))
 
-    def _message_json(self, message: BotMessage) -> dict[str, Any]:
+    @staticmethod
+    def _message_json(message: BotMessage) -> dict[str, Any]:
         rows = [{"type": 1, "components": message.buttons}] if message.buttons else []
-        return {
-            "id": str(message.id),
-            "channel_id": str(message.channel_id),
-            "author": self._bot_user(),
-            "content": message.content,
-            "timestamp": "2026-01-01T00:00:00+00:00",
-            "edited_timestamp": None,
-            "tts": False,
-            "mention_everyone": False,
-            "mentions": [],
-            "mention_roles": [],
-            "attachments": [],
-            "embeds": [],
-            "pinned": False,
-            "type": 0,
-            "flags": message.flags,
-            "components": rows,
-        }
+        return message_json(
+            message.id, message.channel_id, bot_user(), message.content, flags=message.flags, components=rows
+        )
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
