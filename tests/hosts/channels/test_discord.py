@@ -93,6 +93,8 @@ async def test_dm_round_trip_over_the_gateway_with_only_the_intents_it_needs(
         identify = next(f for f in fake.frames if f["op"] == 2)
         assert identify["d"]["intents"] == intents().value == (1 << 0) | (1 << 9) | (1 << 12) | (1 << 15)
         assert any(f["op"] == 1 for f in fake.frames)  # heartbeats (each answered with an ACK)
+        told = script.requests[-1][-1].instructions or ""  # type: ignore[union-attr]
+        assert "This chat is on Discord" in told and "2,000 characters" in told
     assert len(fake.messages) == 1  # one message, edited into the answer: never a duplicate
     sent = fake.called("POST", f"/channels/{DM_CHANNEL}/messages")[0].body
     assert sent["allowed_mentions"]["parse"] == [] and sent["flags"] & 4  # no pings, no embeds
@@ -399,3 +401,21 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
     assert len(users) == 2  # the killed turn left nothing; the replayed one and "next"
     assert TOKEN not in log.read_text()
+
+
+async def test_a_refused_token_fails_the_start_and_leaves_discord_py_as_it_was(tmp_path: Path) -> None:
+    import discord
+    from discord.gateway import DiscordWebSocket
+
+    before = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    async with discord_server() as fake:
+        ship = ship_json(fake)
+        ship["channels"]["discord"]["botToken"] = "wrong-discord-token"
+        agent = ShipAgent.from_project(make_project(tmp_path / "p", ship), model=StreamScript().model)
+        (channel,) = channels_from_config(agent, agent.config.channels)
+        async with agent:
+            with pytest.raises(discord.LoginFailure):
+                await ChannelHost(agent, [channel]).__aenter__()
+    assert "wrong-discord-token" not in (channel.health.last_error or "x wrong-discord-token")
+    assert before == (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+    assert fake.identified == 0

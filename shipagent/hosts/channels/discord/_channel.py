@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import anyio
@@ -48,7 +48,7 @@ from .._types import (
     PermanentSendError,
     SentMessage,
 )
-from ._wire import discord_markdown, send_error, to_inbound, to_press
+from ._wire import discord_markdown, guild_of, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
@@ -57,6 +57,7 @@ if TYPE_CHECKING:
 __all__ = ["DiscordChannel"]
 
 log = logging.getLogger("shipagent.hosts.channels.discord")
+T = TypeVar("T")
 _NOBODY = discord.AllowedMentions.none()  # the model writing @everyone pings nobody
 
 WHERE = (
@@ -73,6 +74,14 @@ def _debounce(milliseconds: int | None) -> dict[str, float]:
     if milliseconds is None:
         return {}
     return {"debounce_dm": milliseconds / 1000, "debounce_group": milliseconds / 1000}
+
+
+def _remember(table: dict[str, T], key: str, value: T, keep: int = 1000) -> None:
+    """``table[key] = value``, forgetting the oldest entries past ``keep`` (what a message that was
+    then ignored, or a press seen twice, left behind)."""
+    table[key] = value
+    while len(table) > keep:
+        del table[next(iter(table))]
 
 
 def intents() -> discord.Intents:
@@ -207,6 +216,7 @@ class DiscordChannel:
         except Exception as exc:
             self._fail(f"could not start: {type(exc).__name__}: {exc}")
             await self._close_client()
+            self._restore()
             raise
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
         self.health.details["bot"] = f"{self.client.user} (id {self.bot_id})"
@@ -284,11 +294,15 @@ class DiscordChannel:
                 await self._session.close()
                 self._session = None
             self.health.connected = False
-            if self._saved is not None:
-                discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved
-                self._saved = None
+            self._restore()
             if self._where_it_is in self.agent.instruction_sources:
                 self.agent.instruction_sources.remove(self._where_it_is)
+
+    def _restore(self) -> None:
+        """Put discord.py's process-wide REST root and gateway back as they were."""
+        if self._saved is not None:
+            discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved
+            self._saved = None
 
     async def _close_client(self) -> None:
         if self._client is not None and not self._client.is_closed():
@@ -312,35 +326,37 @@ class DiscordChannel:
 
     async def _consume(self) -> None:
         async for event in self._receive:
-            try:
-                await self._take(event)
-            except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
-                self._fail(f"an event was dropped: {type(exc).__name__}: {exc}")
-                log.exception("discord: an event could not be handled")
+            while True:
+                try:
+                    await self._take(event)
+                    break
+                except OSError as exc:  # the dedupe record could not be written: Discord will not
+                    self._fail(f"could not record an event: {exc}; retrying")  # send it again
+                    await anyio.sleep(1.0)
+                except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
+                    self._fail(f"an event was dropped: {type(exc).__name__}: {exc}")
+                    log.exception("discord: an event could not be handled")
+                    break
 
     async def _take(self, event: discord.Message | discord.Interaction) -> None:
         if isinstance(event, discord.Interaction):
             press = to_press(event)
             if press is not None:
                 await self._defer(event)
-                self._interactions[press.press_id] = event
+                _remember(self._interactions, press.press_id, event)
                 await self.pipeline.press(press)
             return
         if event.author.id == self.bot_id:
             return  # the bot's own messages come back through the gateway
-        guild = self.config.guilds
-        if (
-            event.guild is not None or not isinstance(event.channel, discord.DMChannel)
-        ) and guild.policy == "allowlist":
-            guild_id = event.guild.id if event.guild is not None else getattr(event.channel, "guild_id", None)
-            if guild_id not in guild.allow:
-                log.debug("discord: message in guild %s ignored: not in guilds.allow", guild_id)
-                return
+        guild_id, guilds = guild_of(event), self.config.guilds
+        if guild_id is not None and guilds.policy == "allowlist" and guild_id not in guilds.allow:
+            log.debug("discord: message in guild %s ignored: not in guilds.allow", guild_id)
+            return
         message = to_inbound(event, self.bot_id)
         if message is None:
             return
         for item, attachment in zip(message.attachments, event.attachments, strict=True):
-            self._urls[item.file_id] = attachment.url
+            _remember(self._urls, item.file_id, attachment.url)
         await self.pipeline.accept(message)
 
     # -- outbound (the pipeline's Outbound) -------------------------------------------------------
@@ -359,7 +375,7 @@ class DiscordChannel:
     ) -> SentMessage:
         view: discord.ui.View | None = None
         if buttons:
-            view = discord.ui.View(timeout=None)
+            view = discord.ui.View(timeout=self.pipeline.options.approval_timeout + 60)
             for button in buttons:
                 style = discord.ButtonStyle.danger if "Deny" in button.label else discord.ButtonStyle.success
                 view.add_item(discord.ui.Button(label=button.label, custom_id=button.data, style=style))

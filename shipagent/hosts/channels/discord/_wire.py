@@ -23,7 +23,7 @@ import discord
 
 from .._types import Attachment, ButtonPress, InboundMessage, PermanentSendError, TransientSendError
 
-__all__ = ["chat_key_of", "discord_markdown", "send_error", "to_inbound", "to_press"]
+__all__ = ["chat_key_of", "discord_markdown", "guild_of", "send_error", "to_inbound", "to_press"]
 
 _HANDLED = (discord.MessageType.default, discord.MessageType.reply)
 _DEEP_HEADING = re.compile(r"^#{4,6}[ \t]+(.+?)[ \t#]*$")
@@ -66,7 +66,8 @@ def _where(channel: object, guild_id: int | None, channel_id: int) -> tuple[int,
     return channel_id, None
 
 
-def _guild_of(message: discord.Message) -> int | None:
+def guild_of(message: discord.Message) -> int | None:
+    """The guild a message was posted in (``None``: a direct message), cached or not."""
     if isinstance(message.channel, discord.DMChannel):
         return None
     if message.guild is not None:
@@ -106,7 +107,7 @@ def to_inbound(message: discord.Message, bot_id: int) -> InboundMessage | None:
     """The message as the pipeline's, or ``None`` for what it does not handle (system messages)."""
     if message.type not in _HANDLED:
         return None
-    guild_id = _guild_of(message)
+    guild_id = guild_of(message)
     channel_id, thread_id = _where(message.channel, guild_id, message.channel.id)
     author = message.author
     return InboundMessage(
