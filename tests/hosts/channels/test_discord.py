@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +161,39 @@ async def test_streaming_edits_end_on_the_answer_and_roll_over_before_2000_chara
     assert len(shown) == 3 and all(len(m.content) <= 2000 for m in shown)
     assert any(len(m.versions) > 1 for m in shown)  # it grew by edits while the model wrote
     assert fake.called("PATCH", f"/channels/{DM_CHANNEL}/messages/")
+
+
+async def test_streaming_edits_at_most_once_a_second_never_duplicate_and_end_formatted(
+    tmp_path: Path,
+) -> None:
+    answer = "The **answer** is " + " ".join(f"word{i}" for i in range(30)) + ".\n\n#### Done"
+    script = StreamScript(_says(answer), chunk=8, delay=0.12)  # about 3 s of streaming
+    async with discord_server() as fake, running(tmp_path / "p", fake, script.model, edit_interval=1.0) as _:
+        fake.user_message("go")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].content == discord_markdown(answer))
+    assert len(fake.messages) == 1 and len(fake.messages[0].versions) >= 3  # one message that grew
+    assert fake.messages[0].content.endswith("**Done**")  # the final edit is the formatted answer
+    writes = [c.at for c in fake.calls if c.method in ("POST", "PATCH") and "/messages" in c.path]
+    assert all(later - earlier >= 0.9 for earlier, later in pairwise(writes))
+    assert all(a != b for a, b in pairwise(fake.messages[0].versions))  # no edit that changed nothing
+
+
+async def test_a_long_answer_with_code_blocks_is_split_into_valid_messages(tmp_path: Path) -> None:
+    code = "\n".join(f"    total += {i}  # line {i}" for i in range(120))
+    answer = "Intro **text**.\n\n" + "\n\n".join(
+        f"Part {n}: " + "lorem ipsum " * 40 + f"\n\n```python\n{code}\n```" for n in range(2)
+    )
+    assert len(answer) > 6000
+    script = StreamScript(_says(answer))
+    async with discord_server() as fake, running(tmp_path / "p", fake, script.model, streaming="off") as _:
+        fake.user_message("go")
+        await fake.wait_for(lambda: " ".join(m.content for m in fake.shown()).count("# line 119") == 2)
+    shown = fake.shown()
+    assert len(shown) >= 4 and all(len(m.content) <= 2000 for m in shown)
+    assert fake.called("PATCH", "/channels/") == []  # streaming off: each piece sent once
+    assert all(m.content.count("```") % 2 == 0 for m in shown)  # every piece closes its code block
+    lines = re.findall(r"# line (\d+)", "\n".join(m.content for m in shown))
+    assert lines == [str(i) for i in range(120)] * 2  # every code line, once, in order
 
 
 async def test_an_approval_by_button_is_the_askers_alone(tmp_path: Path) -> None:
