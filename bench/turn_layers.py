@@ -45,8 +45,8 @@ from turn_overhead import SIZES, instant, interleaved_medians, make_history
 from shipagent import ShipAgent
 from shipagent.agent._combined import SequentialCombinedToolset
 from shipagent.agent._turn import _RunWindow
-from shipagent.execution import use_tool_context
 from shipagent.store.logs import MessageLog
+from shipagent.tools.execution import use_tool_context
 from shipagent.tools.files import CatalogToolset
 from shipagent.window.placement import ContextWindow
 

@@ -1,7 +1,7 @@
 """A context provider: a ticket tracker the agent can use, plus one line of guidance in its prompt."""
 
 from shipagent.tools.context import AgentInstanceMeta, ProviderTool
-from shipagent.execution import current_tool_context
+from shipagent.tools.execution import current_tool_context
 
 TICKETS: list[dict[str, str]] = []
 

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic_ai import FunctionToolset
 
 from shipagent import current_tool_context
-from shipagent.execution import fingerprint_of
+from shipagent.tools.execution import fingerprint_of
 
 toolset = FunctionToolset()
 

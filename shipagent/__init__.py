@@ -16,7 +16,6 @@ from .agent._executors import executor_factories as _executor_factories
 from .errors import ConfigError
 
 if TYPE_CHECKING:
-    from ._deps import TurnDeps
     from .agent._agent import ShipAgent
     from .config import ShipConfig, load_config
     from .errors import (
@@ -28,15 +27,16 @@ if TYPE_CHECKING:
         ToolContextError,
     )
     from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
-    from .execution import (
+    from .hosts.cli._checks import Problem, check_project
+    from .results import AgentResult, StepEvent, ToolCallRecord
+    from .tools._deps import TurnDeps
+    from .tools.execution import (
         ApprovalRequest,
         InjectionResult,
         ReplyChannel,
         ToolExecutionContext,
         current_tool_context,
     )
-    from .hosts.cli._checks import Problem, check_project
-    from .results import AgentResult, StepEvent, ToolCallRecord
 
 
 def _durable_executor(agent: ShipAgent) -> object:
@@ -56,18 +56,18 @@ _install_moved()
 
 _HOME = {
     "AgentResult": "results",
-    "ApprovalRequest": "execution",
+    "ApprovalRequest": "tools.execution",
     "ApprovalRequired": "events",
     "BadRequestError": "errors",
     "ChatKeyError": "errors",
     "Compacted": "events",
     "ConfigError": "errors",
     "Done": "events",
-    "InjectionResult": "execution",
+    "InjectionResult": "tools.execution",
     "NotFoundError": "errors",
     "Problem": "hosts.cli._checks",
     "ProjectLockedError": "errors",
-    "ReplyChannel": "execution",
+    "ReplyChannel": "tools.execution",
     "ShipAgent": "agent",
     "ShipAgentError": "errors",
     "ShipConfig": "config",
@@ -75,12 +75,12 @@ _HOME = {
     "TextDelta": "events",
     "ToolCallRecord": "results",
     "ToolContextError": "errors",
-    "ToolExecutionContext": "execution",
+    "ToolExecutionContext": "tools.execution",
     "ToolFinished": "events",
     "ToolStarted": "events",
-    "TurnDeps": "_deps",
+    "TurnDeps": "tools._deps",
     "check_project": "hosts.cli._checks",
-    "current_tool_context": "execution",
+    "current_tool_context": "tools.execution",
     "load_config": "config",
 }
 """Where each public name lives (``shipagent.<module>``)."""

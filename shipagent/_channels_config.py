@@ -8,13 +8,12 @@ the secret out of the file). The token is never part of a ``repr`` and never pri
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
-from pydantic.alias_generators import to_camel
+from pydantic import Field, field_validator, model_validator
 
-from ._strict import strict_scalar
+from ._config_base import ConfigModel as _Model
 
 __all__ = ["ChannelsConfig", "DiscordConfig", "DiscordGuildsConfig", "GroupsConfig", "TelegramConfig"]
 
@@ -31,19 +30,6 @@ def parse_listen(text: str) -> tuple[str, int]:
     if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
         raise ValueError('must be "host:port" with a port from 1 to 65535 (e.g. "127.0.0.1:8443")')
     return host, int(port)
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", allow_inf_nan=False
-    )
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
-        """Same scalar rules as the rest of ship.json (see :mod:`shipagent._strict`)."""
-        field = cls.model_fields.get(info.field_name or "")
-        return value if field is None else strict_scalar(field.annotation, value)
 
 
 class GroupsConfig(_Model):

@@ -23,6 +23,7 @@ MOVED = {
     "shipagent.cli": "shipagent.hosts.cli._app",
     "shipagent.context": "shipagent.tools.context",
     "shipagent.durable": "shipagent.hosts.durable",
+    "shipagent.execution": "shipagent.tools.execution",
     "shipagent.files": "shipagent.tools.files",
     "shipagent.handover": "shipagent.tools.handover",
     "shipagent.history": "shipagent.window",

@@ -19,19 +19,17 @@ from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
     ValidationError,
-    ValidationInfo,
     field_validator,
 )
-from pydantic.alias_generators import to_camel
 
 from ._channels_config import ChannelsConfig
+from ._config_base import ConfigModel as _Model
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
-from ._strict import strict_scalar
+from ._hosts_config import DurableConfig, ServeApiKey, ServeConfig
 from .errors import ConfigError
 
 __all__ = [
@@ -40,6 +38,7 @@ __all__ = [
     "BudgetConfig",
     "BudgetSectionsConfig",
     "ChatHistoryConfig",
+    "ChatSendFileConfig",
     "ContextConfig",
     "DurableConfig",
     "ExecShellPermission",
@@ -63,20 +62,6 @@ __all__ = [
     "load_config",
     "parse_config",
 ]
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=False, allow_inf_nan=False
-    )
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _strict_scalars(cls, value: Any, info: ValidationInfo) -> Any:
-        """Booleans never become numbers, numbers never become booleans or strings (see
-        :mod:`shipagent._strict` for the rules and why)."""
-        field = cls.model_fields.get(info.field_name or "")
-        return value if field is None else strict_scalar(field.annotation, value)
 
 
 class LlmConfig(_Model):
@@ -214,9 +199,18 @@ class PermissionsConfig(_Model):
     exec_shell: ExecShellPermission = Field(default_factory=ExecShellPermission)
 
 
+class ChatSendFileConfig(_Model):
+    """``tools.chatSendFile``: the builtin tool that sends a project file into the chat."""
+
+    max_bytes: int = Field(default=20 * 1024 * 1024, ge=1)
+    """The largest file it sends. The file is read into memory to be sent; Telegram's Bot API
+    takes uploads up to 50 MB (a Local Bot API Server, up to 2,000 MB)."""
+
+
 class ToolsConfig(_Model):
     modules: list[str] = Field(default_factory=list)
     """Importable modules that expose a pydantic-ai ``toolset``; added beside the builtins."""
+    chat_send_file: ChatSendFileConfig = Field(default_factory=ChatSendFileConfig)
 
 
 class _McpCommon(_Model):
@@ -284,97 +278,6 @@ class ObservabilityConfig(_Model):
     """``observability``: ``otel: true`` turns on pydantic-ai's OpenTelemetry instrumentation."""
 
     otel: bool = False
-
-
-class DurableConfig(_Model):
-    """``durable``: run each turn as a DBOS workflow; see ``shipagent.hosts.durable``.
-
-    ``database`` is ``"sqlite"`` (a system database at ``.ship/durable.sqlite``, one machine) or a
-    ``postgresql://`` URL (usually ``"${DATABASE_URL}"``) shared by every worker of a cluster.
-    """
-
-    enabled: bool = False
-    database: str = "sqlite"
-    executor_id: str | None = None
-    """Stable across restarts of one worker; default: the first ``<hostname>:<n>`` no live worker holds (see ``shipagent.hosts.durable``)."""
-    recover_after_seconds: float = Field(default=30, gt=0)
-
-    @field_validator("database")
-    @classmethod
-    def _known_database(cls, value: str) -> str:
-        if value == "sqlite" or value.startswith(("postgresql://", "postgres://", "postgresql+psycopg://")):
-            return value
-        raise ValueError('must be "sqlite" or a postgresql:// URL')
-
-    @field_validator("executor_id")
-    @classmethod
-    def _usable_executor_id(cls, value: str | None) -> str | None:
-        if value is not None and not (0 < len(value) <= 200 and value.isprintable()):
-            raise ValueError("must be 1-200 printable characters")
-        return value
-
-
-class ServeApiKey(_Model):
-    """``serve.apiKeys[]``: a bearer key for ``shipagent serve`` and the chats it may touch."""
-
-    key: str = Field(min_length=16, repr=False)
-    """The secret clients send as ``Authorization: Bearer …`` (write ``${WEB_KEY}``, not the key)."""
-    chat_keys: list[str] | None = None
-    """Glob patterns of chat keys this key may use (``["web:*"]``); omitted means every chat."""
-
-
-class ServeConfig(_Model):
-    """``serve``: the HTTP server (``shipagent serve``)."""
-
-    api_keys: list[ServeApiKey] = Field(default_factory=list)
-    """Without keys the server answers anyone who can reach it, so it binds to loopback only."""
-    shutdown_grace_seconds: float = Field(default=30, ge=0)
-    """On SIGTERM, how long running turns may go on before they are cancelled."""
-    approval_timeout_seconds: float = Field(default=120, gt=0)
-    """How long a streamed turn waits for ``POST /v1/approvals/{id}`` before it counts as refused."""
-    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
-    """Larger request bodies are refused with 413."""
-    allowed_hosts: list[str] = Field(default_factory=list)
-    """``Host`` names answered besides loopback (``agent.example.com``, ``10.0.0.5:8000``): a
-    browser page that rebinds its own name to this server's address is refused."""
-    cors_origins: list[str] = Field(default_factory=list)
-    """Origins (``https://app.example.com``) whose pages may call this server; needs ``apiKeys``."""
-    limits: ServeLimits = Field(default_factory=lambda: ServeLimits())
-    """How much a slow, idle or greedy client may hold (``shipagent serve`` only)."""
-
-    @field_validator("allowed_hosts")
-    @classmethod
-    def _hosts(cls, hosts: list[str]) -> list[str]:
-        for host in hosts:
-            if not host or "/" in host or any(c.isspace() for c in host):
-                raise ValueError(f"{host!r} is not a host name (write agent.example.com or host:port)")
-        return [h.lower() for h in hosts]
-
-    @field_validator("cors_origins")
-    @classmethod
-    def _origins(cls, origins: list[str]) -> list[str]:
-        for origin in origins:
-            scheme, sep, rest = origin.partition("://")
-            if scheme not in ("http", "https") or not sep or not rest or "/" in rest:
-                raise ValueError(f"{origin!r} is not an origin (write https://app.example.com, no path)")
-        return [o.lower() for o in origins]
-
-
-class ServeLimits(_Model):
-    """``serve.limits``: bounds on what one connection or client may hold, so none locks others out."""
-
-    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
-    """A request line plus headers larger than this is refused (400) and the connection closed."""
-    header_timeout_seconds: float = Field(default=10, gt=0)
-    """A request's line and headers must arrive within this time (idle new connections too)."""
-    body_timeout_seconds: float = Field(default=30, gt=0)
-    """A request's body must arrive within this time after its headers."""
-    keep_alive_seconds: int = Field(default=30, ge=1)
-    """An idle keep-alive connection is closed after this long without a new request."""
-    max_connections: int = Field(default=512, ge=1)
-    """Open connections in all; more are closed at once (lowered to fit the open-file limit)."""
-    max_connections_per_client: int = Field(default=64, ge=0)
-    """Open connections from one address; ``0``: no limit (behind a proxy every client is its address)."""
 
 
 class ShipConfig(_Model):

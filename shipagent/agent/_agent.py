@@ -36,14 +36,12 @@ from pydantic_ai.toolsets import AbstractToolset
 
 from .. import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
 from .._cache import BoundedCache
-from .._deps import TurnDeps, TurnStores
 from .._lock import ProjectLock
 from .._steps import StepCallback
 from ..chatkeys import ShipPaths, validate_chat_key
 from ..config import ShipConfig, load_config
 from ..errors import ConfigError, ShipAgentError
 from ..events import RunEvent
-from ..execution import ApprovalCallback, ReplyChannel, ToolExecutionContext, running_tool_context
 from ..results import AgentResult
 from ..store._files import FileStores
 from ..store._pg_cluster import PgClusterStore
@@ -53,7 +51,9 @@ from ..store.cards import SqliteCardBoxStore
 from ..store.chats import ChatHistories
 from ..store.reconcile import reconcile
 from ..tools import SkillsCache, builtin_toolset, load_tool_modules
+from ..tools._deps import TurnDeps, TurnStores
 from ..tools.context import ProviderRuntime
+from ..tools.execution import ApprovalCallback, ReplyChannel, ToolExecutionContext, running_tool_context
 from ..tools.files._catalog import CatalogToolset
 from ..tools.files._tools import context_toolset
 from ..tools.handover._delegation import profile_agent_md

@@ -16,9 +16,9 @@ import anyio
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..config import ContextConfig
-from ..execution import ToolExecutionContext
+from ..tools._injections import InjectionToolset
+from ..tools.execution import ToolExecutionContext
 from ..tools.files._spill import SpillToolset
-from ..window.injections import InjectionToolset
 from ..window.placement import ContextWindow, PriorItems, RequestObserver
 from ..window.tokens import TokenCalibration
 from . import instructions as _instructions

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 if TYPE_CHECKING:
     from .._steps import StepCallback
-    from ..execution import ReplyChannel
     from ..results import AgentResult
+    from ..tools.execution import ReplyChannel
 
 __all__ = [
     "ExecutorFactory",

@@ -37,9 +37,9 @@ from pydantic_ai.models.wrapper import WrapperModel
 
 from .._steps import tool_failure, tool_summary
 from ..events import ApprovalRequired, Done, RunEvent, TextDelta, ToolFinished, ToolStarted
-from ..execution import ApprovalCallback, ApprovalRequest
 from ..results import AgentResult, FinishReason
 from ..tools import request_approval
+from ..tools.execution import ApprovalCallback, ApprovalRequest
 
 __all__ = [
     "ApprovalTimeoutError",

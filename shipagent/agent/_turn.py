@@ -30,12 +30,12 @@ from pydantic_ai.models import Model
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 
-from .._deps import TurnDeps, TurnStores
 from .._paths import OutsideProjectError
 from .._steps import StepCallback, StepReporter, final_output, tool_call_records
 from ..events import Compacted
-from ..execution import ReplyChannel, ToolExecutionContext, use_tool_context
 from ..results import AgentResult, StepEvent
+from ..tools._deps import TurnDeps, TurnStores
+from ..tools.execution import ReplyChannel, ToolExecutionContext, use_tool_context
 from ..window.compaction import CompactionResult, compact
 from ..window.placement import ContextWindow
 from ._retry import report_retries

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from .._cache import BoundedCache
 from .._paths import OutsideProjectError, resolve_inside
-from ..execution import ToolExecutionContext
+from ..tools.execution import ToolExecutionContext
 
 __all__ = ["InstructionSource", "agent_md_problem", "default_prompt", "read_agent_md"]
 

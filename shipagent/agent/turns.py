@@ -19,7 +19,7 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
-from .._deps import FILE_STORES, TurnStores
+from ..tools._deps import FILE_STORES, TurnStores
 from ._executors import TurnExecutor, executor_factories
 
 if TYPE_CHECKING:

@@ -1,7 +1,8 @@
 """The builtin tools, one module per family, behind this curated surface.
 
-- chat: ``chat_send`` (speak to the chat), ``chat_load_history`` (earlier transcript, injected as
-  an assistant message before the user's message);
+- chat: ``chat_send`` (speak to the chat), ``chat_send_file`` (a project file into the chat, where
+  the chat's channel takes files), ``chat_load_history`` (earlier transcript, injected as an
+  assistant message before the user's message);
 - the agent-context log: ``agent_load_context`` (summaries of earlier turns, injected as a system
   message);
 - skills: ``skills_list``, ``skills_load`` (a SKILL.md, injected as a system message);
@@ -28,6 +29,7 @@ from ._agent_context import agent_load_context
 from ._chat import chat_load_history, chat_send
 from ._loader import load_tool_modules
 from ._sandbox import sandbox_check_hook, sandbox_report, warn_if_unsandboxed
+from ._send_file import chat_send_file
 from ._shell import ShellDecision, decide_exec_shell, exec_shell, request_approval
 from ._skills import SkillsCache, make_skills_tools
 from .files._tools import NO_SPILL_METADATA
@@ -47,6 +49,7 @@ __all__ = [
 
 BUILTIN_TOOL_NAMES: tuple[str, ...] = (
     "chat_send",
+    "chat_send_file",
     "chat_load_history",
     "agent_load_context",
     "skills_list",
@@ -63,7 +66,7 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
     the agent's skills overview so the overview and ``skills_list`` agree), so two agents in one
     process never share state. The tools need a run's :class:`~shipagent.ToolExecutionContext`:
     ``ShipAgent.run`` passes it as the run's ``deps``; a plain pydantic-ai agent running them
-    inside :func:`shipagent.execution.use_tool_context` gives them that one.
+    inside :func:`shipagent.tools.execution.use_tool_context` gives them that one.
     """
     cache = skills_cache if skills_cache is not None else SkillsCache()
     # exec_shell bounds its own output and keeps the full text on disk: spilling its result again
@@ -73,6 +76,6 @@ def builtin_toolset(*, skills_cache: SkillsCache | None = None) -> FunctionTools
     # instead of multiplying by the number of parallel calls.
     shell = Tool(exec_shell, metadata=dict(NO_SPILL_METADATA), sequential=True)
     return FunctionToolset(
-        [chat_send, chat_load_history, agent_load_context, *make_skills_tools(cache), shell],
+        [chat_send, chat_send_file, chat_load_history, agent_load_context, *make_skills_tools(cache), shell],
         id="shipagent-builtin",
     )

@@ -14,10 +14,10 @@ import anyio.to_thread
 from pydantic import Field
 from pydantic_ai import RunContext
 
-from .._deps import TurnDeps, deps_of
-from ..execution import fingerprint_of
 from ..jsonl import read_last
 from ._common import MAX_BLOCK_CHARS, fit_block
+from ._deps import TurnDeps, deps_of
+from .execution import fingerprint_of
 
 __all__ = ["agent_load_context", "format_agent_context_entry"]
 

@@ -18,11 +18,11 @@ import anyio.to_thread
 from pydantic import Field
 from pydantic_ai import RunContext
 
-from .._deps import RecordTail, TurnDeps, deps_of
 from .._patterns import InvalidPatternError, UnsupportedPatternError, compile_pattern
-from ..execution import ToolExecutionContext, fingerprint_of
 from ..jsonl import iter_objects_backward
 from ._common import MAX_BLOCK_CHARS, failure, fit_block
+from ._deps import RecordTail, TurnDeps, deps_of
+from .execution import ToolExecutionContext, fingerprint_of
 
 __all__ = [
     "SEARCH_MAX_CHARS",

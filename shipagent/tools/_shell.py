@@ -46,10 +46,8 @@ import anyio.to_thread
 from pydantic import Field
 from pydantic_ai import RunContext
 
-from .._deps import TurnDeps, deps_of
 from ..config import ExecShellPermission
 from ..errors import ShipAgentError
-from ..execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext
 from ._common import failure
 from ._confine import (
     command_environment,
@@ -58,9 +56,11 @@ from ._confine import (
     quarantine,
     seal_descriptors,
 )
+from ._deps import TurnDeps, deps_of
 from ._output import OUTPUT_CAP_BYTES, Capture, Store
 from ._sandbox import plan_sandbox
 from ._shellwords import allow_blocker
+from .execution import ApprovalCallback, ApprovalRequest, ToolExecutionContext
 from .files._tools import context_files_for
 
 __all__ = [

@@ -18,9 +18,9 @@ import anyio.to_thread
 from pydantic import Field
 from pydantic_ai import RunContext
 
-from .._deps import TurnDeps, deps_of
 from ..config import ShipConfig
 from ._common import failure
+from ._deps import TurnDeps, deps_of
 from .skills import Skill, find_skill, scan_skills
 
 __all__ = ["SkillsCache", "make_skills_tools"]

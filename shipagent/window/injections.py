@@ -20,26 +20,45 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic_ai import RunContext
-from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturn, ToolReturnPart
-from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
-
-from .._deps import TurnDeps
-from ..execution import InjectedMessage, collect_call_injections
+from pydantic_ai.messages import ModelMessage, ModelRequest, ToolReturnPart
 
 __all__ = [
     "INJECTIONS_KEY",
-    "InjectionToolset",
+    "InjectedMessage",
     "RunInjection",
-    "attach_injections",
     "run_injections",
     "strip_injections",
 ]
 
 INJECTIONS_KEY = "shipagent.injections"
 """The ``ToolReturn.metadata`` key holding a call's injections (a list of JSON objects)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InjectedMessage:
+    """One accepted injection: travels as data in the injecting tool's ``ToolReturn`` metadata."""
+
+    role: Literal["system", "assistant"]
+    content: str
+    fingerprint: str
+
+    def to_json(self) -> dict[str, str]:
+        """The form stored in a ``ToolReturnPart``'s metadata."""
+        return {"role": self.role, "content": self.content, "fingerprint": self.fingerprint}
+
+    @classmethod
+    def from_json(cls, data: Any) -> InjectedMessage | None:
+        """Read :meth:`to_json` back; anything malformed is ``None`` (never raises)."""
+        if not isinstance(data, dict):
+            return None
+        role, content, fingerprint = data.get("role"), data.get("content"), data.get("fingerprint")
+        if role not in ("system", "assistant") or not isinstance(content, str) or not content:
+            return None
+        if not isinstance(fingerprint, str) or not fingerprint:
+            return None
+        return cls(role, content, fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,47 +69,6 @@ class RunInjection:
     tool_call_id: str
     timestamp: datetime | None = None
     """When the injecting call returned: the injected message's time, so rebuilding is exact."""
-
-
-def attach_injections(result: Any, injected: Sequence[InjectedMessage]) -> Any:
-    """``result`` as a ``ToolReturn`` whose metadata also records ``injected``.
-
-    A tool that already returns a ``ToolReturn`` keeps its value, content and metadata; dict
-    metadata gains the key, other metadata is kept under ``"tool"`` beside it.
-    """
-    if not injected:
-        return result
-    records = [m.to_json() for m in injected]
-    if isinstance(result, ToolReturn):
-        meta = result.metadata
-        if meta is None:
-            merged: Any = {INJECTIONS_KEY: records}
-        elif isinstance(meta, dict):
-            merged = {**meta, INJECTIONS_KEY: [*meta.get(INJECTIONS_KEY, []), *records]}
-        else:
-            merged = {"tool": meta, INJECTIONS_KEY: records}
-        return dataclasses.replace(result, metadata=merged)
-    return ToolReturn(return_value=result, metadata={INJECTIONS_KEY: records})
-
-
-@dataclass
-class InjectionToolset(WrapperToolset[Any]):
-    """Wrap a toolset so each tool call's injections come back in its result's metadata.
-
-    The collecting list is the call's own scope of the run's context (see
-    :func:`~shipagent.execution.collect_call_injections`): pydantic-ai runs each tool call of a
-    step in its own task (a context copy), so concurrent calls never see each other's injections. An injection made by a call that then raises ``ModelRetry`` is lost with the
-    call's result (the retry is a new call that may inject again — dedupe allows it then only if
-    the fingerprint differs).
-    """
-
-    async def call_tool(
-        self, name: str, tool_args: dict[str, Any], ctx: RunContext[Any], tool: ToolsetTool[Any]
-    ) -> Any:
-        run = ctx.deps.tool if isinstance(ctx.deps, TurnDeps) else None
-        with collect_call_injections(run) as injected:
-            result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
-        return attach_injections(result, injected)
 
 
 def _records(part: ToolReturnPart[Any]) -> Iterable[InjectedMessage]:

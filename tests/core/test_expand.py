@@ -101,7 +101,7 @@ async def test_context_expand_pages_the_original_messages_verbatim(tmp_path: Pat
 
 
 async def _expand_missing(agent: ShipAgent) -> dict[str, Any]:
-    from shipagent._deps import TurnDeps
+    from shipagent.tools._deps import TurnDeps
     from shipagent.tools.files._tools import expand_page
 
     return await expand_page(TurnDeps(agent._context(KEY, "r", None)), "S404-405")

@@ -22,14 +22,9 @@ from pydantic_ai.toolsets import FunctionToolset
 from shipagent import current_tool_context
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import parse_config
-from shipagent.execution import InjectedMessage, ToolExecutionContext, _current, use_tool_context
-from shipagent.window.injections import (
-    INJECTIONS_KEY,
-    InjectionToolset,
-    attach_injections,
-    run_injections,
-    strip_injections,
-)
+from shipagent.tools._injections import InjectionToolset, attach_injections
+from shipagent.tools.execution import InjectedMessage, ToolExecutionContext, _current, use_tool_context
+from shipagent.window.injections import INJECTIONS_KEY, run_injections, strip_injections
 from shipagent.window.placement import ContextWindow, place_injections
 from tests.support.core import ScriptedModel, answer, has_tool_return, make_agent, make_project, render, texts
 

@@ -39,7 +39,7 @@ async def test_a_tool_sees_typed_fields_and_no_shipagent_extras(tmp_path: Path) 
 
 async def test_sub_agent_limit_counts_on_the_runs_context(tmp_path: Path) -> None:
     from shipagent.errors import ShipAgentError
-    from shipagent.execution import ToolExecutionContext
+    from shipagent.tools.execution import ToolExecutionContext
 
     agent = make_agent(
         make_project(

@@ -16,9 +16,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
 import shipagent
-from shipagent._deps import FILE_STORES, TurnDeps, TurnStores
 from shipagent.agent.turns import TurnHooks
-from shipagent.execution import ToolExecutionContext, current_tool_context
+from shipagent.tools._deps import FILE_STORES, TurnDeps, TurnStores
+from shipagent.tools.execution import ToolExecutionContext, current_tool_context
 from tests.support.tools import (
     Call,
     Script,
@@ -34,7 +34,8 @@ KEY = "api:chat:deps"
 PACKAGE = Path(shipagent.__file__).parent
 
 ALLOWED = {
-    ("execution.py", "_current"): "pydantic-ai",  # calls a tool written without ctx with its arguments only
+    # pydantic-ai calls a tool written without ctx with its arguments only
+    ("tools/execution.py", "_current"): "pydantic-ai",
     ("agent/_retry.py", "_listener"): "pydantic-ai",  # Model.request gets no RunContext
     ("tools/mcp/_stdio.py", "_current"): "MCP SDK",  # spawns and decodes inside its own connection task
 }

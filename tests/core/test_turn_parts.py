@@ -23,14 +23,14 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
-from shipagent._deps import TurnDeps, TurnStores
 from shipagent.agent._streaming import PendingApprovals
 from shipagent.agent._turn import TurnParts, run_turn
 from shipagent.agent.turns import CommitOutcome, TurnCommit
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
 from shipagent.events import Compacted, Done, RunEvent, TextDelta
-from shipagent.execution import ToolExecutionContext
+from shipagent.tools._deps import TurnDeps, TurnStores
+from shipagent.tools.execution import ToolExecutionContext
 
 pytestmark = pytest.mark.anyio
 PACKAGE = Path(__file__).resolve().parents[2] / "shipagent"

@@ -28,7 +28,6 @@ from pydantic_ai.messages import (
 )
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
-from shipagent._deps import RecordTail, TurnStores
 from shipagent.agent._agent import ShipAgent
 from shipagent.agent.turns import TurnHooks
 from shipagent.chatkeys import ShipPaths
@@ -37,6 +36,7 @@ from shipagent.store import MemoryStores
 from shipagent.store.files import _grep as grep_module
 from shipagent.store.files._grep import find_ripgrep
 from shipagent.tools import _chat as chat_module
+from shipagent.tools._deps import RecordTail, TurnStores
 from shipagent.tools.files import ContextFiles
 
 pytestmark = pytest.mark.anyio

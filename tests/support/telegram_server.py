@@ -9,7 +9,8 @@ something) and records every call with its arrival time (``time.monotonic``) for
 Tests inject user messages (:meth:`FakeTelegram.user_message`), failures
 (:meth:`FakeTelegram.fail_next`: a 429 with ``retry_after``, a 409), stalled polls and rejected
 markup. A webhook set with ``setWebhook`` is kept as Telegram keeps it (``getUpdates`` is a 409
-meanwhile); :meth:`FakeTelegram.deliver` posts an update to it the way Telegram does.
+meanwhile); :meth:`FakeTelegram.deliver` posts an update to it the way Telegram does. Files the
+bot sends (``sendDocument``, ``sendPhoto``) are recorded with their bytes.
 """
 
 from __future__ import annotations
@@ -428,6 +429,41 @@ class FakeTelegram:
             b for row in (params.get("reply_markup") or {}).get("inline_keyboard", []) for b in row
         ]
         return _ok(self._message_json(message))
+
+    async def _sendDocument(self, params: dict[str, Any]) -> JSONResponse:
+        """sendDocument and sendPhoto: the upload becomes ``(file name, bytes)`` in the recorded call's
+        params; the message shows the caption (checked like a text, at most 1,024 characters)."""
+        kind = "photo" if "photo" in params else "document"
+        upload = params.get(kind)
+        if not hasattr(upload, "read"):
+            return _error(400, f"Bad Request: there is no {kind} in the request")
+        params[kind] = (upload.filename, await upload.read())
+        caption, problem = visible_text(params.get("caption", ""), params.get("parse_mode") or None)
+        if problem is not None or len(caption) > 1024:
+            return _error(
+                400,
+                f"Bad Request: can't parse entities: {problem}"
+                if problem
+                else "Bad Request: caption is too long",
+            )
+        chat_id = params["chat_id"]
+        message = BotMessage(
+            chat_id, self._msg_id(chat_id), caption, params.get("message_thread_id"), params.get("parse_mode")
+        )
+        self.messages.append(message)
+        body = self._message_json(message)
+        body["caption"] = body.pop("text")
+        sent = {
+            "file_id": f"sent{message.message_id}",
+            "file_unique_id": f"u{message.message_id}",
+            "file_size": len(params[kind][1]),
+        }
+        body[kind] = (
+            [{**sent, "width": 1, "height": 1}] if kind == "photo" else {**sent, "file_name": upload.filename}
+        )
+        return _ok(body)
+
+    _sendPhoto = _sendDocument
 
     async def _deleteMessage(self, params: dict[str, Any]) -> JSONResponse:
         for m in self.messages:

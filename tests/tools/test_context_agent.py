@@ -12,8 +12,8 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
 from shipagent.errors import ToolContextError
-from shipagent.execution import current_tool_context
 from shipagent.tools.context import AgentInstanceMeta, ProviderTool, Resource
+from shipagent.tools.execution import current_tool_context
 
 pytestmark = pytest.mark.anyio
 

@@ -14,9 +14,9 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
-from shipagent.execution import ToolExecutionContext, current_tool_context, use_tool_context
 from shipagent.tools.context import ProviderTool
 from shipagent.tools.context._toolset import provider_toolset
+from shipagent.tools.execution import ToolExecutionContext, current_tool_context, use_tool_context
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from pydantic_ai.toolsets import FunctionToolset
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.config import ShipConfig
-from shipagent.execution import ToolExecutionContext, use_tool_context
+from shipagent.tools.execution import ToolExecutionContext, use_tool_context
 from shipagent.tools.files import ContextFiles, SpillToolset, context_toolset
 from shipagent.window.tokens import count_tokens
 

@@ -298,8 +298,8 @@ async def test_fingerprints_follow_the_pinned_format(tmp_path: Path) -> None:
     from pydantic_ai import Agent
 
     from shipagent.config import parse_config
-    from shipagent.execution import ToolExecutionContext, fingerprint_of, use_tool_context
     from shipagent.tools import builtin_toolset
+    from shipagent.tools.execution import ToolExecutionContext, fingerprint_of, use_tool_context
 
     root = make_project(tmp_path / "p")
     write_transcript(root, 10)

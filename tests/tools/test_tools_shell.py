@@ -13,9 +13,9 @@ import anyio.to_thread
 import pytest
 
 from shipagent.config import ExecShellPermission
-from shipagent.execution import ApprovalRequest
 from shipagent.tools import decide_exec_shell
 from shipagent.tools._shell import run_shell
+from shipagent.tools.execution import ApprovalRequest
 from tests.support.tools import Call, Script, make_agent, make_project, tool_results
 
 pytestmark = pytest.mark.anyio

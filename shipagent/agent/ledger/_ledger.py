@@ -24,8 +24,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart, re
 from ..._cache import BoundedCache
 from ...chatkeys import ShipPaths
 from ...config import LedgerConfig
-from ...execution import InjectedMessage
 from ...store.logs import MessageLog, now_iso
+from ...tools.execution import InjectedMessage
 from ...window.injections import RunInjection
 from ...window.placement import RequestReport, injected_message, render_plan
 from ...window.sections import Item

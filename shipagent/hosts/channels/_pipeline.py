@@ -43,6 +43,7 @@ from ._writer import Pacer, ReplyWriter
 
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
+    from ...tools.execution import OutgoingFile
 
 __all__ = ["Pipeline", "PipelineOptions"]
 
@@ -102,6 +103,14 @@ class _Sink:
     async def send_text(self, chat_key: str, text: str) -> None:
         await self.writer.send_separate(text)
         self.sent.append(text)
+
+
+class _FileSink(_Sink):
+    """The sink of a platform that takes files: ``chat_send_file`` delivers through it too."""
+
+    async def send_file(self, chat_key: str, file: OutgoingFile) -> None:
+        await self.writer.send_file(file)
+        self.sent.append(f"📎 {file.name}")  # something was said: no "(no answer)" after it
 
 
 class Pipeline:
@@ -334,7 +343,7 @@ class Pipeline:
             interval=opts.edit_interval,
             pacer=chat.pacer,
         )
-        sink = _Sink(writer)
+        sink = _FileSink(writer) if self.outbound.capabilities.send_file else _Sink(writer)
         tools_running = 0
         steps: _Steps | None = None
         failure: str | None = None

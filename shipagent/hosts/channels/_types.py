@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ...tools.execution import OutgoingFile
 
 __all__ = [
     "Attachment",
@@ -156,6 +159,10 @@ class Outbound(Protocol):
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         """Replace the text of a message the bot sent (its buttons go away)."""
+        ...
+
+    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
+        """Send ``file`` (with its caption) into the chat ``chat`` came from (``capabilities.send_file``)."""
         ...
 
     async def download(self, attachment: Attachment, target: Path) -> None:

@@ -14,12 +14,16 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ._delivery import retrying, with_plain_fallback
 from ._split import split_markdown
 from ._types import Button, InboundMessage, Outbound, SentMessage
+
+if TYPE_CHECKING:
+    from ...tools.execution import OutgoingFile
 
 __all__ = ["Pacer", "ReplyWriter"]
 
@@ -155,6 +159,27 @@ class ReplyWriter:
             sent = None
             for n, piece in enumerate(pieces):
                 sent = await self._send(piece, True, buttons if n == len(pieces) - 1 else ())
+            self._streamed = []
+            self._current = 0
+            self._start = len(self._buffer)
+            return sent
+
+    async def send_file(self, file: OutgoingFile) -> SentMessage:
+        """A file (``chat_send_file``) as a message of its own, paced and retried like text.
+
+        Like :meth:`send_separate`, text streamed after it goes into new messages below it. A
+        caption is formatted, and goes plain if the platform rejects its markup.
+        """
+        async with self._lock:
+            await self._pace()
+
+            async def go(fmt: bool) -> SentMessage:
+                return await self.outbound.send_file(self.chat, file, formatted=fmt)
+
+            if file.caption:
+                sent, _ = await with_plain_fallback(go)
+            else:
+                sent = await retrying(lambda: go(False))
             self._streamed = []
             self._current = 0
             self._start = len(self._buffer)

@@ -34,8 +34,8 @@ from rich.status import Status
 
 from ...agent._agent import ShipAgent
 from ...events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
-from ...execution import ReplyChannel
 from ...results import AgentResult, StepEvent, cut_notice
+from ...tools.execution import ReplyChannel
 
 __all__ = ["COMMANDS", "ChatLoop", "render_context"]
 

@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage
 
-from ..._deps import TurnStores
 from ...agent.turns import Commit, CommitOutcome, TurnCommit
 from ...store import ChatStore, PgStores
+from ...tools._deps import TurnStores
 from ._hooks import DurableTurnHooks
 
 if TYPE_CHECKING:

@@ -44,9 +44,9 @@ from ..._steps import StepCallback
 from ...agent.turns import TurnHooks
 from ...errors import ShipAgentError
 from ...events import RunEvent, TextDelta
-from ...execution import ReplyChannel
 from ...results import AgentResult, StepEvent
 from ...store import PgStores
+from ...tools.execution import ReplyChannel
 from ._heartbeat import RECOVERING, Claimant, Heartbeats, claim_executor_id, this_process
 from ._hooks import DurableTurnHooks
 from ._local import Dequeuer

@@ -25,7 +25,7 @@ from dbos import DBOS
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..._deps import TurnDeps
+from ...tools._deps import TurnDeps
 
 __all__ = ["READ_ONLY_TOOLS", "StepToolset"]
 

@@ -38,7 +38,8 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ...config import ServeConfig, ServeLimits
+from ..._hosts_config import ServeLimits
+from ...config import ServeConfig
 
 __all__ = ["RESERVED_FDS", "effective_connection_limits", "guarded_protocol", "uvicorn_options"]
 

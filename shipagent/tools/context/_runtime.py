@@ -21,9 +21,9 @@ from pydantic_ai import RunContext
 from pydantic_ai.toolsets import AbstractToolset, DynamicToolset, FunctionToolset
 
 from ..._cache import BoundedCache
-from ..._deps import run_of
 from ...config import McpConfig, McpHttpServer, McpStdioServer, ShipConfig
-from ...execution import ToolExecutionContext
+from .._deps import run_of
+from ..execution import ToolExecutionContext
 from ._events import EventSink
 from ._injector import MAX_CACHED_SESSIONS, ProviderInjector
 from ._pool import ResourcePool

@@ -17,12 +17,12 @@ import anyio
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..._deps import run_of
 from ...errors import ShipAgentError
-from ...execution import ToolExecutionContext
 from ...store.files._catalog_memo import already_written, forget_catalog, remember_catalog, remembered_catalog
 from ...store.files._render import render_catalog
 from ...store.files._store import ContextFiles
+from .._deps import run_of
+from ..execution import ToolExecutionContext
 from ._tools import context_files_for
 
 __all__ = ["CatalogToolset", "SkillsSource", "forget_catalog"]

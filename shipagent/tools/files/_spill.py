@@ -26,11 +26,11 @@ from pydantic_ai import RunContext
 from pydantic_ai.messages import ToolReturn
 from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 
-from ..._deps import run_of
 from ...errors import ShipAgentError
 from ...store.files._ref import ContextRef
 from ...store.files._render import render_preview
 from ...store.files._store import ContextFiles
+from .._deps import run_of
 from ._tools import CONTEXT_TOOL_NAMES, NO_SPILL_METADATA, context_files_for
 
 __all__ = ["SpillToolset", "spill_text", "spill_value"]

@@ -23,14 +23,14 @@ import anyio
 from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
-from ..._deps import TurnDeps, deps_of
 from ...errors import ShipAgentError
-from ...execution import ToolExecutionContext
 from ...store.files._grep import GrepMatch, InvalidPatternError
 from ...store.files._ref import CONTEXT_KINDS, ContextRef
 from ...store.files._store import ContextFiles
 from ...store.logs import MessageLog
 from ...window.tokens import count_tokens
+from .._deps import TurnDeps, deps_of
+from ..execution import ToolExecutionContext
 from ._expand import expand_result
 
 

@@ -23,11 +23,11 @@ from ..._cache import BoundedCache
 from ...chatkeys import ShipPaths
 from ...config import HandoverConfig, ShipConfig
 from ...errors import BadRequestError, NotFoundError, ShipAgentError
-from ...execution import ToolExecutionContext
 from ...store.cards._cards import Card
 from ...store.cards._ids import new_id
 from ...store.cards._sqlite import SqliteCardBoxStore
 from ...store.cards._store import BoxId, CardBoxStore
+from ..execution import ToolExecutionContext
 from ._delegation import DelegationLimitError, DelegationTask, SubAgent
 from ._inspect import format_box
 from ._packer import HandoverPacker

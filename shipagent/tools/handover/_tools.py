@@ -17,15 +17,15 @@ from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 from typing_extensions import TypedDict
 
-from ..._deps import TurnDeps, deps_of
 from ...errors import NotFoundError, ShipAgentError
+from .._deps import TurnDeps, deps_of
 from ._delegation import DELEGATE_MARK, DelegationTask
 
 if TYPE_CHECKING:
     from ...chatkeys import ShipPaths
     from ...config import HandoverConfig
-    from ...execution import ToolExecutionContext
     from ...store.cards._store import BoxId
+    from ..execution import ToolExecutionContext
 
 __all__ = ["DELEGATION_TOOL_NAMES", "Delegations", "ForkTask", "handover_toolset"]
 

@@ -162,7 +162,7 @@ def test_worker_refuses_a_project_without_durable(tmp_path: Path) -> None:
 
 async def test_a_run_started_by_a_tool_of_a_durable_turn_runs_inline(tmp_path: Path) -> None:
     """Delegation: the sub-agent's run is part of the delegating tool's step, not a queued turn."""
-    from shipagent.execution import use_tool_context
+    from shipagent.tools.execution import use_tool_context
 
     project = make_project(tmp_path / "p", {"durable": {"enabled": True}})
     agent = make_agent(project, FunctionModel(_echo))

@@ -129,9 +129,9 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
 
     from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 
-    from shipagent._deps import TurnDeps
     from shipagent.agent.turns import TurnCommit
     from shipagent.hosts.durable._pgturns import PgTurnHooks
+    from shipagent.tools._deps import TurnDeps
     from shipagent.tools.files._tools import expand_page
 
     ship = {"context": {"chatHistory": {"inMemoryMaxMessages": 6, "compactKeepLastMessages": 2}}}

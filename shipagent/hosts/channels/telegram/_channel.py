@@ -31,6 +31,7 @@ from telegram import (
     BotCommand,
     InlineKeyboardButton,
     InlineKeyboardMarkup,
+    InputFile,
     LinkPreviewOptions,
     Update,
 )
@@ -51,17 +52,18 @@ from .._types import (
     Capabilities,
     ChannelHealth,
     InboundMessage,
+    MarkupRejected,
     PermanentSendError,
     SentMessage,
 )
 from ._html import markdown_to_html
 from ._redact import TokenFilter
 from ._webhook import BadUpdate, WebhookMode
-from ._wire import ALLOWED_UPDATES, seconds, send_error, to_inbound, to_press
+from ._wire import ALLOWED_UPDATES, is_photo, seconds, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
-    from ....execution import ToolExecutionContext
+    from ....tools.execution import OutgoingFile, ToolExecutionContext
 
 __all__ = ["TelegramChannel"]
 
@@ -72,7 +74,8 @@ _NO_PREVIEW = LinkPreviewOptions(is_disabled=True)
 WHERE = (
     "This chat is on Telegram. Your answers are shown with Telegram's formatting: **bold**, "
     "*italics*, `inline code`, fenced code blocks, links and quotes render; tables, images and "
-    "HTML do not (write a list instead of a table). A long answer is split into messages of about "
+    "HTML do not (write a list instead of a table; send an image or any other file of the project "
+    "with `chat_send_file`). A long answer is split into messages of about "
     "{limit} characters, so prefer short answers. In a group, each user line starts with who wrote it."
 )
 """What the model is told about where it is, in every turn of a Telegram chat (a stable paragraph)."""
@@ -88,7 +91,7 @@ class TelegramChannel:
     """The agent as a Telegram bot (``channels.telegram`` in ship.json)."""
 
     name = "telegram"
-    capabilities = Capabilities(send_text=True, edit=True, typing=True, buttons=True)
+    capabilities = Capabilities(send_text=True, edit=True, send_file=True, typing=True, buttons=True)
 
     def __init__(
         self,
@@ -351,6 +354,32 @@ class TelegramChannel:
                 reply_markup=keyboard,
                 **self._where(chat),
             )
+        )
+        return SentMessage(str(sent.message_id))
+
+    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
+        """A photo (``sendPhoto``) when Telegram shows it as one, else a document (``sendDocument``).
+
+        A photo Telegram refuses (its dimensions) goes again as a document, which takes any file.
+        """
+        caption = file.caption or None
+        options: dict[str, Any] = {
+            "caption": markdown_to_html(caption) if caption and formatted else caption,
+            "parse_mode": ParseMode.HTML if caption and formatted else None,
+            **self._where(chat),
+        }
+        if is_photo(file.name, file.data):
+            try:
+                sent = await self._call(
+                    self.bot.send_photo(photo=InputFile(file.data, filename=file.name), **options)
+                )
+                return SentMessage(str(sent.message_id))
+            except PermanentSendError as exc:
+                if isinstance(exc, MarkupRejected):
+                    raise
+                log.info("telegram: %s was refused as a photo (%s); sending it as a document", file.path, exc)
+        sent = await self._call(
+            self.bot.send_document(document=InputFile(file.data, filename=file.name), **options)
         )
         return SentMessage(str(sent.message_id))
 

@@ -45,7 +45,7 @@ from .._types import ChannelHealth
 from ._wire import ALLOWED_UPDATES
 
 if TYPE_CHECKING:
-    from .. import TelegramConfig
+    from ...._channels_config import TelegramConfig
 
 __all__ = ["MAX_BODY_BYTES", "BadUpdate", "WebhookListener", "WebhookMode"]
 

@@ -8,6 +8,7 @@ replies go back into the topic.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 from typing import Any
 
 from telegram import Message, MessageEntity, Update
@@ -22,7 +23,7 @@ from .._types import (
     TransientSendError,
 )
 
-__all__ = ["ALLOWED_UPDATES", "chat_key_of", "seconds", "send_error", "to_inbound"]
+__all__ = ["ALLOWED_UPDATES", "chat_key_of", "is_photo", "seconds", "send_error", "to_inbound"]
 
 ALLOWED_UPDATES = ["message", "callback_query"]
 """The updates the channel asks Telegram for (polling and webhook alike): messages, button presses."""
@@ -32,6 +33,32 @@ def chat_key_of(chat_id: int, thread_id: int | None) -> str:
     """The chat key of a Telegram chat (and forum topic)."""
     key = f"telegram:chat:{chat_id}"
     return f"{key}:topic:{thread_id}" if thread_id is not None else key
+
+
+PHOTO_MAX_BYTES = 10 * 1024 * 1024
+"""``sendPhoto`` takes at most 10 MB; a larger image goes as a document."""
+
+_PHOTO_SIGNATURES = {
+    ".png": (b"\x89PNG\r\n\x1a\n",),
+    ".jpg": (b"\xff\xd8\xff",),
+    ".jpeg": (b"\xff\xd8\xff",),
+    ".webp": (b"RIFF",),
+}
+
+
+def is_photo(name: str, data: bytes) -> bool:
+    """Whether a file goes as a photo: a PNG, JPEG or WebP (by name and content) of at most 10 MB.
+
+    Telegram recompresses a photo and shows it inline; anything else (a GIF too, which as a photo
+    would lose its animation, and a file named ``.png`` that is not one) goes as a document, sent
+    byte for byte.
+    """
+    signatures = _PHOTO_SIGNATURES.get(Path(name).suffix.lower())
+    if signatures is None or len(data) > PHOTO_MAX_BYTES:
+        return False
+    if data.startswith(b"RIFF"):
+        return data[8:12] == b"WEBP"
+    return data.startswith(signatures)
 
 
 def seconds(exc: RetryAfter) -> float:

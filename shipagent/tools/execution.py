@@ -1,7 +1,7 @@
 """The tool execution context: what a tool can reach of the run it is called from.
 
 A run passes its :class:`ToolExecutionContext` to pydantic-ai as ``deps`` (``ctx.deps.tool`` of a
-``RunContext[TurnDeps]``, see ``shipagent._deps``); a tool written without a ``ctx`` parameter
+``RunContext[TurnDeps]``, see ``shipagent.tools._deps``); a tool written without a ``ctx`` parameter
 (user-written, provider) calls :func:`current_tool_context` for the same object. Either way it
 reads the chat key and the project and injects messages the model sees on every later request of
 the same run.
@@ -24,19 +24,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from .errors import ToolContextError
+from ..errors import ToolContextError
+from ..window.injections import InjectedMessage
 
 if TYPE_CHECKING:
-    from .chatkeys import ShipPaths
-    from .config import ShipConfig
-    from .store.files._store import ContextFiles
-    from .tools.context._types import SessionContext
+    from ..chatkeys import ShipPaths
+    from ..config import ShipConfig
+    from ..store.files._store import ContextFiles
+    from .context._types import SessionContext
 
 __all__ = [
     "ApprovalRequest",
+    "FileReplyChannel",
     "InjectedMessage",
     "InjectionReason",
     "InjectionResult",
+    "OutgoingFile",
     "ReplyChannel",
     "ToolExecutionContext",
     "collect_call_injections",
@@ -54,31 +57,6 @@ class InjectionResult:
 
     inserted: bool
     reason: InjectionReason | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class InjectedMessage:
-    """One accepted injection: travels as data in the injecting tool's ``ToolReturn`` metadata."""
-
-    role: Literal["system", "assistant"]
-    content: str
-    fingerprint: str
-
-    def to_json(self) -> dict[str, str]:
-        """The form stored in a ``ToolReturnPart``'s metadata."""
-        return {"role": self.role, "content": self.content, "fingerprint": self.fingerprint}
-
-    @classmethod
-    def from_json(cls, data: Any) -> InjectedMessage | None:
-        """Read :meth:`to_json` back; anything malformed is ``None`` (never raises)."""
-        if not isinstance(data, dict):
-            return None
-        role, content, fingerprint = data.get("role"), data.get("content"), data.get("fingerprint")
-        if role not in ("system", "assistant") or not isinstance(content, str) or not content:
-            return None
-        if not isinstance(fingerprint, str) or not fingerprint:
-            return None
-        return cls(role, content, fingerprint)
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +84,47 @@ class ReplyChannel(Protocol):
 
     The core knows only this: a host passes one to ``ShipAgent.run(..., channel=...)`` and the
     turn's ``chat_send`` calls it (a coroutine, or a plain function). What a chat app's channel
-    does besides — streaming by edits, buttons, files — is the channel host's (``shipagent.hosts.channels``).
+    does besides — streaming by edits, buttons — is the channel host's (``shipagent.hosts.channels``);
+    a channel that takes files implements :class:`FileReplyChannel` too.
     """
 
     def send_text(self, chat_key: str, text: str) -> Awaitable[None] | None:
         """Deliver ``text`` to the chat now; raising says it could not (the model is told)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingFile:
+    """A file ``chat_send_file`` hands to a channel.
+
+    The bytes, not a path: the tool reads the file once, after its checks (inside the project,
+    not a secret, within the size cap), so what the channel sends is what was checked, whatever
+    happens to the path afterwards.
+
+    Attributes:
+        name: the file name the chat shows (``report.pdf``).
+        data: the file's content.
+        caption: text shown with the file (Markdown, like a message), if any.
+        path: where the file is, relative to the project (for logs and the transcript).
+    """
+
+    name: str
+    data: bytes
+    caption: str | None = None
+    path: str = ""
+
+
+@runtime_checkable
+class FileReplyChannel(ReplyChannel, Protocol):
+    """A :class:`ReplyChannel` that also delivers files (the ``chat_send_file`` tool).
+
+    A protocol of its own rather than a method every channel must have: a terminal or an HTTP
+    client has nowhere to put a file, and a channel that cannot take one simply does not implement
+    this, so the tool tells the model the chat cannot receive files instead of pretending.
+    """
+
+    def send_file(self, chat_key: str, file: OutgoingFile) -> Awaitable[None] | None:
+        """Deliver ``file`` to the chat now; raising says it could not (the model is told)."""
         ...
 
 
@@ -127,7 +141,8 @@ class ToolExecutionContext:
             ``context.injection.maxInjectedMessages``).
         paths: where this project's ``.ship/`` files are.
         session_token: the session token of the context injector, when one is issued.
-        channel: where ``chat_send`` delivers (a :class:`ReplyChannel`), if the chat has one.
+        channel: where ``chat_send`` delivers (a :class:`ReplyChannel`), if the chat has one; a
+            :class:`FileReplyChannel` also takes ``chat_send_file``'s files.
         on_approval: the permission callback for tools that ask (``exec_shell`` in ``ask`` mode).
         context_files: the project's context files store; the agent sets it, and tools
             used outside an agent make one from ``paths`` on first use.

@@ -4,7 +4,7 @@ A turn runs its pydantic-ai agent with ``deps=TurnDeps(...)``, so every tool, to
 capability that pydantic-ai gives a ``RunContext[TurnDeps]`` reads the run from ``ctx.deps`` — a
 parameter, not ambient state. :func:`shipagent.current_tool_context` remains for tools written
 without a ``ctx`` parameter (user tools, context providers); it reads the same
-:class:`~shipagent.execution.ToolExecutionContext`.
+:class:`~shipagent.tools.execution.ToolExecutionContext`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pydantic_ai import RunContext
 from .execution import ToolExecutionContext, current_tool_context, running_tool_context
 
 if TYPE_CHECKING:
-    from .store.logs import MessageLog
+    from ..store.logs import MessageLog
 
 __all__ = ["RecordTail", "TurnDeps", "TurnStores", "deps_of", "run_of"]
 
@@ -56,7 +56,7 @@ class TurnDeps:
     """The ``deps`` of one shipagent run (``RunContext[TurnDeps]``).
 
     Attributes:
-        tool: the run's :class:`~shipagent.execution.ToolExecutionContext` (chat key, request id,
+        tool: the run's :class:`~shipagent.tools.execution.ToolExecutionContext` (chat key, request id,
             project, injections, approvals) — the same object ``current_tool_context()`` returns.
         stores: where the history tools read this chat's logs.
     """
@@ -72,7 +72,7 @@ class TurnDeps:
 
 def deps_of(ctx: RunContext[Any]) -> TurnDeps:
     """The run's :class:`TurnDeps`; for a builtin tool run by a plain pydantic-ai agent (no
-    ``deps``) inside :func:`~shipagent.execution.use_tool_context`, that context over the files.
+    ``deps``) inside :func:`~shipagent.tools.execution.use_tool_context`, that context over the files.
 
     Raises:
         ToolContextError: neither (a tool called outside any run).
@@ -83,9 +83,9 @@ def deps_of(ctx: RunContext[Any]) -> TurnDeps:
 
 
 def run_of(ctx: RunContext[Any]) -> ToolExecutionContext | None:
-    """The run's :class:`~shipagent.execution.ToolExecutionContext`, ``None`` outside any run.
+    """The run's :class:`~shipagent.tools.execution.ToolExecutionContext`, ``None`` outside any run.
 
     For toolset wrappers: ``ctx.deps`` in a shipagent run, else the context a plain pydantic-ai
-    agent runs in (:func:`~shipagent.execution.use_tool_context`), else ``None``.
+    agent runs in (:func:`~shipagent.tools.execution.use_tool_context`), else ``None``.
     """
     return ctx.deps.tool if isinstance(ctx.deps, TurnDeps) else running_tool_context()
