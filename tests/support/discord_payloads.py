@@ -44,6 +44,8 @@ class BotMessage:
     deleted: bool = False
     versions: list[str] = field(default_factory=list)
     buttons: list[dict[str, Any]] = field(default_factory=list)
+    files: list[tuple[str, bytes]] = field(default_factory=list)
+    """Files uploaded with the message: (file name, content)."""
 
 
 def user(user_id: int, name: str, *, bot: bool = False) -> dict[str, Any]:

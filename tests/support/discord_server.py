@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
-from aiohttp import WSMsgType, web
+from aiohttp import BodyPartReader, WSMsgType, web
 
 from tests.support.discord_payloads import (
     APP_ID,
@@ -319,6 +319,13 @@ class FakeDiscord:
         body: dict[str, Any] = {}
         if request.can_read_body and request.content_type == "application/json":
             body = await request.json()
+        elif request.can_read_body and request.content_type == "multipart/form-data":  # an upload
+            body = {"files": []}
+            async for part in await request.multipart():
+                if isinstance(part, BodyPartReader) and part.name == "payload_json":
+                    body.update(json.loads(await part.text()))
+                elif isinstance(part, BodyPartReader):
+                    body["files"].append((part.filename, bytes(await part.read())))
         self.calls.append(Call(request.method, path, body, time.monotonic()))
         self._wake()
         webhook = path.startswith(("/interactions/", "/webhooks/"))  # the interaction token is the key
@@ -364,9 +371,10 @@ class FakeDiscord:
 
     def _send(self, channel_id: int, body: dict[str, Any]) -> web.Response:
         content = body.get("content") or ""
-        if (problem := self._invalid(content)) is not None:
-            return problem
+        if not body.get("files") and (problem := self._invalid(content)) is not None:
+            return problem  # (a message with a file may have no text)
         message = BotMessage(channel_id, self._next_id(), content, int(body.get("flags") or 0))
+        message.files = list(body.get("files", []))
         message.versions.append(content)
         message.buttons = [c for row in body.get("components") or [] for c in row.get("components", [])]
         self.messages.append(message)

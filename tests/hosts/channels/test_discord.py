@@ -454,3 +454,29 @@ async def test_a_refused_token_fails_the_start_and_leaves_discord_py_as_it_was(t
     assert "wrong-discord-token" not in (channel.health.last_error or "x wrong-discord-token")
     assert before == (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
     assert fake.identified == 0
+
+
+async def test_chat_send_file_uploads_the_file_with_its_formatted_caption_then_the_answer(
+    tmp_path: Path,
+) -> None:
+    pdf = b"%PDF-1.7\n" + bytes(range(256)) * 8
+
+    def reply(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
+        if any(isinstance(p, ToolReturnPart) for p in getattr(messages[-1], "parts", [])):
+            return ModelResponse(parts=[TextPart("Here it is.")])
+        args = {"path": "reports/q3.pdf", "caption": "#### The Q3 report"}
+        return ModelResponse(parts=[ToolCallPart("chat_send_file", args, tool_call_id="f1")])
+
+    async with discord_server() as fake:
+        root = make_project(tmp_path / "p", ship_json(fake))
+        (root / "reports").mkdir()
+        (root / "reports" / "q3.pdf").write_bytes(pdf)
+        script = StreamScript(reply)
+        async with running(root, fake, script.model):
+            fake.user_message("send me the report")
+            await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].content == "Here it is.")
+        told = script.requests[0][-1].instructions or ""  # type: ignore[union-attr]
+    assert "`chat_send_file`" in told
+    upload, answer = fake.shown()
+    assert upload.files == [("q3.pdf", pdf)] and upload.content == "**The Q3 report**"
+    assert upload.flags & 4 and answer.files == []

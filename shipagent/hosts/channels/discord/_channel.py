@@ -20,6 +20,7 @@ the pipeline's dedupe record. Events are handed to the pipeline one at a time, i
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 from pathlib import Path
@@ -52,7 +53,7 @@ from ._wire import discord_markdown, guild_of, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
-    from ....execution import ToolExecutionContext
+    from ....tools.execution import OutgoingFile, ToolExecutionContext
 
 __all__ = ["DiscordChannel"]
 
@@ -64,7 +65,8 @@ WHERE = (
     "This chat is on Discord. Your answers are shown with Discord's Markdown: **bold**, *italics*, "
     "__underline__, ~~strikethrough~~, `inline code`, fenced code blocks, > quotes, lists, # headings "
     "(three levels) and [links](https://example.com) render; tables, images and HTML do not (write a "
-    "list instead of a table). A long answer is split into messages of about {limit} characters, so "
+    "list instead of a table; send an image or any other file of the project with `chat_send_file`). "
+    "A long answer is split into messages of about {limit} characters, so "
     "prefer short answers. In a server channel, each user line starts with who wrote it."
 )
 """What the model is told about where it is, in every turn of a Discord chat (a stable paragraph)."""
@@ -128,7 +130,7 @@ class DiscordChannel:
     """The agent as a Discord bot (``channels.discord`` in ship.json)."""
 
     name = "discord"
-    capabilities = Capabilities(send_text=True, edit=True, typing=True, buttons=True)
+    capabilities = Capabilities(send_text=True, edit=True, send_file=True, typing=True, buttons=True)
 
     def __init__(
         self,
@@ -386,6 +388,20 @@ class DiscordChannel:
         sent = await self._call(self._target(chat).send(body, **kwargs))
         if view is not None:
             self._views[str(sent.id)] = view
+        return SentMessage(str(sent.id))
+
+    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
+        """The file as an attachment (Discord shows an image inline), its caption as the text."""
+        caption = file.caption or ""
+        upload = discord.File(io.BytesIO(file.data), filename=file.name)
+        sent = await self._call(
+            self._target(chat).send(
+                discord_markdown(caption) if formatted else caption,
+                file=upload,
+                allowed_mentions=_NOBODY,
+                suppress_embeds=True,
+            )
+        )
         return SentMessage(str(sent.id))
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
