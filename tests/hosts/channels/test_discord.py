@@ -98,6 +98,8 @@ async def test_dm_round_trip_over_the_gateway_with_only_the_intents_it_needs(
         told = script.requests[-1][-1].instructions or ""  # type: ignore[union-attr]
         assert "This chat is on Discord" in told and "2,000 characters" in told
     assert len(fake.messages) == 1  # one message, edited into the answer: never a duplicate
+    versions = fake.messages[0].versions
+    assert len(versions) > 1 and len(set(versions)) == len(versions)  # no edit that changed nothing
     sent = fake.called("POST", f"/channels/{DM_CHANNEL}/messages")[0].body
     assert sent["allowed_mentions"]["parse"] == [] and sent["flags"] & 4  # no pings, no embeds
     assert agent.paths.transcript(f"discord:dm:{DM_CHANNEL}").exists()

@@ -188,6 +188,7 @@ class DiscordChannel:
         self._interactions: dict[str, discord.Interaction] = {}  # press id -> waiting for its answer
         self._views: dict[str, discord.ui.View] = {}  # message id -> its buttons
         self._urls: dict[str, str] = {}  # attachment file id -> URL seen in the event
+        self._contents: dict[str, str] = {}  # message id -> the text Discord shows now
         self._saved: tuple[str, yarl.URL] | None = None
         self.bot_id = 0
 
@@ -388,6 +389,7 @@ class DiscordChannel:
         sent = await self._call(self._target(chat).send(body, **kwargs))
         if view is not None:
             self._views[str(sent.id)] = view
+        _remember(self._contents, str(sent.id), body)
         return SentMessage(str(sent.id))
 
     async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
@@ -405,9 +407,14 @@ class DiscordChannel:
         return SentMessage(str(sent.id))
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
+        """Replace the message's text; skipped when Discord would show the same (the streamed text
+        and the final answer are often identical: Discord renders the Markdown either way)."""
         body = discord_markdown(text) if formatted else text
+        if self._contents.get(message.message_id) == body and message.message_id not in self._views:
+            return
         target = self._target(chat).get_partial_message(int(message.message_id))
         await self._call(target.edit(content=body, view=None, allowed_mentions=_NOBODY))
+        _remember(self._contents, message.message_id, body)
         view = self._views.pop(message.message_id, None)
         if view is not None:
             view.stop()
