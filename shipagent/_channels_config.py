@@ -15,7 +15,15 @@ from pydantic import Field, field_validator, model_validator
 
 from ._config_base import ConfigModel as _Model
 
-__all__ = ["ChannelsConfig", "GroupsConfig", "SlackChannelsConfig", "SlackConfig", "TelegramConfig"]
+__all__ = [
+    "ChannelsConfig",
+    "DiscordConfig",
+    "DiscordGuildsConfig",
+    "GroupsConfig",
+    "SlackChannelsConfig",
+    "SlackConfig",
+    "TelegramConfig",
+]
 
 DEFAULT_TELEGRAM_API_ROOT = "https://api.telegram.org"
 DEFAULT_SLACK_API_ROOT = "https://slack.com/api"
@@ -255,8 +263,80 @@ class SlackConfig(_Model):
         return self
 
 
+DEFAULT_DISCORD_API_ROOT = "https://discord.com/api/v10"
+
+
+class DiscordGuildsConfig(_Model):
+    """``channels.discord.guilds``: which servers (guilds) the bot answers in, and when."""
+
+    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    """``allowlist``: only the guilds in ``allow``; ``open``: any guild the bot is in; ``disabled``: none."""
+    allow: list[int] = Field(default_factory=list)
+    """Guild (server) ids: in Discord, Settings → Advanced → Developer Mode, then "Copy Server ID"."""
+    require_mention: bool = True
+    """Answer only messages that mention the bot, reply to it, or are a command."""
+
+
+class DiscordConfig(_Model):
+    """``channels.discord``: the agent as a Discord bot (gateway in, REST out)."""
+
+    enabled: bool = False
+    bot_token: str | None = Field(default=None, repr=False)
+    """From the Developer Portal (Bot → Reset Token); write ``"${DISCORD_BOT_TOKEN}"``."""
+    api_root: str = DEFAULT_DISCORD_API_ROOT
+    """The REST API, versioned (``https://discord.com/api/v10``); a test server can be named."""
+    gateway_url: str | None = None
+    """The gateway WebSocket (``wss://…``). Unset: Discord's own, or, when ``apiRoot`` names another
+    server, the URL that server's ``GET /gateway/bot`` gives."""
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
+    ``allowlist`` (only ``allowFrom``), ``open`` (anyone)."""
+    allow_from: list[int] = Field(default_factory=list)
+    """Discord user ids that may talk to the bot in direct messages without pairing."""
+    guilds: DiscordGuildsConfig = Field(default_factory=DiscordGuildsConfig)
+    admins: list[int] = Field(default_factory=list)
+    """User ids who may answer any approval question (besides the one who started the turn)."""
+    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    """Messages of one chat within this many milliseconds of each other are answered as one turn;
+    default 1,500 in guild channels, 0 in direct messages."""
+    rate_limit_per_minute: int = Field(default=30, ge=0)
+    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
+    streaming: Literal["edit", "off"] = "edit"
+    """``edit``: the answer appears as one message edited as it is written; ``off``: sent when done."""
+    show_tool_steps: bool = False
+    """Show one short line per tool step (its summary) in the chat while the answer is written."""
+    text_chunk_limit: int = Field(default=2000, ge=200, le=2000)
+    """A message longer than this is split (Discord's own limit is 2,000 characters)."""
+    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    """Attachments larger than this are refused (Discord's upload limit without Nitro is 10 MB)."""
+
+    @field_validator("api_root")
+    @classmethod
+    def _root(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (e.g. https://discord.com/api/v10)")
+        return value.rstrip("/")
+
+    @field_validator("gateway_url")
+    @classmethod
+    def _gateway(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("ws://", "wss://")):
+            raise ValueError("must be a ws:// or wss:// URL (e.g. wss://gateway.discord.gg)")
+        return value
+
+    @model_validator(mode="after")
+    def _token_when_enabled(self) -> DiscordConfig:
+        if self.enabled and not (self.bot_token and self.bot_token.strip()):
+            raise ValueError(
+                "botToken is required when channels.discord.enabled is true "
+                '(e.g. "botToken": "${DISCORD_BOT_TOKEN}")'
+            )
+        return self
+
+
 class ChannelsConfig(_Model):
     """``channels``: the chat platforms the agent answers on (each off unless ``enabled``)."""
 
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
+    discord: DiscordConfig = Field(default_factory=DiscordConfig)

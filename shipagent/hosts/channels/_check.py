@@ -86,6 +86,8 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
         from .slack._check import check_slack  # slack-sdk loads only when Slack is on
 
         check_slack(config.channels.slack, console)
+    if config.channels.discord.enabled:
+        _check_discord(config, console)
     telegram = config.channels.telegram
     if not telegram.enabled:
         return
@@ -100,4 +102,22 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
         raise typer.Exit(1) from None
     console.print(
         escape(f"telegram: {who} via {telegram.api_root}{hook}; {_access(telegram)}"), highlight=False
+    )
+
+
+def _check_discord(config: ShipConfig, console: _Printer) -> None:
+    from .discord._check import discord_access, discord_who
+
+    discord = config.channels.discord
+    try:
+        who = anyio.run(discord_who, discord)
+    except ValueError as exc:
+        console.print(
+            f"[red]discord: {escape(discord.api_root)} did not accept channels.discord.botToken: "
+            f"{escape(str(exc))}[/]",
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    console.print(
+        escape(f"discord: {who} via {discord.api_root}; {discord_access(discord)}"), highlight=False
     )

@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 __all__ = ["ChannelHost", "channels_from_config"]
 
 
-def channels_from_config(agent: ShipAgent, config: ChannelsConfig, **telegram: Any) -> list[Channel]:
-    """The channels ``config`` enables, built for ``agent`` (``telegram``: adapter options)."""
+def channels_from_config(
+    agent: ShipAgent, config: ChannelsConfig, *, discord: dict[str, Any] | None = None, **telegram: Any
+) -> list[Channel]:
+    """The channels ``config`` enables, built for ``agent`` (``telegram``, ``discord``: adapter options)."""
     found: list[Channel] = []
     if config.telegram.enabled:
         from .telegram import TelegramChannel  # PTB loads only when Telegram is on
@@ -36,6 +38,11 @@ def channels_from_config(agent: ShipAgent, config: ChannelsConfig, **telegram: A
         from .slack import SlackChannel  # slack-sdk loads only when Slack is on
 
         found.append(SlackChannel(agent, config.slack, state_dir=agent.paths.ship_dir / "channels"))
+    if config.discord.enabled:
+        from .discord import DiscordChannel  # discord.py loads only when Discord is on
+
+        state = agent.paths.ship_dir / "channels"
+        found.append(DiscordChannel(agent, config.discord, state_dir=state, **(discord or {})))
     return found
 
 

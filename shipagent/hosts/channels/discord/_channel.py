@@ -1,0 +1,469 @@
+"""The Discord channel: messages from the gateway (discord.py's ``Client``), answers through REST.
+
+Why discord.py (2.7.1, pinned): it speaks the gateway completely (identify, heartbeat, resume
+with the session's sequence, reconnect with backoff, rate-limit buckets for REST), and its
+``Client`` can run on its own without a command framework, so the events it receives are ours to
+hand to the pipeline. The intents asked for are ``guilds`` (to know threads and their parent
+channels), ``guild_messages``, ``dm_messages`` and the privileged ``message_content`` (without it
+a guild message arrives with empty text unless it mentions the bot).
+
+Pointing it elsewhere (a test server): the REST root is ``discord.http.Route.BASE``; discord.py's
+``Client`` never asks ``GET /gateway/bot`` and connects to ``DiscordWebSocket.DEFAULT_GATEWAY``
+(then to READY's ``resume_gateway_url`` to resume). Both are class attributes, so they are set for
+the life of the channel and restored when it stops: one Discord channel with a non-default
+``apiRoot`` per process.
+
+The gateway confirms nothing: an event is delivered once, and again after a RESUME only if it was
+not acknowledged by sequence, so a replayed ``MESSAGE_CREATE`` is recognised by its message id in
+the pipeline's dedupe record. Events are handed to the pipeline one at a time, in arrival order.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import aiohttp
+import anyio
+import anyio.abc
+import discord
+import yarl
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from discord.gateway import DiscordWebSocket
+
+from ...._channels_config import DEFAULT_DISCORD_API_ROOT, DiscordConfig
+from .._access import AccessRules
+from .._dedupe import Dedupe
+from .._pairing import PairingStore
+from .._pipeline import Pipeline, PipelineOptions
+from .._types import (
+    Attachment,
+    Button,
+    ButtonPress,
+    Capabilities,
+    ChannelHealth,
+    InboundMessage,
+    PermanentSendError,
+    SentMessage,
+)
+from ._wire import discord_markdown, guild_of, send_error, to_inbound, to_press
+
+if TYPE_CHECKING:
+    from ....agent._agent import ShipAgent
+    from ....tools.execution import OutgoingFile, ToolExecutionContext
+
+__all__ = ["DiscordChannel"]
+
+log = logging.getLogger("shipagent.hosts.channels.discord")
+T = TypeVar("T")
+_NOBODY = discord.AllowedMentions.none()  # the model writing @everyone pings nobody
+
+WHERE = (
+    "This chat is on Discord. Your answers are shown with Discord's Markdown: **bold**, *italics*, "
+    "__underline__, ~~strikethrough~~, `inline code`, fenced code blocks, > quotes, lists, # headings "
+    "(three levels) and [links](https://example.com) render; tables, images and HTML do not (write a "
+    "list instead of a table; send an image or any other file of the project with `chat_send_file`). "
+    "A long answer is split into messages of about {limit} characters, so "
+    "prefer short answers. In a server channel, each user line starts with who wrote it."
+)
+"""What the model is told about where it is, in every turn of a Discord chat (a stable paragraph)."""
+
+
+def _remember(table: dict[str, T], key: str, value: T, keep: int = 1000) -> None:
+    """``table[key] = value``, forgetting the oldest entries past ``keep`` (what a message that was
+    then ignored, or a press seen twice, left behind)."""
+    table[key] = value
+    while len(table) > keep:
+        del table[next(iter(table))]
+
+
+def intents() -> discord.Intents:
+    """The gateway intents the channel asks for (``message_content`` must be on in the portal)."""
+    wanted = discord.Intents.none()
+    wanted.guilds = True
+    wanted.guild_messages = True
+    wanted.dm_messages = True
+    wanted.message_content = True
+    return wanted
+
+
+class _Client(discord.Client):
+    """discord.py's client, passing messages and button presses on in arrival order."""
+
+    def __init__(self, channel: DiscordChannel, guild_ready_timeout: float) -> None:
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False  # no voice: no warning
+        super().__init__(
+            intents=intents(),
+            guild_ready_timeout=guild_ready_timeout,
+            max_messages=None,
+            chunk_guilds_at_startup=False,
+            member_cache_flags=discord.MemberCacheFlags.none(),
+        )
+        self.channel = channel
+
+    async def on_ready(self) -> None:
+        self.channel.connected()
+
+    async def on_resumed(self) -> None:
+        self.channel.connected()
+
+    async def on_disconnect(self) -> None:
+        self.channel.health.connected = False
+
+    async def on_message(self, message: discord.Message) -> None:
+        self.channel.inbox(message)  # no await before this: tasks start in event order
+
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        self.channel.inbox(interaction)
+
+
+class DiscordChannel:
+    """The agent as a Discord bot (``channels.discord`` in ship.json)."""
+
+    name = "discord"
+    capabilities = Capabilities(send_text=True, edit=True, send_file=True, typing=True, buttons=True)
+
+    def __init__(
+        self,
+        agent: ShipAgent,
+        config: DiscordConfig,
+        *,
+        state_dir: Path,
+        edit_interval: float = 1.0,
+        ready_timeout: float = 60.0,
+        guild_ready_timeout: float = 2.0,
+    ) -> None:
+        if not config.bot_token:
+            raise ValueError("channels.discord.botToken is not set")
+        self.agent = agent
+        self.config = config
+        self.health = ChannelHealth()
+        self.ready_timeout = ready_timeout
+        self.guild_ready_timeout = guild_ready_timeout
+        """Seconds discord.py waits after the last GUILD_CREATE before it calls the session ready."""
+        guilds = config.guilds
+        self.pipeline = Pipeline(
+            agent,
+            self,
+            channel=self.name,
+            rules=AccessRules(
+                dm_policy=config.dm_policy,
+                allow_from=frozenset(str(i) for i in config.allow_from),
+                # a guild's channels are its chats: the guild allowlist is applied in `_take`
+                group_policy="open" if guilds.policy == "allowlist" else guilds.policy,
+                require_mention=guilds.require_mention,
+            ),
+            pairing=PairingStore(state_dir),
+            dedupe=Dedupe(state_dir, self.name),
+            health=self.health,
+            admins=frozenset(str(i) for i in config.admins),
+            options=PipelineOptions(
+                stream=config.streaming == "edit",
+                limit=config.text_chunk_limit,
+                edit_interval=edit_interval,
+                max_attachment_bytes=config.max_attachment_bytes,
+                rate_per_minute=config.rate_limit_per_minute,
+                show_tool_steps=config.show_tool_steps,
+            ).debounced(config.debounce_ms),
+        )
+        self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
+        self._client: _Client | None = None
+        self._session: aiohttp.ClientSession | None = None
+        self._tasks: anyio.abc.TaskGroup | None = None
+        self._ready = anyio.Event()
+        self._ended = anyio.Event()
+        self._send: MemoryObjectSendStream[discord.Message | discord.Interaction]
+        self._receive: MemoryObjectReceiveStream[discord.Message | discord.Interaction]
+        self._send, self._receive = anyio.create_memory_object_stream(math.inf)
+        self._interactions: dict[str, discord.Interaction] = {}  # press id -> waiting for its answer
+        self._views: dict[str, discord.ui.View] = {}  # message id -> its buttons
+        self._urls: dict[str, str] = {}  # attachment file id -> URL seen in the event
+        self._contents: dict[str, str] = {}  # message id -> the text Discord shows now
+        self._saved: tuple[str, yarl.URL] | None = None
+        self.bot_id = 0
+
+    @property
+    def client(self) -> _Client:
+        """discord.py's client (made by :meth:`start`)."""
+        if self._client is None:
+            raise RuntimeError("the Discord channel is not started")
+        return self._client
+
+    # -- lifecycle --------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Log in (``GET /users/@me`` checks the token), connect the gateway, return once READY."""
+        token = self.config.bot_token or ""
+        self._saved = (discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY)
+        discord.http.Route.BASE = self.config.api_root
+        self._client = _Client(self, self.guild_ready_timeout)
+        try:
+            await self.client.login(token)
+            assert self.client.user is not None
+            self.bot_id = self.client.user.id
+            gateway = self.config.gateway_url
+            if gateway is None and self.config.api_root != DEFAULT_DISCORD_API_ROOT:
+                _, gateway, _ = await self.client.http.get_bot_gateway()
+            if gateway is not None:
+                DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway)
+        except Exception as exc:
+            self._fail(f"could not start: {type(exc).__name__}: {exc}")
+            await self._close_client()
+            self._restore()
+            raise
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
+        self.health.details["bot"] = f"{self.client.user} (id {self.bot_id})"
+        self.pipeline.bot_username = self.client.user.name
+        self.agent.instruction_sources.append(self._where_it_is)
+        await self.pipeline.__aenter__()
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self._tasks.start_soon(self._connect)
+        self._tasks.start_soon(self._consume)
+        with anyio.move_on_after(self.ready_timeout):
+            async with anyio.create_task_group() as wait:
+
+                async def until(event: anyio.Event) -> None:
+                    await event.wait()
+                    wait.cancel_scope.cancel()
+
+                wait.start_soon(until, self._ready)
+                wait.start_soon(until, self._ended)
+        if not self._ready.is_set():
+            problem = self.health.last_error or f"no READY from the gateway within {self.ready_timeout:g} s"
+            await self.stop()
+            raise RuntimeError(f"discord: could not connect: {problem}")
+        log.info("discord: connected as %s", self.health.details["bot"])
+
+    def connected(self) -> None:
+        """The gateway session is up (READY, or RESUMED after a reconnect)."""
+        self.health.connected = True
+        self._ready.set()
+
+    async def _connect(self) -> None:
+        """Run discord.py's gateway loop (it resumes and reconnects by itself); start it again
+        with backoff if it ends on something unexpected, stop for good on what needs a person."""
+        backoff = 1.0
+        try:
+            while True:
+                try:
+                    await self.client.connect(reconnect=True)
+                    return  # the client was closed
+                except discord.PrivilegedIntentsRequired:
+                    self._stopped(
+                        "Discord refused the message content intent: turn on Message Content Intent "
+                        "(Developer Portal → the application → Bot → Privileged Gateway Intents)"
+                    )
+                    return
+                except (discord.LoginFailure, discord.ConnectionClosed) as exc:
+                    self._stopped(f"the gateway refused the connection: {type(exc).__name__}: {exc}")
+                    return
+                except Exception as exc:
+                    self.health.restarts += 1
+                    self._fail(
+                        f"the gateway loop failed: {type(exc).__name__}: {exc}; again in {backoff:g} s"
+                    )
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, 60.0)
+        finally:
+            self.health.connected = False
+            self._ended.set()
+
+    def _stopped(self, text: str) -> None:
+        self.health.stopped = True
+        self._fail(f"{text}; stopped")
+
+    async def stop(self) -> None:
+        """Stop taking events, finish the answers already accepted (for a while), then disconnect."""
+        try:
+            if self._tasks is not None:  # the gateway loop and the inbox; REST stays for the answers
+                self._tasks.cancel_scope.cancel()
+                await self._tasks.__aexit__(None, None, None)
+                self._tasks = None
+            await self.pipeline.__aexit__(None, None, None)
+        finally:
+            await self._close_client()
+            if self._session is not None:
+                await self._session.close()
+                self._session = None
+            self.health.connected = False
+            self._restore()
+            if self._where_it_is in self.agent.instruction_sources:
+                self.agent.instruction_sources.remove(self._where_it_is)
+
+    def _restore(self) -> None:
+        """Put discord.py's process-wide REST root and gateway back as they were."""
+        if self._saved is not None:
+            discord.http.Route.BASE, DiscordWebSocket.DEFAULT_GATEWAY = self._saved
+            self._saved = None
+
+    async def _close_client(self) -> None:
+        if self._client is not None and not self._client.is_closed():
+            await self._client.close()
+
+    def _where_it_is(self, ctx: ToolExecutionContext) -> str | None:
+        """The paragraph that tells the model it is on Discord (this channel's chats only)."""
+        return self._told if ctx.chat_key.startswith("discord:") else None
+
+    def _fail(self, text: str) -> None:
+        self.health.connected = False
+        token = self.config.bot_token or ""
+        self.health.last_error = text.replace(token, "[token]") if token else text
+        log.error("discord: %s", self.health.last_error)
+
+    # -- inbound ----------------------------------------------------------------------------------
+
+    def inbox(self, event: discord.Message | discord.Interaction) -> None:
+        """An event from the gateway, queued for :meth:`_consume` (which takes one at a time)."""
+        self._send.send_nowait(event)
+
+    async def _consume(self) -> None:
+        async for event in self._receive:
+            while True:
+                try:
+                    await self._take(event)
+                    break
+                except OSError as exc:  # the dedupe record could not be written: Discord will not
+                    self._fail(f"could not record an event: {exc}; retrying")  # send it again
+                    await anyio.sleep(1.0)
+                except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
+                    self._fail(f"an event was dropped: {type(exc).__name__}: {exc}")
+                    log.exception("discord: an event could not be handled")
+                    break
+
+    async def _take(self, event: discord.Message | discord.Interaction) -> None:
+        if isinstance(event, discord.Interaction):
+            press = to_press(event)
+            if press is not None:
+                await self._defer(event)
+                _remember(self._interactions, press.press_id, event)
+                await self.pipeline.press(press)
+            return
+        if event.author.id == self.bot_id:
+            return  # the bot's own messages come back through the gateway
+        guild_id, guilds = guild_of(event), self.config.guilds
+        if guild_id is not None and guilds.policy == "allowlist" and guild_id not in guilds.allow:
+            log.debug("discord: message in guild %s ignored: not in guilds.allow", guild_id)
+            return
+        message = to_inbound(event, self.bot_id)
+        if message is None:
+            return
+        for item, attachment in zip(message.attachments, event.attachments, strict=True):
+            _remember(self._urls, item.file_id, attachment.url)
+        await self.pipeline.accept(message)
+
+    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
+
+    def _target(self, chat: InboundMessage) -> discord.PartialMessageable:
+        return self.client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
+
+    async def _call(self, operation: Any) -> Any:
+        try:
+            return await operation
+        except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            raise send_error(exc, self.config.bot_token or "") from None
+
+    async def send(
+        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
+    ) -> SentMessage:
+        view: discord.ui.View | None = None
+        if buttons:
+            view = discord.ui.View(timeout=self.pipeline.options.approval_timeout + 60)
+            for button in buttons:
+                style = discord.ButtonStyle.danger if "Deny" in button.label else discord.ButtonStyle.success
+                view.add_item(discord.ui.Button(label=button.label, custom_id=button.data, style=style))
+        body = discord_markdown(text) if formatted else text
+        kwargs: dict[str, Any] = {"allowed_mentions": _NOBODY, "suppress_embeds": True}
+        if view is not None:
+            kwargs["view"] = view
+        sent = await self._call(self._target(chat).send(body, **kwargs))
+        if view is not None:
+            self._views[str(sent.id)] = view
+        _remember(self._contents, str(sent.id), body)
+        return SentMessage(str(sent.id))
+
+    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
+        """The file as an attachment (Discord shows an image inline), its caption as the text."""
+        caption = file.caption or ""
+        upload = discord.File(io.BytesIO(file.data), filename=file.name)
+        sent = await self._call(
+            self._target(chat).send(
+                discord_markdown(caption) if formatted else caption,
+                file=upload,
+                allowed_mentions=_NOBODY,
+                suppress_embeds=True,
+            )
+        )
+        return SentMessage(str(sent.id))
+
+    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
+        """Replace the message's text; skipped when Discord would show the same (the streamed text
+        and the final answer are often identical: Discord renders the Markdown either way)."""
+        body = discord_markdown(text) if formatted else text
+        if self._contents.get(message.message_id) == body and message.message_id not in self._views:
+            return
+        target = self._target(chat).get_partial_message(int(message.message_id))
+        await self._call(target.edit(content=body, view=None, allowed_mentions=_NOBODY))
+        _remember(self._contents, message.message_id, body)
+        view = self._views.pop(message.message_id, None)
+        if view is not None:
+            view.stop()
+
+    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
+        await self._call(self._target(chat).get_partial_message(int(message.message_id)).delete())
+
+    async def typing(self, chat: InboundMessage) -> None:
+        await self._call(self._target(chat).typing())  # awaited: one indicator, ~10 s
+
+    async def _defer(self, interaction: discord.Interaction) -> None:
+        """Answer a press at once (Discord wants an answer within 3 s; the approval may take longer
+        to settle): a deferred update, so the message stays as it is until the desk edits it."""
+        try:
+            await interaction.response.defer()
+        except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning(
+                "discord: could not acknowledge a button press: %s",
+                send_error(exc, self.config.bot_token or ""),
+            )
+
+    async def acknowledge(self, press: ButtonPress, text: str) -> None:
+        """Tell the one who pressed (a notice only they see); the press itself was answered on arrival."""
+        interaction = self._interactions.pop(press.press_id, None)
+        if interaction is not None and text:
+            await self._call(interaction.followup.send(text, ephemeral=True, allowed_mentions=_NOBODY))
+
+    async def download(self, attachment: Attachment, target: Path) -> None:
+        url = self._urls.pop(attachment.file_id, None)
+        if url is None:  # after a restart: CDN links expire, ask for the message again
+            _, channel_id, message_id = attachment.file_id.split("-")
+            found = await self._call(
+                self.client.get_partial_messageable(int(channel_id)).fetch_message(int(message_id))
+            )
+            url = next((a.url for a in found.attachments if attachment.file_id.startswith(f"{a.id}-")), None)
+            if url is None:
+                raise PermanentSendError("the attachment is gone from its message")
+        await self._call(self._fetch(url, target))
+
+    async def _fetch(self, url: str, target: Path) -> None:
+        """Stream ``url`` to ``target``, refusing it once it passes ``maxAttachmentBytes``."""
+        assert self._session is not None
+        limit = self.config.max_attachment_bytes
+        got = 0
+        try:
+            async with self._session.get(url) as response:
+                if response.status >= 400:
+                    raise PermanentSendError(
+                        f"the attachment could not be downloaded (HTTP {response.status})"
+                    )
+                async with await anyio.open_file(target, "wb") as out:
+                    async for chunk in response.content.iter_chunked(64 * 1024):
+                        got += len(chunk)
+                        if got > limit:
+                            raise PermanentSendError(f"the file is over maxAttachmentBytes ({limit} bytes)")
+                        await out.write(chunk)
+        except BaseException:
+            await anyio.Path(target).unlink(missing_ok=True)
+            raise
