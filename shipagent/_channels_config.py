@@ -19,6 +19,8 @@ __all__ = [
     "ChannelsConfig",
     "DiscordConfig",
     "DiscordGuildsConfig",
+    "FeishuConfig",
+    "FeishuGroupsConfig",
     "GroupsConfig",
     "SlackChannelsConfig",
     "SlackConfig",
@@ -334,9 +336,88 @@ class DiscordConfig(_Model):
         return self
 
 
+FEISHU_DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
+
+
+class FeishuGroupsConfig(_Model):
+    """``channels.feishu.groups``: which group chats the bot answers in, and when."""
+
+    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    """``allowlist``: only the chats in ``allow``; ``open``: any group the bot is in; ``disabled``: none."""
+    allow: list[str] = Field(default_factory=list)
+    """Group chat ids (``oc_…``; in Feishu: the group's settings, or the event's ``chat_id``)."""
+    require_mention: bool = True
+    """Answer only messages that @mention the bot or are a command."""
+
+
+class FeishuConfig(_Model):
+    """``channels.feishu``: the agent as a Feishu / Lark app bot (long connection in, REST out)."""
+
+    enabled: bool = False
+    app_id: str | None = None
+    """The app's App ID (``cli_…``; Developer Console → the app → Credentials & Basic Info)."""
+    app_secret: str | None = Field(default=None, repr=False)
+    """The app's App Secret; write ``"${FEISHU_APP_SECRET}"`` and keep it in the environment."""
+    domain: str = "feishu"
+    """``feishu`` (open.feishu.cn), ``lark`` (open.larksuite.com), or a URL (a test server)."""
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
+    ``allowlist`` (only ``allowFrom``), ``open`` (anyone who can find the bot)."""
+    allow_from: list[str] = Field(default_factory=list)
+    """Users' ``open_id`` (``ou_…``) that may talk to the bot in direct messages without pairing."""
+    groups: FeishuGroupsConfig = Field(default_factory=FeishuGroupsConfig)
+    admins: list[str] = Field(default_factory=list)
+    """``open_id`` of users who may answer any approval question (besides the one who asked)."""
+    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    """Messages of one chat within this many milliseconds of each other are answered as one turn;
+    default 1,500 in groups, 0 in direct messages."""
+    rate_limit_per_minute: int = Field(default=30, ge=0)
+    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
+    streaming: Literal["edit", "off"] = "edit"
+    """``edit``: the answer appears as one message edited as it is written (Feishu allows 20 edits
+    of a message: later streamed text waits for the final edit); ``off``: sent when done."""
+    show_tool_steps: bool = False
+    """Show one short line per tool step (its summary) in the chat while the answer is written."""
+    text_chunk_limit: int = Field(default=4000, ge=200, le=10_000)
+    """A message longer than this is split (Feishu takes up to about 150 KB of a text message; long
+    messages are hard to read on a phone)."""
+    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    """Attachments larger than this are refused."""
+
+    @field_validator("domain")
+    @classmethod
+    def _domain(cls, value: str) -> str:
+        if value in FEISHU_DOMAINS:
+            return value
+        if not value.startswith(("http://", "https://")):
+            raise ValueError('must be "feishu", "lark", or an http(s):// URL (e.g. "https://open.feishu.cn")')
+        return value.rstrip("/")
+
+    @property
+    def base_url(self) -> str:
+        """The Open Platform's root URL that ``domain`` names."""
+        return FEISHU_DOMAINS.get(self.domain, self.domain)
+
+    @model_validator(mode="after")
+    def _credentials_when_enabled(self) -> FeishuConfig:
+        if not self.enabled:
+            return self
+        if not (self.app_id and self.app_id.strip()):
+            raise ValueError(
+                'appId is required when channels.feishu.enabled is true (e.g. "appId": "cli_a1b2c3")'
+            )
+        if not (self.app_secret and self.app_secret.strip()):
+            raise ValueError(
+                "appSecret is required when channels.feishu.enabled is true "
+                '(e.g. "appSecret": "${FEISHU_APP_SECRET}")'
+            )
+        return self
+
+
 class ChannelsConfig(_Model):
     """``channels``: the chat platforms the agent answers on (each off unless ``enabled``)."""
 
     telegram: TelegramConfig = Field(default_factory=TelegramConfig)
     slack: SlackConfig = Field(default_factory=SlackConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
+    feishu: FeishuConfig = Field(default_factory=FeishuConfig)
