@@ -88,6 +88,10 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
         check_slack(config.channels.slack, console)
     if config.channels.discord.enabled:
         _check_discord(config, console)
+    if config.channels.feishu.enabled:
+        from .feishu._check import check_feishu  # lark-oapi loads only when Feishu is on
+
+        check_feishu(config.channels.feishu, console)
     telegram = config.channels.telegram
     if not telegram.enabled:
         return

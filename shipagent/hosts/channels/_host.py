@@ -25,9 +25,15 @@ __all__ = ["ChannelHost", "channels_from_config"]
 
 
 def channels_from_config(
-    agent: ShipAgent, config: ChannelsConfig, *, discord: dict[str, Any] | None = None, **telegram: Any
+    agent: ShipAgent,
+    config: ChannelsConfig,
+    *,
+    discord: dict[str, Any] | None = None,
+    feishu: dict[str, Any] | None = None,
+    **telegram: Any,
 ) -> list[Channel]:
-    """The channels ``config`` enables, built for ``agent`` (``telegram``, ``discord``: adapter options)."""
+    """The channels ``config`` enables, built for ``agent`` (``telegram``, ``discord``, ``feishu``:
+    adapter options)."""
     found: list[Channel] = []
     if config.telegram.enabled:
         from .telegram import TelegramChannel  # PTB loads only when Telegram is on
@@ -43,6 +49,11 @@ def channels_from_config(
 
         state = agent.paths.ship_dir / "channels"
         found.append(DiscordChannel(agent, config.discord, state_dir=state, **(discord or {})))
+    if config.feishu.enabled:
+        from .feishu import FeishuChannel  # lark-oapi loads only when Feishu is on
+
+        state = agent.paths.ship_dir / "channels"
+        found.append(FeishuChannel(agent, config.feishu, state_dir=state, **(feishu or {})))
     return found
 
 

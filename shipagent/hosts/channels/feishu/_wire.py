@@ -1,0 +1,123 @@
+"""Feishu's wire shapes: chat keys, an ``im.message.receive_v1`` event as an :class:`InboundMessage`,
+the bodies the bot sends, and lark-oapi's failures as the pipeline's.
+
+Chat keys: ``feishu:chat:<chat_id>`` for a direct chat (``p2p``) and a group alike (a chat id,
+``oc_…``, names either). A user is their ``open_id`` (``ou_…``), the id ``allowFrom``, ``admins``
+and pairing use.
+
+In: ``text`` messages (``{"text": "@_user_1 hi"}``, the ``@_user_N`` placeholders resolved to the
+names in ``mentions``) and ``post`` messages (rich text: paragraphs of ``text``, ``a``, ``at``,
+``code_block`` … elements, sometimes under a locale key) become plain text; other kinds
+(images, files, stickers) arrive as a line saying what was sent, since the channel does not
+download them yet.
+
+Out: every message the bot sends is a ``post`` (the same ``msg_type`` throughout, so an update
+never changes a message's kind): formatted text as one ``md`` element, which Feishu renders as
+Markdown (bold, italics, links, lists, code blocks), plain text (what is streamed) as a ``text``
+element.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .._types import InboundMessage, PermanentSendError, TransientSendError
+
+__all__ = ["chat_key_of", "post_content", "send_error", "text_of", "to_inbound"]
+
+_PLACEHOLDER = re.compile(r"@_user_\d+")
+_RATE_LIMITED = {99991400, 11232, 230020}  # request frequency limits (app, chat, message)
+
+
+def chat_key_of(chat_id: str) -> str:
+    """The chat key of a Feishu chat (direct or group)."""
+    return f"feishu:chat:{chat_id}"
+
+
+def post_content(text: str, *, formatted: bool) -> str:
+    """The ``content`` of a ``post`` message showing ``text`` (Markdown if ``formatted``)."""
+    element = {"tag": "md", "text": text} if formatted else {"tag": "text", "text": text}
+    return json.dumps({"zh_cn": {"title": "", "content": [[element]]}}, ensure_ascii=False)
+
+
+def _post_text(content: dict[str, Any]) -> str:
+    body = content
+    if "content" not in body:  # {"zh_cn": {...}}: the first locale given
+        body = next((v for v in content.values() if isinstance(v, dict) and "content" in v), {})
+    lines: list[str] = []
+    title = body.get("title") or ""
+    if title:
+        lines.append(str(title))
+    for paragraph in body.get("content") or []:
+        parts: list[str] = []
+        for element in paragraph if isinstance(paragraph, list) else []:
+            tag = element.get("tag")
+            if tag in ("text", "a", "md"):
+                parts.append(str(element.get("text", "")))
+            elif tag == "at":
+                parts.append(f"@{element.get('user_name') or element.get('user_id', '')}")
+            elif tag == "code_block":
+                parts.append(f"```{element.get('language', '')}\n{element.get('text', '')}\n```")
+            elif tag in ("img", "media"):
+                parts.append("[an image]")
+        lines.append("".join(parts))
+    return "\n".join(lines).strip()
+
+
+def text_of(message_type: str, content: str, names: dict[str, str]) -> str:
+    """The text of a message for the model; ``names`` maps ``@_user_N`` placeholders to names."""
+    try:
+        data = json.loads(content) if content else {}
+    except json.JSONDecodeError:
+        data = {}
+    if message_type == "text":
+        text = str(data.get("text", ""))
+    elif message_type == "post":
+        text = _post_text(data if isinstance(data, dict) else {})
+    else:
+        return f"[sent a {message_type} message, which this chat cannot read yet]"
+    return _PLACEHOLDER.sub(lambda m: f"@{names.get(m.group(0), 'someone')}", text).strip()
+
+
+def to_inbound(event: dict[str, Any], bot_open_id: str) -> InboundMessage | None:
+    """An ``im.message.receive_v1`` event's ``event`` object as the pipeline's message."""
+    message = event.get("message") or {}
+    sender = event.get("sender") or {}
+    chat_id, message_id = message.get("chat_id"), message.get("message_id")
+    if not chat_id or not message_id:
+        return None
+    open_id = str((sender.get("sender_id") or {}).get("open_id") or "")
+    mentions = message.get("mentions") or []
+    names = {str(m.get("key")): str(m.get("name") or "") for m in mentions}
+    mentioned = any((m.get("id") or {}).get("open_id") == bot_open_id for m in mentions if bot_open_id)
+    text = text_of(str(message.get("message_type") or ""), str(message.get("content") or ""), names)
+    if mentioned:  # "@ship /new" is the command /new
+        for m in mentions:
+            if (m.get("id") or {}).get("open_id") == bot_open_id:
+                at = f"@{m.get('name') or ''}"
+                if text.startswith(at) and text[len(at) :].lstrip().startswith("/"):
+                    text = text[len(at) :].lstrip()
+    return InboundMessage(
+        channel="feishu",
+        chat_key=chat_key_of(str(chat_id)),
+        chat_id=str(chat_id),
+        message_id=str(message_id),
+        sender_id=open_id,
+        sender_name=str(sender.get("name") or open_id),
+        text=text,
+        is_group=message.get("chat_type") != "p2p",
+        mentions_bot=mentioned,
+        sender_is_bot=sender.get("sender_type") not in (None, "user"),
+        reply_to=str(message["parent_id"]) if message.get("parent_id") else None,
+    )
+
+
+def send_error(code: int | None, status: int | None, text: str) -> Exception:
+    """A failed Open Platform call (its ``code``, the HTTP ``status``) as the pipeline's error."""
+    if code in _RATE_LIMITED or status == 429:
+        return TransientSendError(text, retry_after=1.0)
+    if status is not None and status >= 500:
+        return TransientSendError(text)
+    return PermanentSendError(text)
