@@ -298,13 +298,16 @@ class FakeFeishu:
             if request.query.get("receive_id_type") != "chat_id":
                 return web.json_response({"code": 99992402, "msg": "receive_id_type is required"}, status=400)
             return self._send(str(body.get("receive_id")), body, None)
+        if len(parts) == 5 and parts[4] == "reply" and request.method == "POST":
+            chat_id = self._chat_of(parts[3])
+            if chat_id is None:
+                return web.json_response({"code": 230011, "msg": "the message is not found"}, status=400)
+            return self._send(chat_id, body, parts[3])
         found = next((m for m in self.messages if m.id == parts[3]), None)
         if found is None or found.deleted:
             return web.json_response(
                 {"code": 230011, "msg": "the message was withdrawn or is not found"}, status=400
             )
-        if len(parts) == 5 and parts[4] == "reply" and request.method == "POST":
-            return self._send(found.chat_id, body, found.id)
         if len(parts) == 4 and request.method == "PUT":
             if body.get("msg_type") != found.msg_type:
                 return web.json_response({"code": 230001, "msg": "msg_type does not match"}, status=400)
@@ -324,6 +327,13 @@ class FakeFeishu:
             self._wake()
             return web.json_response({"code": 0, "msg": "success", "data": {}})
         return web.json_response({"code": 404, "msg": f"no such API: {request.method} {path}"}, status=404)
+
+    def _chat_of(self, message_id: str) -> str | None:
+        """The chat of a message (a user's or the bot's), ``None`` if there is none."""
+        for event in self.events:
+            if event["event"]["message"]["message_id"] == message_id:
+                return str(event["event"]["message"]["chat_id"])
+        return next((m.chat_id for m in self.messages if m.id == message_id and not m.deleted), None)
 
     @staticmethod
     def _invalid(body: dict[str, Any]) -> web.Response | None:

@@ -13,9 +13,12 @@ import pytest
 from pydantic_ai.messages import ModelResponse, TextPart
 
 from shipagent import ShipAgent
+from shipagent.config import ConfigError, parse_config
 from shipagent.hosts.channels import ChannelHost, channels_from_config
+from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.feishu import FeishuChannel, chat_key_of
-from tests.support.core import make_project
+from shipagent.hosts.channels.feishu._channel import STREAM_EDITS
+from tests.support.core import last_user_text, make_project
 from tests.support.feishu_server import (
     APP_ID,
     APP_SECRET,
@@ -98,3 +101,122 @@ async def test_dm_round_trip_over_the_long_connection(
     stored = [p for p in (tmp_path / "p" / ".ship").rglob("*") if p.is_file()]
     assert stored and not [p for p in stored if APP_SECRET.encode() in p.read_bytes()]
     assert APP_SECRET not in repr(agent.config.channels.feishu)
+
+
+async def test_group_messages_need_an_at_mention_and_are_answered_as_replies(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with feishu_server() as fake, running(tmp_path / "p", fake, script.model) as (agent, _):
+        fake.user_message("just chatting", chat_id=GROUP_CHAT, group=True)
+        asked = fake.user_message("what time is it", chat_id=GROUP_CHAT, group=True, mention=True, post=True)
+        await fake.wait_for(lambda: fake.shown(GROUP_CHAT) and "what time" in fake.shown(GROUP_CHAT)[-1].text)
+        fake.user_message("from another bot", chat_id=GROUP_CHAT, group=True, mention=True, sender_type="app")
+        fake.user_message("elsewhere", chat_id="oc_not_allowed", group=True, mention=True)
+        fake.user_message("/help", chat_id=GROUP_CHAT, group=True, mention=True)  # "@ship /help"
+        await fake.wait_for(lambda: len(fake.shown(GROUP_CHAT)) == 2, within=5)
+        await fake.wait_for(lambda: len(fake.acked) == 5, within=5)
+        seen = [last_user_text(r) for r in script.requests]
+    assert len(seen) == 1 and seen[0].endswith("@ship what time is it")  # "who (id …): text"
+    answer = fake.shown(GROUP_CHAT)[0]
+    assert answer.reply_to == asked["event"]["message"]["message_id"]
+    assert fake.called("POST", f"/im/v1/messages/{answer.reply_to}/reply")
+    assert "/new" in fake.shown(GROUP_CHAT)[1].text
+    assert fake.shown("oc_not_allowed") == []
+    assert agent.paths.transcript(chat_key_of(GROUP_CHAT)).exists()
+
+
+async def test_streaming_stays_within_feishus_twenty_edits_and_ends_with_the_whole_answer(
+    tmp_path: Path,
+) -> None:
+    words = " ".join(f"word{n}" for n in range(120))
+    script = StreamScript(_says(words), chunk=6, delay=0.01)
+    async with feishu_server() as fake, running(tmp_path / "p", fake, script.model, edit_interval=0.0):
+        fake.user_message("talk a lot")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == words, within=30)
+    assert len(fake.messages) == 1
+    edits = fake.called("PUT", f"/im/v1/messages/{fake.messages[0].id}")
+    assert STREAM_EDITS < len(edits) <= 20  # streamed edits capped, the final one still allowed
+    final = json.loads(fake.messages[0].content)["zh_cn"]["content"][0][0]
+    assert final == {"tag": "md", "text": words}
+
+
+async def test_streaming_off_sends_the_answer_once(tmp_path: Path) -> None:
+    script = StreamScript(_says("one piece"))
+    async with feishu_server() as fake, running(tmp_path / "p", fake, script.model, streaming="off"):
+        fake.user_message("hi")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "one piece")
+    assert len(fake.messages) == 1 and not fake.called("PUT")
+
+
+async def test_a_long_answer_is_split_into_messages_within_the_limit(tmp_path: Path) -> None:
+    paragraphs = [f"Paragraph {n}: " + "lorem ipsum " * 12 for n in range(12)]
+    answer = "\n\n".join(p.strip() for p in paragraphs)
+    script = StreamScript(_says(answer), chunk=50)
+    async with feishu_server() as fake, running(tmp_path / "p", fake, script.model, textChunkLimit=400):
+        fake.user_message("a long one")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text.endswith(paragraphs[-1].strip()))
+        await fake.wait_for(lambda: all(m.msg_type == "post" and '"md"' in m.content for m in fake.shown()))
+    shown = [m.text for m in fake.shown()]
+    assert len(shown) >= 3 and all(len(text) <= 400 for text in shown)
+    assert " ".join(" ".join(shown).split()) == " ".join(answer.split())  # nothing lost, nothing doubled
+
+
+async def test_an_event_replayed_after_a_reconnect_is_answered_once(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with feishu_server() as fake, running(tmp_path / "p", fake, script.model) as (_, channel):
+        first = fake.user_message("only once")
+        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].text == "echo: only once")
+        await fake.reconnect(replay=1)  # the long connection drops; Feishu sends the event again
+        await fake.wait_for(lambda: fake.connections == 2 and len(fake.acked) == 2)
+        assert list(fake.acked.values()) == [200, 200]  # the replay is acknowledged, not answered
+        fake.user_message("after the reconnect")
+        await fake.wait_for(lambda: fake.shown()[-1].text == "echo: after the reconnect")
+        assert channel.health.connected and channel.health.restarts == 1
+    replays = [e for e in fake.events if e is first]
+    assert len(replays) == 1 and len(fake.sent) == 3  # the first event went out twice
+    assert [last_user_text(r) for r in script.requests] == ["only once", "after the reconnect"]
+    assert [m.text for m in fake.shown()] == ["echo: only once", "echo: after the reconnect"]
+
+
+async def test_an_unknown_dm_sender_is_paired_before_anything_reaches_the_model(tmp_path: Path) -> None:
+    script = StreamScript()
+    root = tmp_path / "p"
+    async with feishu_server() as fake, running(root, fake, script.model, dmPolicy="pairing"):
+        fake.user_message("let me in", user="ou_eve")
+        await fake.wait_for(lambda: fake.shown())
+        code = fake.shown()[0].text.split("shipagent channels pair ")[1].split()[0]
+        assert script.requests == []
+        assert pair_code(root, code).sender_id == "ou_eve"
+        fake.user_message("now?", user="ou_eve")
+        await fake.wait_for(lambda: fake.shown()[-1].text == "echo: now?")
+    assert [last_user_text(r) for r in script.requests] == ["now?"]
+
+
+async def test_refused_credentials_stop_the_start_without_showing_the_secret(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    wrong = "wrong-secret-0123456789"
+    monkeypatch.setenv("FEISHU_APP_SECRET", wrong)
+    async with feishu_server() as fake:
+        with pytest.raises(RuntimeError) as raised:
+            async with running(tmp_path / "p", fake, StreamScript().model):
+                pass
+    assert str(raised.value).startswith("feishu: could not") and wrong not in str(raised.value)
+    out, err = capfd.readouterr()
+    assert wrong not in out + err
+
+
+def test_channels_feishu_is_validated_like_the_other_channels() -> None:
+    with pytest.raises(ConfigError, match="domian") as raised:
+        parse_config({"channels": {"feishu": {"appId": "cli_x", "domian": "lark"}}})
+    assert "did you mean 'domain'" in str(raised.value)
+    with pytest.raises(ConfigError, match="appSecret is required"):
+        parse_config({"channels": {"feishu": {"enabled": True, "appId": "cli_x"}}})
+    with pytest.raises(ConfigError, match="domain"):
+        parse_config({"channels": {"feishu": {"domain": "open.feishu.cn"}}})
+    config = parse_config(
+        {"channels": {"feishu": {"enabled": True, "appId": "cli_x", "appSecret": "${S}", "domain": "lark"}}},
+        env={"S": "top-secret-value"},
+    ).channels.feishu
+    assert config.app_secret == "top-secret-value" and "top-secret-value" not in repr(config)
+    assert config.base_url == "https://open.larksuite.com"
+    assert config.groups.require_mention and config.streaming == "edit"
