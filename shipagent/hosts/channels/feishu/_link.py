@@ -109,7 +109,11 @@ class LongConnection:
             self.failure = text.replace(self._secret, "[secret]") if self._secret else text
             self._on_state(False, self.failure)
         finally:
-            with contextlib.suppress(Exception):
+            left = asyncio.all_tasks(loop)  # e.g. the client's cache timer when start() failed
+            for task in left:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
                 loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
 
