@@ -20,6 +20,7 @@ what it checks (the app's credentials, the bearer token, a message kind and JSON
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
@@ -71,10 +72,20 @@ class BotMessage:
     def text(self) -> str:
         """The text a user sees (the elements of a ``post``, or a ``text`` message's text)."""
         data = json.loads(self.content)
+        if self.msg_type == "interactive":
+            return "\n".join(e["content"] for e in data["elements"] if e["tag"] == "markdown")
         if self.msg_type == "text":
             return str(data["text"])
         body = data.get("zh_cn") or next(iter(data.values()))
         return "\n".join("".join(e.get("text", "") for e in line) for line in body["content"])
+
+
+def buttons_of(message: BotMessage) -> list[dict[str, Any]]:
+    """The buttons of an interactive card (none for other messages)."""
+    if message.msg_type != "interactive":
+        return []
+    rows = [e["actions"] for e in json.loads(message.content)["elements"] if e["tag"] == "action"]
+    return [button for row in rows for button in row]
 
 
 def _frame(method: int, headers: dict[str, str], payload: bytes = b"", seq: int = 0) -> bytes:
@@ -100,6 +111,8 @@ class FakeFeishu:
         self.events: list[dict[str, Any]] = []  # every event queued, in order
         self.sent: list[str] = []  # frame message ids sent on the socket, replays included
         self.acked: dict[str, int] = {}  # frame message id -> the code the client answered
+        self.answers: dict[str, dict[str, Any]] = {}  # frame message id -> a callback's answer
+        self.presses: dict[str, str] = {}  # event id of a press -> its frame message id
         self.pings = 0
         self.connections = 0
         self.endpoint_asked = 0
@@ -167,6 +180,38 @@ class FakeFeishu:
         self._pending.append(event)
         self._wake()
         return event
+
+    def press(self, message: BotMessage, data: str, *, user: str = USER) -> str:
+        """Queue a ``card.action.trigger`` callback: ``user`` pressed the button whose value is
+        ``{"data": data}`` on the card ``message``; returns the callback's event id."""
+        event_id = self._next("ev_press_")
+        callback = {
+            "schema": "2.0",
+            "header": {
+                "event_id": event_id,
+                "event_type": "card.action.trigger",
+                "create_time": "1700000000000",
+                "token": "",
+                "app_id": APP_ID,
+                "tenant_key": "tk",
+            },
+            "event": {
+                "operator": {"open_id": user, "tenant_key": "tk"},
+                "token": f"c-{event_id}",
+                "action": {"value": {"data": data}, "tag": "button"},
+                "host": "im_message",
+                "context": {"open_message_id": message.id, "open_chat_id": message.chat_id},
+            },
+        }
+        self.events.append(callback)
+        self._pending.append(callback)
+        self._wake()
+        return event_id
+
+    def answer_to(self, event_id: str) -> dict[str, Any] | None:
+        """What the client answered to the callback ``event_id`` (its toast), once it did."""
+        frame = self.presses.get(event_id)
+        return self.answers.get(frame) if frame is not None else None
 
     async def reconnect(self, *, replay: int = 0) -> None:
         """Drop the long connection; once the client is back, send the last ``replay`` events again."""
@@ -245,7 +290,10 @@ class FakeFeishu:
             self.pings += 1
             await ws.send_bytes(_frame(0, {"type": "pong"}))
         elif frame.method == 1:  # the acknowledgement of an event
-            self.acked[headers["message_id"]] = int(json.loads(frame.payload)["code"])
+            answer = json.loads(frame.payload)
+            self.acked[headers["message_id"]] = int(answer["code"])
+            if answer.get("data"):
+                self.answers[headers["message_id"]] = json.loads(base64.b64decode(answer["data"]))
         self._wake()
 
     async def _pump(self, ws: web.WebSocketResponse) -> None:
@@ -263,6 +311,7 @@ class FakeFeishu:
                 }
                 await ws.send_bytes(_frame(1, headers, json.dumps(event).encode(), seq=len(self.sent) + 1))
                 self.sent.append(frame_id)
+                self.presses[event["header"]["event_id"]] = frame_id
             with anyio.move_on_after(0.02):
                 await self._changed.wait()
 
@@ -322,6 +371,13 @@ class FakeFeishu:
             found.versions.append(found.content)
             self._wake()
             return web.json_response({"code": 0, "msg": "success", "data": {"message_id": found.id}})
+        if len(parts) == 4 and request.method == "PATCH":  # cards only
+            if found.msg_type != "interactive":
+                return web.json_response({"code": 230001, "msg": "only cards can be patched"}, status=400)
+            found.content = str(body["content"])
+            found.versions.append(found.content)
+            self._wake()
+            return web.json_response({"code": 0, "msg": "success", "data": {}})
         if len(parts) == 4 and request.method == "DELETE":
             found.deleted = True
             self._wake()
@@ -397,5 +453,6 @@ __all__ = [
     "BotMessage",
     "Call",
     "FakeFeishu",
+    "buttons_of",
     "feishu_server",
 ]

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelResponse, TextPart
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
 from shipagent import ShipAgent
 from shipagent.config import ConfigError, parse_config
@@ -24,7 +24,9 @@ from tests.support.feishu_server import (
     APP_SECRET,
     DM_CHAT,
     GROUP_CHAT,
+    BotMessage,
     FakeFeishu,
+    buttons_of,
     feishu_server,
 )
 from tests.support.stream import StreamScript
@@ -220,3 +222,41 @@ def test_channels_feishu_is_validated_like_the_other_channels() -> None:
     assert config.app_secret == "top-secret-value" and "top-secret-value" not in repr(config)
     assert config.base_url == "https://open.larksuite.com"
     assert config.groups.require_mention and config.streaming == "edit"
+
+
+async def test_an_approval_by_card_button_is_the_askers_alone(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+
+    def shell(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
+        returns = [p for p in getattr(messages[-1], "parts", []) if isinstance(p, ToolReturnPart)]
+        if returns:
+            return ModelResponse(parts=[TextPart(f"finished: {str(returns[0].content)[:60]}")])
+        return ModelResponse(
+            parts=[ToolCallPart("exec_shell", {"command": "echo ok > approved.txt"}, tool_call_id="s1")]
+        )
+
+    def question(fake: FakeFeishu) -> BotMessage | None:
+        found = [m for m in fake.shown(GROUP_CHAT) if m.msg_type == "interactive"]
+        return found[-1] if found else None
+
+    async with feishu_server() as fake, running(root, fake, StreamScript(shell).model):
+        fake.user_message("clean up", chat_id=GROUP_CHAT, group=True, mention=True)
+        await fake.wait_for(lambda: question(fake) is not None and buttons_of(question(fake)))  # type: ignore[arg-type]
+        asked = question(fake)
+        assert asked is not None and "echo ok > approved.txt" in asked.text
+        labels = {b["text"]["content"]: b for b in buttons_of(asked)}
+        approve = next(b["value"]["data"] for label, b in labels.items() if "Approve" in label)
+        assert [b["type"] for b in buttons_of(asked)] == ["primary", "danger"]
+
+        other = fake.press(asked, approve, user="ou_mallory")
+        await fake.wait_for(lambda: fake.answer_to(other) is not None)
+        assert "Only" in fake.answer_to(other)["toast"]["content"]  # type: ignore[index]
+        assert buttons_of(asked)  # still open
+
+        mine = fake.press(asked, approve)
+        await fake.wait_for(lambda: fake.shown(GROUP_CHAT)[-1].text.startswith("finished"))
+        assert asked.text.startswith("✅ Approved by") and buttons_of(asked) == []
+        assert fake.called("PATCH", f"/im/v1/messages/{asked.id}")
+        await fake.wait_for(lambda: fake.answer_to(mine) is not None)
+        assert "Approved" in fake.answer_to(mine)["toast"]["content"]  # type: ignore[index]
+    assert (root / "approved.txt").read_text() == "ok\n"

@@ -14,9 +14,13 @@ and keeps the rest for the final answer and a failure note; streamed text past t
 the answer is done. The first message of an answer in a group is a reply to the message it
 answers (``…/messages/:message_id/reply``), so a busy group sees who is answered.
 
-Not yet: approval buttons (interactive cards and ``card.action.trigger``), so a shell command in
-``ask`` mode is refused with a message saying this chat cannot show approval buttons; files in and
-out (an image or file message arrives as a line saying so).
+Approvals: the question is an interactive card with Approve / Deny buttons; a press arrives over
+the same long connection as a ``card.action.trigger`` callback, and the callback's answer is a
+toast for the one who pressed (refused, approved, denied). The answered card is changed by
+``PATCH`` (the only edit a card takes) into the verdict without buttons. Cards can be updated
+after a press only when the app's card has ``update_multi`` (set here).
+
+Not yet: files in and out (an image or file message arrives as a line saying so).
 
 All REST calls run in worker threads: lark-oapi's client sends with ``requests`` (blocking), and
 even its ``a…`` methods fetch the token with it.
@@ -51,7 +55,7 @@ from .._types import (
     TransientSendError,
 )
 from ._link import LongConnection
-from ._wire import post_content, send_error, to_inbound
+from ._wire import card_content, post_content, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ...._channels_config import FeishuConfig
@@ -79,7 +83,7 @@ class FeishuChannel:
     """The agent as a Feishu / Lark app bot (``channels.feishu`` in ship.json)."""
 
     name = "feishu"
-    capabilities = Capabilities(send_text=True, edit=True)
+    capabilities = Capabilities(send_text=True, edit=True, buttons=True)
 
     def __init__(
         self,
@@ -127,6 +131,8 @@ class FeishuChannel:
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._edits: dict[str, int] = {}  # message id -> edits so far
         self._answered: set[str] = set()  # groups: inbound ids already replied to
+        self._cards: set[str] = set()  # ids of the bot's interactive cards (an approval question)
+        self._toasts: dict[str, tuple[anyio.Event, list[str]]] = {}  # press id -> its notice
         self.bot_open_id = ""
 
     # -- lifecycle --------------------------------------------------------------------------------
@@ -162,6 +168,7 @@ class FeishuChannel:
             domain=config.base_url,
             on_message=self._from_link,
             on_state=self._state,
+            on_press=self._press_from_link,
         )
         self._link.start()
         for _ in range(max(1, round(self.ready_timeout / 0.05))):  # the client tells nobody it connected
@@ -217,6 +224,24 @@ class FeishuChannel:
         recorded; an exception here makes the client acknowledge with 500 (Feishu sends it again)."""
         anyio.from_thread.run(self._take, event, token=self._token)
 
+    def _press_from_link(self, callback: dict[str, Any]) -> str:
+        """On the connection's thread: a card button was pressed; the text returned is the toast
+        the one who pressed sees (Feishu shows what the callback's answer says, within 3 s)."""
+        return anyio.from_thread.run(self._press, callback, token=self._token)
+
+    async def _press(self, callback: dict[str, Any]) -> str:
+        press = to_press(callback)
+        if press is None:
+            return ""
+        waiting = self._toasts[press.press_id] = (anyio.Event(), [])
+        try:
+            await self.pipeline.press(press)
+            with anyio.move_on_after(2.0):
+                await waiting[0].wait()
+            return waiting[1][0] if waiting[1] else ""
+        finally:
+            self._toasts.pop(press.press_id, None)
+
     async def _take(self, event: dict[str, Any]) -> None:
         message = to_inbound(event.get("event") or {}, self.bot_open_id)
         if message is None or message.sender_id == self.bot_open_id:
@@ -268,6 +293,7 @@ class FeishuChannel:
     async def send(
         self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
     ) -> SentMessage:
+        """A ``post`` message; a question with ``buttons`` goes as an interactive card."""
         from lark_oapi.api.im.v1 import (  # type: ignore[import-untyped]
             CreateMessageRequest,
             CreateMessageRequestBody,
@@ -275,18 +301,19 @@ class FeishuChannel:
             ReplyMessageRequestBody,
         )
 
-        content = post_content(text, formatted=formatted)
+        kind = "interactive" if buttons else "post"
+        content = card_content(text, buttons) if buttons else post_content(text, formatted=formatted)
         key = str(uuid.uuid4())  # Feishu sends a request with the same uuid once (a retry is safe)
         if chat.is_group and chat.message_id not in self._answered:
             self._answered.add(chat.message_id)
-            body = ReplyMessageRequestBody.builder().msg_type("post").content(content).uuid(key).build()
+            body = ReplyMessageRequestBody.builder().msg_type(kind).content(content).uuid(key).build()
             request = ReplyMessageRequest.builder().message_id(chat.message_id).request_body(body).build()
             response = await self._call("reply", request)
         else:
             body = (
                 CreateMessageRequestBody.builder()
                 .receive_id(chat.chat_id)
-                .msg_type("post")
+                .msg_type(kind)
                 .content(content)
                 .uuid(key)
                 .build()
@@ -295,13 +322,27 @@ class FeishuChannel:
             response = await self._call("create", request)
         if len(self._answered) > 1000:
             self._answered.clear()
-        return SentMessage(str(response.data.message_id))
+        sent = str(response.data.message_id)
+        if buttons:
+            self._cards.add(sent)
+        return SentMessage(sent)
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         """Replace the message's text (``PUT …/messages/:id``); a streamed (plain) edit past
         :data:`STREAM_EDITS` is skipped, so the final one still fits in Feishu's 20."""
-        from lark_oapi.api.im.v1 import UpdateMessageRequest, UpdateMessageRequestBody
+        from lark_oapi.api.im.v1 import (
+            PatchMessageRequest,
+            PatchMessageRequestBody,
+            UpdateMessageRequest,
+            UpdateMessageRequestBody,
+        )
 
+        if message.message_id in self._cards:  # a card is changed by PATCH, and loses its buttons
+            self._cards.discard(message.message_id)
+            body = PatchMessageRequestBody.builder().content(card_content(text)).build()
+            patch = PatchMessageRequest.builder().message_id(message.message_id).request_body(body).build()
+            await self._call("patch", patch)
+            return
         done = self._edits.get(message.message_id, 0)
         if not formatted and done >= STREAM_EDITS:
             return
@@ -330,7 +371,11 @@ class FeishuChannel:
         raise PermanentSendError("the Feishu channel does not download files yet")
 
     async def acknowledge(self, press: ButtonPress, text: str) -> None:
-        return None  # no buttons are shown
+        """The notice goes back as the press's toast (if the press is still waiting for it)."""
+        waiting = self._toasts.get(press.press_id)
+        if waiting is not None:
+            waiting[1].append(text)
+            waiting[0].set()
 
     async def typing(self, chat: InboundMessage) -> None:
         return None  # Feishu has no typing indicator for bots

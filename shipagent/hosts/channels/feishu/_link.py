@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import threading
 from collections.abc import Callable
@@ -34,7 +35,8 @@ log = logging.getLogger("shipagent.hosts.channels.feishu")
 
 
 class LongConnection:
-    """One ``lark.ws.Client`` on a daemon thread; ``handler(event_json)`` runs on that thread."""
+    """One ``lark.ws.Client`` on a daemon thread; ``on_message(event)`` and ``on_press(callback)``
+    (which returns the toast the one who pressed sees) run on that thread."""
 
     def __init__(
         self,
@@ -44,12 +46,14 @@ class LongConnection:
         domain: str,
         on_message: Callable[[dict[str, Any]], None],
         on_state: Callable[[bool, str | None], None],
+        on_press: Callable[[dict[str, Any]], str],
     ) -> None:
         self._app_id = app_id
         self._secret = app_secret
         self._domain = domain
         self._on_message = on_message
         self._on_state = on_state
+        self._on_press = on_press
         self._loop: asyncio.AbstractEventLoop | None = None
         self._client: Any = None
         self._thread: threading.Thread | None = None
@@ -71,14 +75,22 @@ class LongConnection:
 
     def _handler(self) -> Any:
         import lark_oapi as lark  # type: ignore[import-untyped]
+        from lark_oapi.event.callback.model.p2_card_action_trigger import (  # type: ignore[import-untyped]
+            P2CardActionTriggerResponse,
+        )
 
         def on_receive(data: Any) -> None:
-            import json
-
             self._on_message(json.loads(lark.JSON.marshal(data) or "{}"))
 
+        def on_card(data: Any) -> Any:
+            toast = self._on_press(json.loads(lark.JSON.marshal(data) or "{}"))
+            return P2CardActionTriggerResponse({"toast": {"type": "info", "content": toast}} if toast else {})
+
         return (
-            lark.EventDispatcherHandler.builder("", "").register_p2_im_message_receive_v1(on_receive).build()
+            lark.EventDispatcherHandler.builder("", "")
+            .register_p2_im_message_receive_v1(on_receive)
+            .register_p2_card_action_trigger(on_card)
+            .build()
         )
 
     def _run(self) -> None:

@@ -23,9 +23,9 @@ import json
 import re
 from typing import Any
 
-from .._types import InboundMessage, PermanentSendError, TransientSendError
+from .._types import Button, ButtonPress, InboundMessage, PermanentSendError, TransientSendError
 
-__all__ = ["chat_key_of", "post_content", "send_error", "text_of", "to_inbound"]
+__all__ = ["card_content", "chat_key_of", "post_content", "send_error", "text_of", "to_inbound", "to_press"]
 
 _PLACEHOLDER = re.compile(r"@_user_\d+")
 _RATE_LIMITED = {99991400, 11232, 230020}  # request frequency limits (app, chat, message)
@@ -40,6 +40,50 @@ def post_content(text: str, *, formatted: bool) -> str:
     """The ``content`` of a ``post`` message showing ``text`` (Markdown if ``formatted``)."""
     element = {"tag": "md", "text": text} if formatted else {"tag": "text", "text": text}
     return json.dumps({"zh_cn": {"title": "", "content": [[element]]}}, ensure_ascii=False)
+
+
+def card_content(text: str, buttons: tuple[Button, ...] = ()) -> str:
+    """The ``content`` of an interactive card: ``text`` as Markdown, then ``buttons`` in a row (a
+    press comes back as ``card.action.trigger`` with the button's ``value``)."""
+    elements: list[dict[str, Any]] = [{"tag": "markdown", "content": text}]
+    if buttons:
+        elements.append(
+            {
+                "tag": "action",
+                "actions": [
+                    {
+                        "tag": "button",
+                        "text": {"tag": "plain_text", "content": b.label},
+                        "type": "danger" if "Deny" in b.label else "primary",
+                        "value": {"data": b.data},
+                    }
+                    for b in buttons
+                ],
+            }
+        )
+    return json.dumps({"config": {"update_multi": True}, "elements": elements}, ensure_ascii=False)
+
+
+def to_press(callback: dict[str, Any]) -> ButtonPress | None:
+    """A ``card.action.trigger`` callback (the whole callback) as a :class:`ButtonPress`."""
+    event = callback.get("event") or {}
+    context = event.get("context") or {}
+    value = (event.get("action") or {}).get("value") or {}
+    chat_id, data = context.get("open_chat_id"), value.get("data") if isinstance(value, dict) else None
+    press_id = (callback.get("header") or {}).get("event_id") or event.get("token")
+    open_id = str((event.get("operator") or {}).get("open_id") or "")
+    if not chat_id or not isinstance(data, str) or not press_id or not open_id:
+        return None
+    return ButtonPress(
+        channel="feishu",
+        chat_key=chat_key_of(str(chat_id)),
+        chat_id=str(chat_id),
+        press_id=str(press_id),
+        sender_id=open_id,
+        sender_name=open_id,
+        data=data,
+        message_id=str(context["open_message_id"]) if context.get("open_message_id") else None,
+    )
 
 
 def _post_text(content: dict[str, Any]) -> str:
