@@ -9,8 +9,10 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.config import ConfigError, parse_config
@@ -18,10 +20,12 @@ from shipagent.hosts.channels import ChannelHost, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.feishu import FeishuChannel, chat_key_of
 from shipagent.hosts.channels.feishu._channel import STREAM_EDITS
+from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.feishu_server import (
     APP_ID,
     APP_SECRET,
+    BOT_OPEN_ID,
     DM_CHAT,
     GROUP_CHAT,
     BotMessage,
@@ -260,3 +264,23 @@ async def test_an_approval_by_card_button_is_the_askers_alone(tmp_path: Path) ->
         await fake.wait_for(lambda: fake.answer_to(mine) is not None)
         assert "Approved" in fake.answer_to(mine)["toast"]["content"]  # type: ignore[index]
     assert (root / "approved.txt").read_text() == "ok\n"
+
+
+async def test_check_names_the_bot_and_fails_on_refused_credentials_without_printing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def check() -> Any:
+        return CliRunner().invoke(app, ["check", "--offline", "-C", str(tmp_path)])
+
+    async with feishu_server() as fake:
+        (tmp_path / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
+        good = await anyio.to_thread.run_sync(check)
+        ship = ship_json(fake, appId="cli_unknown_app")  # lark-oapi caches a token per app id
+        (tmp_path / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+        monkeypatch.setenv("FEISHU_APP_SECRET", "wrong-secret-for-check")
+        bad = await anyio.to_thread.run_sync(check)
+    assert f"feishu: ship ({BOT_OPEN_ID}) via {fake.url}" in good.output
+    assert "direct messages: open" in good.output and "@mention needed" in good.output
+    assert bad.exit_code == 1 and "did not accept channels.feishu.appId / appSecret" in bad.output
+    assert "did not accept" not in good.output  # (good fails only for the model this project lacks)
+    assert APP_SECRET not in good.output + bad.output and "wrong-secret-for-check" not in bad.output
