@@ -1,0 +1,93 @@
+"""``shipagent channels run`` on Feishu as a real process: killed with SIGKILL mid-answer, it
+answers once after a restart (the event was acknowledged on the long connection, so Feishu will
+not send it again: the dedupe record on disk brings it back)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+import pytest
+
+from shipagent.chatkeys import ShipPaths
+from tests.hosts.channels.test_feishu import ship_json
+from tests.support.feishu_server import APP_SECRET, DM_CHAT, feishu_server
+
+pytestmark = pytest.mark.anyio
+
+SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
+
+MODEL_MODULE = """
+import asyncio
+from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import FunctionModel
+
+def _said(messages):
+    for part in reversed(messages[-1].parts):
+        if isinstance(part, UserPromptPart):
+            return str(part.content)
+    return ""
+
+def respond(messages, info):
+    return ModelResponse(parts=[TextPart("done: " + _said(messages))])
+
+async def stream(messages, info):
+    for word in ("done: " + _said(messages) + " " + "and more " * 8).split(" "):
+        await asyncio.sleep(0.25)
+        yield word + " "
+
+def build():
+    return FunctionModel(respond, stream_function=stream, model_name="scripted")
+"""
+
+
+def _start(root: Path, log: Path) -> subprocess.Popen[bytes]:
+    command = [SHIPAGENT, "channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]
+    with open(log, "ab") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+async def _stop(process: subprocess.Popen[bytes], sig: int) -> None:
+    process.send_signal(sig)
+    await anyio.to_thread.run_sync(lambda: process.wait(30))
+
+
+async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_restart(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FEISHU_APP_SECRET", APP_SECRET)
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    log = tmp_path / "channels.log"
+
+    def finished() -> list[str]:
+        return [m.text for m in fake.shown() if m.text.strip().endswith("and more")]
+
+    async with feishu_server() as fake:
+        (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
+        process = _start(root, log)
+        try:
+            await fake.wait_for(lambda: fake.connections == 1, within=60)
+            fake.user_message("please")
+            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
+            await _stop(process, signal.SIGKILL)
+            assert list(fake.acked.values()) == [200] and finished() == []
+
+            process = _start(root, log)  # Feishu does not resend an acknowledged event…
+            await fake.wait_for(finished, within=60)  # …the record on disk brings it back
+            await anyio.sleep(0.5)
+        finally:
+            if process.poll() is None:
+                await _stop(process, signal.SIGTERM)
+    assert len(finished()) == 1, log.read_text()
+    transcript = ShipPaths(root).transcript(f"feishu:chat:{DM_CHAT}").read_text(encoding="utf-8")
+    users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
+    assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
+    assert fake.connections == 2 and len(fake.sent) == 1  # the event went out once
+    assert APP_SECRET not in log.read_text()
