@@ -12,6 +12,7 @@ from typing import Any
 import anyio.to_thread
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
 from typer.testing import CliRunner
 
 from shipagent import ShipAgent
@@ -143,6 +144,29 @@ async def test_streaming_stays_within_feishus_twenty_edits_and_ends_with_the_who
     assert STREAM_EDITS < len(edits) <= 20  # streamed edits capped, the final one still allowed
     final = json.loads(fake.messages[0].content)["zh_cn"]["content"][0][0]
     assert final == {"tag": "md", "text": words}
+
+
+class _BreaksLate(FunctionModel):
+    """Streams many words (more than the edits a message may take), then the provider fails."""
+
+    def __init__(self) -> None:
+        super().__init__(stream_function=self._stream, model_name="breaks")
+
+    async def _stream(self, messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
+        for n in range(60):
+            await anyio.sleep(0.01)
+            yield f"word{n} "
+        raise RuntimeError("provider went away")
+
+
+async def test_a_turn_failing_after_many_edits_still_says_so_in_the_same_message(tmp_path: Path) -> None:
+    async with feishu_server() as fake, running(tmp_path / "p", fake, _BreaksLate(), edit_interval=0.0):
+        fake.user_message("go")
+        await fake.wait_for(lambda: fake.shown() and "⚠️" in fake.shown()[-1].text, within=30)
+    assert len(fake.messages) == 1
+    text = fake.messages[0].text
+    assert text.startswith("word0 word1") and "word59" in text and "provider went away" in text
+    assert STREAM_EDITS < len(fake.called("PUT")) <= 20
 
 
 async def test_streaming_off_sends_the_answer_once(tmp_path: Path) -> None:

@@ -67,7 +67,15 @@ __all__ = ["STREAM_EDITS", "FeishuChannel"]
 log = logging.getLogger("shipagent.hosts.channels.feishu")
 
 STREAM_EDITS = 17
-"""Edits of one message while it is streamed (Feishu allows 20: three stay for the end)."""
+"""Edits of one message while it is streamed (Feishu allows 20: three stay for the end, the final
+answer or the note that the turn failed)."""
+
+
+def _says_failure(text: str) -> bool:
+    """Whether a plain edit is the writer's note that the turn failed (``⚠️ …`` after what was
+    written): it is shown even past :data:`STREAM_EDITS`, so a failed turn never looks finished."""
+    return text.startswith("⚠️ ") or "\n\n⚠️ " in text
+
 
 WHERE = (
     "This chat is on Feishu (Lark). Your answers are shown with Markdown: **bold**, *italics*, "
@@ -329,7 +337,8 @@ class FeishuChannel:
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         """Replace the message's text (``PUT …/messages/:id``); a streamed (plain) edit past
-        :data:`STREAM_EDITS` is skipped, so the final one still fits in Feishu's 20."""
+        :data:`STREAM_EDITS` is skipped, so the final one (or the failure note) still fits in
+        Feishu's 20."""
         from lark_oapi.api.im.v1 import (
             PatchMessageRequest,
             PatchMessageRequestBody,
@@ -344,7 +353,7 @@ class FeishuChannel:
             await self._call("patch", patch)
             return
         done = self._edits.get(message.message_id, 0)
-        if not formatted and done >= STREAM_EDITS:
+        if not formatted and done >= STREAM_EDITS and not _says_failure(text):
             return
         body = (
             UpdateMessageRequestBody.builder()
