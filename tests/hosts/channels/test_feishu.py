@@ -17,10 +17,10 @@ from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.config import ConfigError, parse_config
-from shipagent.hosts.channels import ChannelHost, channels_from_config
+from shipagent.hosts.channels import ChannelHost, InboundMessage, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.feishu import FeishuChannel, chat_key_of
-from shipagent.hosts.channels.feishu._channel import STREAM_EDITS
+from shipagent.hosts.channels.feishu._rest import STREAM_EDITS, FeishuSender
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.feishu_server import (
@@ -29,6 +29,7 @@ from tests.support.feishu_server import (
     BOT_OPEN_ID,
     DM_CHAT,
     GROUP_CHAT,
+    USER,
     BotMessage,
     FakeFeishu,
     buttons_of,
@@ -308,3 +309,16 @@ async def test_check_names_the_bot_and_fails_on_refused_credentials_without_prin
     assert bad.exit_code == 1 and "did not accept channels.feishu.appId / appSecret" in bad.output
     assert "did not accept" not in good.output  # (good fails only for the model this project lacks)
     assert APP_SECRET not in good.output + bad.output and "wrong-secret-for-check" not in bad.output
+
+
+async def test_a_sender_without_the_long_connection_sends_and_edits_as_the_channel_does() -> None:
+    async with feishu_server() as fake:
+        config = parse_config(ship_json(fake), env={"FEISHU_APP_SECRET": APP_SECRET}).channels.feishu
+        chat = InboundMessage("feishu", chat_key_of(DM_CHAT), DM_CHAT, "om_user_1", USER, USER, "hi")
+        async with FeishuSender(config) as outbound:
+            sent = await outbound.send(chat, "**half**", formatted=False)
+            await outbound.edit(chat, sent, "**whole**", formatted=True)
+        assert fake.connections == 0 and fake.endpoint_asked == 0  # REST only
+        shown = fake.shown()
+    assert [m.id for m in shown] == [sent.message_id] and shown[0].text == "**whole**"
+    assert '"md"' in shown[0].content

@@ -5,14 +5,9 @@ Why lark-oapi (1.7.5, pinned): it is Feishu's own SDK, the only one that speaks 
 ``tenant_access_token`` by itself. Both are pointed at ``channels.feishu.domain``: Feishu's
 (``open.feishu.cn``), Lark's (``open.larksuite.com``) or another server's URL.
 
-Streaming is by editing a message (``PUT /open-apis/im/v1/messages/:message_id``, "update"), not by
-``PATCH`` on the same path: PATCH updates only interactive cards, PUT edits ``text`` and ``post``
-messages, which is what the answer is (a ``post`` with a Markdown element: it renders the model's
-Markdown without building a card). Feishu allows 20 edits of a message, so the channel edits a
-message at most :data:`STREAM_EDITS` times while it is streamed (one edit every 1.5 s by default)
-and keeps the rest for the final answer and a failure note; streamed text past that shows when
-the answer is done. The first message of an answer in a group is a reply to the message it
-answers (``…/messages/:message_id/reply``), so a busy group sees who is answered.
+What is sent, and how streaming edits work within Feishu's 20 edits of a message, is
+:mod:`._rest` (this class is its subclass: the pipeline's outbound is the channel itself). The
+streamed message is edited at most once every 1.5 s by default.
 
 Approvals: the question is an interactive card with Approve / Deny buttons; a press arrives over
 the same long connection as a ``card.action.trigger`` callback, and the callback's answer is a
@@ -21,16 +16,11 @@ toast for the one who pressed (refused, approved, denied). The answered card is 
 after a press only when the app's card has ``update_multi`` (set here).
 
 Not yet: files in and out (an image or file message arrives as a line saying so).
-
-All REST calls run in worker threads: lark-oapi's client sends with ``requests`` (blocking), and
-even its ``a…`` methods fetch the token with it.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,38 +34,23 @@ from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
 from .._types import (
-    Attachment,
-    Button,
     ButtonPress,
-    Capabilities,
     ChannelHealth,
-    InboundMessage,
     PermanentSendError,
-    SentMessage,
     TransientSendError,
 )
 from ._link import LongConnection
-from ._wire import card_content, post_content, send_error, to_inbound, to_press
+from ._rest import FeishuRest
+from ._wire import to_inbound, to_press
 
 if TYPE_CHECKING:
     from ...._channels_config import FeishuConfig
     from ....agent._agent import ShipAgent
-    from ....tools.execution import OutgoingFile, ToolExecutionContext
+    from ....tools.execution import ToolExecutionContext
 
-__all__ = ["STREAM_EDITS", "FeishuChannel"]
+__all__ = ["FeishuChannel"]
 
 log = logging.getLogger("shipagent.hosts.channels.feishu")
-
-STREAM_EDITS = 17
-"""Edits of one message while it is streamed (Feishu allows 20: three stay for the end, the final
-answer or the note that the turn failed)."""
-
-
-def _says_failure(text: str) -> bool:
-    """Whether a plain edit is the writer's note that the turn failed (``⚠️ …`` after what was
-    written): it is shown even past :data:`STREAM_EDITS`, so a failed turn never looks finished."""
-    return text.startswith("⚠️ ") or "\n\n⚠️ " in text
-
 
 WHERE = (
     "This chat is on Feishu (Lark). Your answers are shown with Markdown: **bold**, *italics*, "
@@ -87,11 +62,10 @@ WHERE = (
 """What the model is told about where it is, in every turn of a Feishu chat (a stable paragraph)."""
 
 
-class FeishuChannel:
+class FeishuChannel(FeishuRest):
     """The agent as a Feishu / Lark app bot (``channels.feishu`` in ship.json)."""
 
     name = "feishu"
-    capabilities = Capabilities(send_text=True, edit=True, buttons=True)
 
     def __init__(
         self,
@@ -104,8 +78,8 @@ class FeishuChannel:
     ) -> None:
         if not (config.app_id and config.app_secret):
             raise ValueError("channels.feishu.appId and appSecret are not set")
+        super().__init__(config)
         self.agent = agent
-        self.config = config
         self.health = ChannelHealth()
         self.ready_timeout = ready_timeout
         groups = config.groups
@@ -134,12 +108,8 @@ class FeishuChannel:
             ).debounced(config.debounce_ms),
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
-        self._client: Any = None
         self._link: LongConnection | None = None
         self._token: anyio.lowlevel.EventLoopToken | None = None
-        self._edits: dict[str, int] = {}  # message id -> edits so far
-        self._answered: set[str] = set()  # groups: inbound ids already replied to
-        self._cards: set[str] = set()  # ids of the bot's interactive cards (an approval question)
         self._toasts: dict[str, tuple[anyio.Event, list[str]]] = {}  # press id -> its notice
         self.bot_open_id = ""
 
@@ -148,17 +118,7 @@ class FeishuChannel:
     async def start(self) -> None:
         """Ask who the bot is (this checks the credentials), open the long connection, return once
         it is connected."""
-        import lark_oapi as lark  # type: ignore[import-untyped]
-
         config = self.config
-        self._client = (
-            lark.Client.builder()
-            .app_id(config.app_id)
-            .app_secret(config.app_secret)
-            .domain(config.base_url)
-            .log_level(lark.LogLevel.WARNING)
-            .build()
-        )
         try:
             bot = await self._bot_info()
         except (PermanentSendError, TransientSendError) as exc:
@@ -207,10 +167,6 @@ class FeishuChannel:
         """The paragraph that tells the model it is on Feishu (this channel's chats only)."""
         return self._told if ctx.chat_key.startswith("feishu:") else None
 
-    def _clean(self, text: str) -> str:
-        secret = self.config.app_secret or ""
-        return text.replace(secret, "[secret]") if secret else text
-
     def _fail(self, text: str) -> None:
         self.health.connected = False
         self.health.last_error = self._clean(text)
@@ -256,135 +212,9 @@ class FeishuChannel:
             return
         await self.pipeline.accept(message)
 
-    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
-
-    async def _call(self, operation: str, request: Any) -> Any:
-        """``self._client.im.v1.message.<operation>(request)`` in a worker thread, as the pipeline's
-        errors when it fails."""
-        method = getattr(self._client.im.v1.message, operation)
-        try:
-            response = await anyio.to_thread.run_sync(method, request)
-        except OSError as exc:  # requests' connection errors are OSErrors
-            raise TransientSendError(self._clean(f"{type(exc).__name__}: {exc}")) from None
-        if not response.success():
-            status = response.raw.status_code if response.raw is not None else None
-            raise send_error(
-                response.code, status, self._clean(f"{operation}: {response.code} {response.msg}")
-            )
-        return response
-
-    async def _bot_info(self) -> dict[str, Any]:
-        import lark_oapi as lark
-
-        request = (
-            lark.BaseRequest.builder()
-            .http_method(lark.HttpMethod.GET)
-            .uri("/open-apis/bot/v3/info")
-            .token_types({lark.AccessTokenType.TENANT})
-            .build()
-        )
-        try:
-            response = await anyio.to_thread.run_sync(self._client.request, request)
-        except OSError as exc:
-            raise TransientSendError(self._clean(f"{type(exc).__name__}: {exc}")) from None
-        raw = response.raw.content if response.raw is not None else b""
-        try:
-            body = json.loads(raw or b"{}")
-        except json.JSONDecodeError:
-            body = {}
-        if not response.success() or not isinstance(body.get("bot"), dict):
-            raise PermanentSendError(
-                self._clean(f"the app's credentials were refused: {response.code} {response.msg}")
-            )
-        return dict(body["bot"])
-
-    async def send(
-        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
-    ) -> SentMessage:
-        """A ``post`` message; a question with ``buttons`` goes as an interactive card."""
-        from lark_oapi.api.im.v1 import (  # type: ignore[import-untyped]
-            CreateMessageRequest,
-            CreateMessageRequestBody,
-            ReplyMessageRequest,
-            ReplyMessageRequestBody,
-        )
-
-        kind = "interactive" if buttons else "post"
-        content = card_content(text, buttons) if buttons else post_content(text, formatted=formatted)
-        key = str(uuid.uuid4())  # Feishu sends a request with the same uuid once (a retry is safe)
-        if chat.is_group and chat.message_id not in self._answered:
-            self._answered.add(chat.message_id)
-            body = ReplyMessageRequestBody.builder().msg_type(kind).content(content).uuid(key).build()
-            request = ReplyMessageRequest.builder().message_id(chat.message_id).request_body(body).build()
-            response = await self._call("reply", request)
-        else:
-            body = (
-                CreateMessageRequestBody.builder()
-                .receive_id(chat.chat_id)
-                .msg_type(kind)
-                .content(content)
-                .uuid(key)
-                .build()
-            )
-            request = CreateMessageRequest.builder().receive_id_type("chat_id").request_body(body).build()
-            response = await self._call("create", request)
-        if len(self._answered) > 1000:
-            self._answered.clear()
-        sent = str(response.data.message_id)
-        if buttons:
-            self._cards.add(sent)
-        return SentMessage(sent)
-
-    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
-        """Replace the message's text (``PUT …/messages/:id``); a streamed (plain) edit past
-        :data:`STREAM_EDITS` is skipped, so the final one (or the failure note) still fits in
-        Feishu's 20."""
-        from lark_oapi.api.im.v1 import (
-            PatchMessageRequest,
-            PatchMessageRequestBody,
-            UpdateMessageRequest,
-            UpdateMessageRequestBody,
-        )
-
-        if message.message_id in self._cards:  # a card is changed by PATCH, and loses its buttons
-            self._cards.discard(message.message_id)
-            body = PatchMessageRequestBody.builder().content(card_content(text)).build()
-            patch = PatchMessageRequest.builder().message_id(message.message_id).request_body(body).build()
-            await self._call("patch", patch)
-            return
-        done = self._edits.get(message.message_id, 0)
-        if not formatted and done >= STREAM_EDITS and not _says_failure(text):
-            return
-        body = (
-            UpdateMessageRequestBody.builder()
-            .msg_type("post")
-            .content(post_content(text, formatted=formatted))
-        )
-        request = (
-            UpdateMessageRequest.builder().message_id(message.message_id).request_body(body.build()).build()
-        )
-        await self._call("update", request)
-        self._edits[message.message_id] = done + 1
-        while len(self._edits) > 1000:
-            del self._edits[next(iter(self._edits))]
-
-    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
-        from lark_oapi.api.im.v1 import DeleteMessageRequest
-
-        await self._call("delete", DeleteMessageRequest.builder().message_id(message.message_id).build())
-
-    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
-        raise PermanentSendError("the Feishu channel does not send files yet")
-
-    async def download(self, attachment: Attachment, target: Path) -> None:
-        raise PermanentSendError("the Feishu channel does not download files yet")
-
     async def acknowledge(self, press: ButtonPress, text: str) -> None:
         """The notice goes back as the press's toast (if the press is still waiting for it)."""
         waiting = self._toasts.get(press.press_id)
         if waiting is not None:
             waiting[1].append(text)
             waiting[0].set()
-
-    async def typing(self, chat: InboundMessage) -> None:
-        return None  # Feishu has no typing indicator for bots
