@@ -158,7 +158,11 @@ class ChannelDriver(Protocol):
         ...
 
     def say(self, place: Place, person: Person, text: str, *, mention: bool = False) -> Delivery:
-        """``person`` writes ``text`` at ``place`` (``mention``: addressed to the bot as the platform does)."""
+        """``person`` writes ``text`` at ``place`` (``mention``: addressed to the bot as the platform does).
+
+        A platform that never delivers a group message without a mention (QQ's group bots get
+        @-messages only) sends nothing for one: the scenario's other half still checks the answer.
+        """
         ...
 
     async def replay(self, delivery: Delivery) -> None:
