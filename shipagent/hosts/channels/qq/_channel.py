@@ -46,7 +46,7 @@ from .._types import (
 )
 from ._auth import AccessToken, CredentialsRefused
 from ._gateway import Gateway, GatewayStopped
-from ._wire import DUPLICATE_SEQ, INTENTS, plain_text, send_error, to_inbound
+from ._wire import DUPLICATE_SEQ, INTENTS, attachment_url, plain_text, send_error, to_inbound
 
 if TYPE_CHECKING:
     from ...._channels_config import QQConfig
@@ -363,7 +363,7 @@ class QQChannel:
         limit = self.config.max_attachment_bytes
         got = 0
         try:
-            async with self._http.stream("GET", attachment.file_id) as response:
+            async with self._http.stream("GET", attachment_url(attachment.file_id)) as response:
                 if response.status_code >= 400:
                     raise PermanentSendError(
                         f"the attachment could not be downloaded (HTTP {response.status_code})"

@@ -41,7 +41,7 @@ _FATAL = {
     4914: "the bot is offline: only its sandbox may talk to it (set channels.qq.sandbox)",
     4915: "the bot is banned",
 }
-_NEW_SESSION = {4006, 4007, 4009} | set(range(4900, 4914))  # resume impossible: identify again
+_NEW_SESSION = {4006, 4007}  # resume impossible: identify again (others: resume, e.g. 4009, 4900-4913)
 
 
 class GatewayStopped(Exception):
@@ -91,48 +91,42 @@ class Gateway:
         """Connect, and connect again whenever the connection is lost; raises :class:`GatewayStopped`."""
         backoff = 1.0
         while True:
-            pause = 0.0
             try:
-                if await self._connection(await self._url_of()):
+                up, asked = await self._connection(await self._url_of())
+                if up:
                     backoff = 1.0
-                else:  # closed before a session began: do not hammer the gateway
-                    pause, backoff = backoff, min(backoff * 2, self.max_backoff)
+                if asked:  # op 7 / op 9: a new connection at once
+                    continue
+                reason = "the connection closed"
             except GatewayStopped:
                 raise
             except CredentialsRefused as exc:
                 raise GatewayStopped(str(exc)) from None
-            except (
-                OSError,
-                TimeoutError,
-                ConnectionClosed,
-                InvalidHandshake,
-                InvalidURI,
-                httpx.HTTPError,
-            ) as exc:
-                pause, backoff = backoff, min(backoff * 2, self.max_backoff)
-                self._listener.lost(f"{type(exc).__name__}: {exc}; again in {pause:g} s")
+            except (OSError, TimeoutError, InvalidHandshake, InvalidURI, httpx.HTTPError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"
             except ValueError as exc:  # a frame that is not JSON
-                pause, backoff = backoff, min(backoff * 2, self.max_backoff)
-                self._listener.lost(f"the gateway sent something unreadable ({exc}); again in {pause:g} s")
-            if pause:
-                await anyio.sleep(pause)
+                reason = f"the gateway sent something unreadable ({exc})"
+            pause, backoff = backoff, min(backoff * 2, self.max_backoff)
+            self._listener.lost(f"{reason}; again in {pause:g} s")
+            await anyio.sleep(pause)
 
-    async def _connection(self, url: str) -> bool:
-        """One connection, until it ends; whether it got as far as a session."""
+    async def _connection(self, url: str) -> tuple[bool, bool]:
+        """One connection, until it ends: whether a session was up, whether the server asked for
+        a new connection (op 7, op 9) rather than dropping this one."""
         self.connections += 1
         async with connect(url, open_timeout=15, ping_interval=None, max_size=2**22) as ws:
-            with anyio.fail_after(15):
-                hello = json.loads(await ws.recv())
+            try:
+                with anyio.fail_after(15):
+                    hello = json.loads(await ws.recv())
+            except ConnectionClosed:
+                return False, False
             if hello.get("op") != 10:
                 raise ValueError(f"expected HELLO (op 10), got op {hello.get('op')}")
             interval = float((hello.get("d") or {}).get("heartbeat_interval", 45_000)) / 1000
             token = f"QQBot {await self._token.get()}"
             if self.session_id is not None:
-                await ws.send(
-                    json.dumps(
-                        {"op": 6, "d": {"token": token, "session_id": self.session_id, "seq": self.seq or 0}}
-                    )
-                )
+                resume = {"token": token, "session_id": self.session_id, "seq": self.seq or 0}
+                message = {"op": 6, "d": resume}
             else:
                 identify = {
                     "token": token,
@@ -140,13 +134,15 @@ class Gateway:
                     "shard": [0, 1],
                     "properties": {"$os": "linux", "$browser": "shipagent", "$device": "shipagent"},
                 }
-                await ws.send(json.dumps({"op": 2, "d": identify}))
+                message = {"op": 2, "d": identify}
             self._acked = True
-            session = False
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(self._beat, ws, interval)
                 try:
-                    session = await self._read(ws)
+                    await ws.send(json.dumps(message))
+                    up, asked = await self._read(ws)
+                except ConnectionClosed:
+                    up, asked = False, False
                 finally:
                     tasks.cancel_scope.cancel()
             code = ws.close_code
@@ -157,17 +153,19 @@ class Gateway:
             self.session_id = self.seq = None
         elif code in _NEW_SESSION:
             self.session_id = self.seq = None
-        return session
+        if code is not None and not asked:
+            log.info("qq: the gateway closed the connection with %s", code)
+        return up, asked
 
-    async def _read(self, ws: ClientConnection) -> bool:
+    async def _read(self, ws: ClientConnection) -> tuple[bool, bool]:
         """Frames until the connection ends or the server asks for a new one."""
-        session = False
+        up = False
         try:
             async for raw in ws:
                 frame = json.loads(raw)
                 op = frame.get("op")
                 if op == 0:
-                    session = True
+                    up = True
                     self._dispatch(frame)
                 elif op == 11:
                     self._acked = True
@@ -175,18 +173,15 @@ class Gateway:
                     await ws.send(json.dumps({"op": 1, "d": self.seq}))
                 elif op == 7:
                     log.info("qq: the gateway asked for a reconnect")
-                    return True
+                    return up, True
                 elif op == 9:
                     log.info("qq: the gateway said the session is invalid; identifying again")
                     self.session_id = self.seq = None
                     await anyio.sleep(0.5)
-                    return True
+                    return up, True
         except ConnectionClosed:
-            if ws.close_code in _FATAL or ws.close_code in _NEW_SESSION or ws.close_code == 4004:
-                return session  # _connection says what it means
-            raise
-        self._listener.lost(f"the gateway closed the connection ({ws.close_code})")
-        return session
+            pass
+        return up, False
 
     def _dispatch(self, frame: dict[str, Any]) -> None:
         if isinstance(frame.get("s"), int):
@@ -209,4 +204,7 @@ class Gateway:
                 await ws.close(code=4000, reason="no heartbeat ack")
                 return
             self._acked = False
-            await ws.send(json.dumps({"op": 1, "d": self.seq}))
+            try:
+                await ws.send(json.dumps({"op": 1, "d": self.seq}))
+            except ConnectionClosed:
+                return  # the reader sees it too

@@ -14,6 +14,8 @@ piece split to the limit stays within it.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from typing import Any
 
@@ -25,6 +27,8 @@ __all__ = [
     "GROUP_AND_C2C_EVENT",
     "INTENTS",
     "PUBLIC_GUILD_MESSAGES",
+    "attachment_id",
+    "attachment_url",
     "chat_key_of",
     "plain_text",
     "send_error",
@@ -46,6 +50,19 @@ _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$")
 _LINK = re.compile(r"!?\[([^\]\n]*)\]\(([^)\s]+)\)")
 _EMPHASIS = re.compile(r"(\*\*|__|~~)(?=\S)(.+?)(?<=\S)\1")
 _CODE = re.compile(r"`([^`\n]+)`")
+
+
+def attachment_id(url: str) -> str:
+    """An attachment's id: a short hash (what its saved file is named by) and the URL, encoded so
+    that the id is safe in a file name and survives a restart in the dedupe record."""
+    encoded = base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
+    return hashlib.sha256(url.encode()).hexdigest()[:12] + encoded
+
+
+def attachment_url(file_id: str) -> str:
+    """The URL :func:`attachment_id` encoded."""
+    encoded = file_id[12:]
+    return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
 
 
 def chat_key_of(kind: str, chat_id: str) -> str:
@@ -91,7 +108,7 @@ def _attachments(data: dict[str, Any]) -> tuple[Attachment, ...]:
         size = item.get("size")
         found.append(
             Attachment(
-                file_id=url,
+                file_id=attachment_id(url),
                 kind=kind,
                 name=item.get("filename"),
                 size=int(size) if isinstance(size, int | str) and str(size).isdigit() else None,
