@@ -81,6 +81,7 @@ class FakeQQ:
         self.connections = 0
         self.replay_on_resume = 0
         self.reply_limit = 2000  # characters QQ takes in one message
+        self.lose_answers = 0  # replies taken whose answer is then lost (a 502 instead)
         self._valid: dict[str, float] = {}  # token -> monotonic time it lapses
         self._inbound: set[str] = set()  # message ids a reply may name
         self._seqs: set[tuple[str, int]] = set()
@@ -172,6 +173,11 @@ class FakeQQ:
         self._inbound.add(data["id"])
         self._queue("AT_MESSAGE_CREATE", data)
         return data
+
+    def replied_before(self, message_id: str, *seqs: int) -> None:
+        """``message_id`` came in earlier, and replies with ``seqs`` went to it (before a restart)."""
+        self._inbound.add(message_id)
+        self._seqs.update((message_id, seq) for seq in seqs)
 
     async def reconnect(self, *, replay: int = 0) -> None:
         """Ask the client to reconnect (op 7); on its RESUME, send the last ``replay`` dispatches again."""
@@ -339,6 +345,9 @@ class FakeQQ:
             self._seqs.add((msg_id, seq))
         self.replies.append(Reply(where, target, content, msg_id, seq if isinstance(seq, int) else None))
         self._wake()
+        if self.lose_answers:
+            self.lose_answers -= 1
+            return web.json_response({"code": 502, "message": "bad gateway"}, status=502)
         return web.json_response({"id": self._next_id("reply-"), "timestamp": "2026-11-27T04:00:01+08:00"})
 
 

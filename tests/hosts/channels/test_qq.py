@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import AsyncIterator
@@ -16,7 +17,7 @@ from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.config import ConfigError, parse_config
-from shipagent.hosts.channels import ChannelHost, channels_from_config
+from shipagent.hosts.channels import ChannelHost, InboundMessage, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.qq import INTENTS, QQChannel, plain_text
 from shipagent.hosts.cli._app import app
@@ -235,6 +236,51 @@ async def test_an_unknown_sender_is_paired_before_anything_reaches_the_model(tmp
         await fake.wait_for(lambda: len(fake.to("users", USER)) == 2)
     assert [last_user_text(r) for r in script.requests] == ["now?"]
     assert fake.to("users", USER)[-1].content == "echo: now?"
+
+
+async def test_a_reply_whose_answer_was_lost_is_retried_with_its_number_and_not_duplicated(
+    tmp_path: Path,
+) -> None:
+    script = StreamScript(_tells_then_answers)
+    async with qq_server() as fake, running(tmp_path / "p", fake, script.model) as _:
+        fake.lose_answers = 1  # QQ takes "one moment", the bot sees a 502 and sends it again
+        fake.c2c_message("go")
+        await fake.wait_for(lambda: len(fake.to("users", USER)) == 2)
+        await anyio.sleep(0.2)
+    assert [(r.content, r.msg_seq) for r in fake.to("users", USER)] == [
+        ("one moment", 1),
+        ("and this is the answer", 2),
+    ]
+    assert [c.body["msg_seq"] for c in fake.called("POST", "/v2/users/")] == [1, 1, 2]
+
+
+async def test_a_message_answered_again_after_a_restart_skips_the_numbers_qq_already_has(
+    tmp_path: Path,
+) -> None:
+    root = make_project(tmp_path / "p")
+    message = InboundMessage(
+        channel="qq",
+        chat_key=f"qq:c2c:{USER}",
+        chat_id=USER,
+        message_id="ROBOT1.0_before_the_crash",
+        sender_id=USER,
+        sender_name="QQ user",
+        text="are you there?",
+    )
+    state = root / ".ship" / "channels"
+    state.mkdir(parents=True)
+    row = {"chat": USER, "message": message.message_id, "payload": message.to_json()}
+    (state / "qq-seen.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    script = StreamScript(_tells_then_answers)
+    async with qq_server() as fake:
+        fake.replied_before(message.message_id, 1)  # "one moment" went out, then the process died
+        (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
+        async with running(root, fake, script.model) as _:
+            await fake.wait_for(lambda: len(fake.to("users", USER)) == 2)
+    assert [(r.content, r.msg_seq) for r in fake.to("users", USER)] == [
+        ("one moment", 2),
+        ("and this is the answer", 3),
+    ]
 
 
 def _shell(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:

@@ -68,6 +68,9 @@ WHERE = (
 """What the model is told about where it is, in every turn of a QQ chat (a stable paragraph)."""
 
 
+_SKIPS = 20  # msg_seq numbers tried past ones QQ says were used (more replies than that: refused)
+
+
 class _SeqUsed(PermanentSendError):
     """QQ already has a reply with this ``msg_seq`` for this message."""
 
@@ -324,17 +327,23 @@ class QQChannel:
             )
             return SentMessage(str(data.get("id") or chat.message_id))
         where = "groups" if chat.is_group else "users"
-        seq = self._retry.pop(chat.message_id, None) or self._seqs.get(chat.message_id, 1)
-        self._take(chat.message_id, seq + 1)
-        payload = {"content": body, "msg_type": 0, "msg_id": chat.message_id, "msg_seq": seq}
-        try:
-            data = await self._api("POST", f"/v2/{where}/{chat.chat_id}/messages", payload)
-        except TransientSendError:
-            self._retry[chat.message_id] = seq  # the retry goes with the same number
-            raise
-        except _SeqUsed:  # a retry, and the first attempt had arrived after all
-            return SentMessage(f"{chat.message_id}#{seq}")
-        return SentMessage(str(data.get("id") or f"{chat.message_id}#{seq}"))
+        retry = self._retry.pop(chat.message_id, None)
+        seq = retry or self._seqs.get(chat.message_id, 1)
+        for _ in range(_SKIPS):
+            self._take(chat.message_id, seq + 1)
+            payload = {"content": body, "msg_type": 0, "msg_id": chat.message_id, "msg_seq": seq}
+            try:
+                data = await self._api("POST", f"/v2/{where}/{chat.chat_id}/messages", payload)
+            except TransientSendError:
+                self._retry[chat.message_id] = seq  # the retry goes with the same number
+                raise
+            except _SeqUsed:
+                if retry == seq:  # a retry, and the first attempt had arrived after all
+                    return SentMessage(f"{chat.message_id}#{seq}")
+                seq += 1  # used before this process (answered again after a restart): the next
+                continue
+            return SentMessage(str(data.get("id") or f"{chat.message_id}#{seq}"))
+        raise PermanentSendError(f"QQ refused msg_seq 1 to {seq} for message {chat.message_id} as used")
 
     def _take(self, message_id: str, following: int) -> None:
         self._seqs[message_id] = max(following, self._seqs.get(message_id, 1))
