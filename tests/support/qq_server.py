@@ -81,6 +81,7 @@ class FakeQQ:
         self.connections = 0
         self.replay_on_resume = 0
         self.reply_limit = 2000  # characters QQ takes in one message
+        self.ack_heartbeats = True  # False: a zombie connection (heartbeats go unanswered)
         self.lose_answers = 0  # replies taken whose answer is then lost (a 502 instead)
         self._valid: dict[str, float] = {}  # token -> monotonic time it lapses
         self._inbound: set[str] = set()  # message ids a reply may name
@@ -275,7 +276,7 @@ class FakeQQ:
 
     async def _op(self, ws: web.WebSocketResponse, frame: dict[str, Any]) -> None:
         op, data = frame.get("op"), frame.get("d") or {}
-        if op == 1:
+        if op == 1 and self.ack_heartbeats:
             await ws.send_json({"op": 11})
         elif op == 2:
             if self._authorised(str(data.get("token"))) is None or not str(data.get("token")).startswith(

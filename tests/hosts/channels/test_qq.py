@@ -207,6 +207,22 @@ async def test_a_dropped_connection_resumes_and_an_invalid_session_identifies_ag
     assert [r.content for r in fake.to("users", USER)] == ["echo: still there?", "echo: and now?"]
 
 
+async def test_unanswered_heartbeats_end_the_connection_and_the_session_is_resumed(tmp_path: Path) -> None:
+    script = StreamScript()
+    async with qq_server() as fake:
+        fake.heartbeat_ms = 100
+        async with running(tmp_path / "p", fake, script.model) as (_, channel):
+            fake.ack_heartbeats = False  # the connection looks open but nothing comes back
+            await fake.wait_for(lambda: fake.connections == 2)
+            fake.ack_heartbeats = True
+            await fake.wait_for(lambda: fake.resumed == 1)
+            fake.c2c_message("still there?")
+            await fake.wait_for(lambda: fake.to("users", USER))
+            assert channel.health.connected and channel.health.restarts >= 1
+    assert fake.identified == 1
+    assert fake.to("users", USER)[0].content == "echo: still there?"
+
+
 async def test_the_token_is_fetched_again_before_it_expires(tmp_path: Path) -> None:
     script = StreamScript()
     async with qq_server() as fake:

@@ -89,12 +89,12 @@ class Gateway:
 
     async def run(self) -> None:
         """Connect, and connect again whenever the connection is lost; raises :class:`GatewayStopped`."""
-        backoff = 1.0
+        backoff = first = min(1.0, self.max_backoff)
         while True:
             try:
                 up, asked = await self._connection(await self._url_of())
                 if up:
-                    backoff = 1.0
+                    backoff = first
                 if asked:  # op 7 / op 9: a new connection at once
                     continue
                 reason = "the connection closed"
