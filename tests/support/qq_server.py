@@ -81,6 +81,7 @@ class FakeQQ:
         self.connections = 0
         self.replay_on_resume = 0
         self.reply_limit = 2000  # characters QQ takes in one message
+        self.refuse_intents = False  # close IDENTIFY with 4014, as for a bot without those events
         self.ack_heartbeats = True  # False: a zombie connection (heartbeats go unanswered)
         self.lose_answers = 0  # replies taken whose answer is then lost (a 502 instead)
         self._valid: dict[str, float] = {}  # token -> monotonic time it lapses
@@ -283,6 +284,9 @@ class FakeQQ:
                 "QQBot "
             ):
                 await ws.close(code=4004, message=b"invalid token")
+                return
+            if self.refuse_intents:
+                await ws.close(code=4014, message=b"disallowed intent")
                 return
             if int(data.get("intents") or 0) & REQUIRED_INTENTS != REQUIRED_INTENTS:
                 await ws.close(code=4013, message=b"invalid intent")

@@ -342,6 +342,19 @@ async def test_a_refused_secret_fails_the_start_without_saying_it(tmp_path: Path
     assert channel.health.last_error is not None and "wrong-secret-987" not in channel.health.last_error
 
 
+async def test_intents_not_granted_stop_the_start_with_what_to_turn_on(tmp_path: Path) -> None:
+    async with qq_server() as fake:
+        fake.refuse_intents = True
+        root = make_project(tmp_path / "p", ship_json(fake))
+        agent = ShipAgent.from_project(root, model=StreamScript().model)
+        async with agent:
+            [channel] = channels_from_config(agent, agent.config.channels)
+            with pytest.raises(RuntimeError, match="event subscriptions"):
+                await ChannelHost(agent, [channel]).__aenter__()
+    assert channel.health.stopped and not channel.health.connected
+    assert fake.identified == 0 and fake.connections == 1  # not retried: a person must act
+
+
 async def test_check_names_the_app_and_fails_on_a_refused_secret_without_printing_it(tmp_path: Path) -> None:
     async with qq_server() as fake:
         good = make_project(tmp_path / "good", ship_json(fake))
