@@ -88,6 +88,8 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
         check_slack(config.channels.slack, console)
     if config.channels.discord.enabled:
         _check_discord(config, console)
+    if config.channels.qq.enabled:
+        _check_qq(config, console)
     telegram = config.channels.telegram
     if not telegram.enabled:
         return
@@ -121,3 +123,19 @@ def _check_discord(config: ShipConfig, console: _Printer) -> None:
     console.print(
         escape(f"discord: {who} via {discord.api_root}; {discord_access(discord)}"), highlight=False
     )
+
+
+def _check_qq(config: ShipConfig, console: _Printer) -> None:
+    from .qq._check import qq_access, qq_who
+
+    qq = config.channels.qq
+    try:
+        who = anyio.run(qq_who, qq)
+    except ValueError as exc:
+        console.print(
+            f"[red]qq: {escape(qq.api_base)} did not accept channels.qq.appId / clientSecret: "
+            f"{escape(str(exc))}[/]",
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    console.print(escape(f"qq: {who} via {qq.api_base}; {qq_access(qq)}"), highlight=False)

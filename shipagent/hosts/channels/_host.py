@@ -43,6 +43,10 @@ def channels_from_config(
 
         state = agent.paths.ship_dir / "channels"
         found.append(DiscordChannel(agent, config.discord, state_dir=state, **(discord or {})))
+    if config.qq.enabled:
+        from .qq import QQChannel  # websockets loads only when QQ is on
+
+        found.append(QQChannel(agent, config.qq, state_dir=agent.paths.ship_dir / "channels"))
     return found
 
 
