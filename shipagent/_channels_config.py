@@ -22,6 +22,7 @@ __all__ = [
     "FeishuConfig",
     "FeishuGroupsConfig",
     "GroupsConfig",
+    "QQConfig",
     "SlackChannelsConfig",
     "SlackConfig",
     "TelegramConfig",
@@ -336,6 +337,83 @@ class DiscordConfig(_Model):
         return self
 
 
+DEFAULT_QQ_API_ROOT = "https://api.sgroup.qq.com"
+SANDBOX_QQ_API_ROOT = "https://sandbox.api.sgroup.qq.com"
+DEFAULT_QQ_TOKEN_URL = "https://bots.qq.com/app/getAppAccessToken"
+
+
+class QQGroupsConfig(_Model):
+    """``channels.qq.groups``: which QQ groups the bot answers in (QQ delivers only @-messages)."""
+
+    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
+    """``allowlist``: only the groups (and guild channels) in ``allow``; ``open``: any; ``disabled``: none."""
+    allow: list[str] = Field(default_factory=list)
+    """Group openids (``group_openid`` of an event) or guild channel ids."""
+
+
+class QQConfig(_Model):
+    """``channels.qq``: the agent as a QQ bot on the official bot API (gateway in, passive replies out)."""
+
+    enabled: bool = False
+    app_id: str | None = None
+    """The bot's AppID (QQ Open Platform → the bot → Development → Settings)."""
+    client_secret: str | None = Field(default=None, repr=False)
+    """The bot's AppSecret; write ``"${QQ_BOT_SECRET}"`` and keep it in the environment."""
+    sandbox: bool = False
+    """Use QQ's sandbox API host (``sandbox.api.sgroup.qq.com``), where only sandbox groups and
+    members configured on the platform reach the bot."""
+    api_root: str | None = None
+    """The API host; unset: QQ's own (or its sandbox with ``sandbox``). A test server can be named."""
+    token_url: str = DEFAULT_QQ_TOKEN_URL
+    """Where the access token is asked for (AppID and AppSecret in, ``access_token`` out)."""
+    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    """Direct (C2C) messages: ``pairing`` (unknown senders get a one-time code for the owner to
+    approve), ``allowlist`` (only ``allowFrom``), ``open`` (anyone)."""
+    allow_from: list[str] = Field(default_factory=list)
+    """User openids (``user_openid``) that may talk to the bot directly without pairing."""
+    groups: QQGroupsConfig = Field(default_factory=QQGroupsConfig)
+    admins: list[str] = Field(default_factory=list)
+    """Openids who may answer an approval question besides the asker (QQ shows no buttons, so a
+    command in ``ask`` mode is refused there; kept so a ship.json moves between platforms)."""
+    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    """Messages of one chat within this many milliseconds of each other are answered as one turn;
+    default 1,500 in groups, 0 in direct messages."""
+    rate_limit_per_minute: int = Field(default=30, ge=0)
+    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
+    text_chunk_limit: int = Field(default=2000, ge=200, le=4000)
+    """A reply longer than this is split into several passive replies."""
+    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    """Attachments larger than this are refused."""
+
+    @property
+    def api_base(self) -> str:
+        """The API host requests go to: ``apiRoot``, else QQ's (sandbox) host."""
+        if self.api_root is not None:
+            return self.api_root
+        return SANDBOX_QQ_API_ROOT if self.sandbox else DEFAULT_QQ_API_ROOT
+
+    @field_validator("api_root", "token_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("http://", "https://")):
+            raise ValueError("must be an http:// or https:// URL (e.g. https://api.sgroup.qq.com)")
+        return value.rstrip("/") if value is not None else None
+
+    @model_validator(mode="after")
+    def _credentials_when_enabled(self) -> QQConfig:
+        if self.enabled:
+            if not (self.app_id and self.app_id.strip()):
+                raise ValueError(
+                    'appId is required when channels.qq.enabled is true (e.g. "appId": "102012345")'
+                )
+            if not (self.client_secret and self.client_secret.strip()):
+                raise ValueError(
+                    "clientSecret is required when channels.qq.enabled is true "
+                    '(e.g. "clientSecret": "${QQ_BOT_SECRET}")'
+                )
+        return self
+
+
 FEISHU_DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
 
 
@@ -421,3 +499,4 @@ class ChannelsConfig(_Model):
     slack: SlackConfig = Field(default_factory=SlackConfig)
     discord: DiscordConfig = Field(default_factory=DiscordConfig)
     feishu: FeishuConfig = Field(default_factory=FeishuConfig)
+    qq: QQConfig = Field(default_factory=QQConfig)

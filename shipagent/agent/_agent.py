@@ -68,6 +68,7 @@ from ._assembly import build_instructions, context_window, guarded, one_toolset
 from ._commit import commit_turn
 from ._explain import explain_failure
 from ._lifecycle import start_services
+from ._request import TurnRequest
 from ._streaming import Emit, PendingApprovals, stream_turn
 from ._turn import (
     MAX_OVERFLOW_RETRIES,
@@ -75,7 +76,6 @@ from ._turn import (
     is_context_overflow,
     run_turn,
     tool_loop_agent,
-    turn_prompt,
 )
 from .ledger import Ledger, RequestRecord
 from .models import build_model, build_model_settings
@@ -331,18 +331,8 @@ class ShipAgent:
         preface: str | None = None,
     ) -> AgentResult:
         """:meth:`run` for code without an event loop."""
-        return anyio.run(
-            partial(
-                self.run,
-                chat_key,
-                text,
-                on_step=on_step,
-                channel=channel,
-                request_id=request_id,
-                sender=sender,
-                preface=preface,
-            )
-        )
+        turn = TurnRequest(chat_key, text, on_step, channel, request_id, sender, preface)
+        return anyio.run(self._run, turn)
 
     async def run(
         self,
@@ -371,39 +361,21 @@ class ShipAgent:
             ChatKeyError: the chat key is unusable.
             ConfigError: no usable model is configured.
         """
-        self._check_turn(chat_key, text, request_id, sender, preface)
+        return await self._run(TurnRequest(chat_key, text, on_step, channel, request_id, sender, preface))
+
+    async def _run(self, turn: TurnRequest) -> AgentResult:
+        self._check_durable()
         if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
             return await self.turn_executor.submit(
-                chat_key,
-                turn_prompt(text, sender, preface),
-                request_id=request_id,
-                on_step=on_step,
-                channel=channel,
+                turn.chat_key,
+                turn.prompt,
+                request_id=turn.request_id,
+                on_step=turn.on_step,
+                channel=turn.channel,
             )
-        return await self.execute_turn(
-            chat_key,
-            text,
-            on_step=on_step,
-            channel=channel,
-            request_id=request_id,
-            sender=sender,
-            preface=preface,
-        )
+        return await run_turn(self._parts(), turn, ask=False)
 
-    def _check_turn(
-        self, chat_key: str, text: Any, request_id: Any, sender: Any = None, preface: Any = None
-    ) -> None:
-        validate_chat_key(chat_key)
-        if not isinstance(text, str):
-            raise ShipAgentError(f"text must be a string, got {type(text).__name__}")
-        if sender is not None and not isinstance(sender, Sender):
-            raise ShipAgentError(f"sender must be a shipagent.Sender, got {type(sender).__name__}")
-        if preface is not None and not isinstance(preface, str):
-            raise ShipAgentError(f"preface must be a string, got {type(preface).__name__}")
-        if request_id is not None and not (
-            isinstance(request_id, str) and 0 < len(request_id) <= 200 and request_id.isprintable()
-        ):
-            raise ShipAgentError("request_id must be 1-200 printable characters")
+    def _check_durable(self) -> None:
         if self.turn_executor is None and self.config.durable.enabled and running_tool_context() is None:
             # (a run started by a tool of a running turn — a delegation — is part of that turn's
             # step and runs inline; any other run must go through the durable queue)
@@ -430,19 +402,8 @@ class ShipAgent:
         its effects as steps. ``emit`` takes the turn's run events (as :meth:`run_stream` yields
         them) for a durable worker to publish; such a turn cannot ask for approval.
         """
-        validate_chat_key(chat_key)
-        return await run_turn(
-            self._parts(),
-            chat_key,
-            text,
-            on_step=on_step,
-            channel=channel,
-            request_id=request_id,
-            emit=emit,
-            ask=False,
-            sender=sender,
-            preface=preface,
-        )
+        turn = TurnRequest(chat_key, text, on_step, channel, request_id, sender, preface)
+        return await run_turn(self._parts(), turn, emit=emit, ask=False)
 
     def run_stream(
         self,
@@ -471,35 +432,24 @@ class ShipAgent:
             ChatKeyError: the chat key is unusable (raised here, before anything runs).
             ConfigError: no usable model is configured.
         """
-        self._check_turn(chat_key, text, request_id, sender, preface)
+        turn = TurnRequest(chat_key, text, on_step, channel, request_id, sender, preface)
+        self._check_durable()
         executor = self.turn_executor
         if executor is not None:  # durable seam: the queued turn's events come from its worker
 
             async def queued(emit: Emit) -> AgentResult:
                 return await executor.submit(
-                    chat_key,
-                    turn_prompt(text, sender, preface),
-                    request_id=request_id,
-                    on_step=on_step,
-                    channel=channel,
+                    turn.chat_key,
+                    turn.prompt,
+                    request_id=turn.request_id,
+                    on_step=turn.on_step,
+                    channel=turn.channel,
                     emit=emit,
                 )
 
             return stream_turn(queued)
         parts = self._parts()  # (a model ship.json cannot build raises here, before anything runs)
-        turn = partial(
-            run_turn,
-            parts,
-            chat_key,
-            text,
-            on_step=on_step,
-            channel=channel,
-            request_id=request_id,
-            approval_timeout=approval_timeout,
-            sender=sender,
-            preface=preface,
-        )
-        return stream_turn(lambda emit: turn(emit=emit))
+        return stream_turn(lambda emit: run_turn(parts, turn, emit=emit, approval_timeout=approval_timeout))
 
     def _context(self, chat_key: str, request_id: str, channel: ReplyChannel | None) -> ToolExecutionContext:
         return ToolExecutionContext(

@@ -31,13 +31,14 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.toolsets import AbstractToolset
 
 from .._paths import OutsideProjectError
-from .._steps import StepCallback, StepReporter, final_output, tool_call_records
+from .._steps import StepReporter, final_output, tool_call_records
 from ..events import Compacted
 from ..results import AgentResult, Sender, StepEvent
 from ..tools._deps import TurnDeps, TurnStores
-from ..tools.execution import ReplyChannel, ToolExecutionContext, use_tool_context
+from ..tools.execution import ToolExecutionContext, use_tool_context
 from ..window.compaction import CompactionResult, compact
 from ..window.placement import ContextWindow
+from ._request import TurnRequest
 from ._retry import report_retries
 from ._streaming import (
     Emit,
@@ -58,7 +59,6 @@ __all__ = [
     "is_context_overflow",
     "run_turn",
     "tool_loop_agent",
-    "turn_prompt",
 ]
 
 log = logging.getLogger("shipagent")
@@ -161,35 +161,30 @@ def tool_loop_agent(
 
 async def run_turn(
     parts: TurnParts,
-    chat_key: str,
-    text: str,
+    turn: TurnRequest,
     *,
-    on_step: StepCallback | None = None,
-    channel: ReplyChannel | None = None,
-    request_id: str | None = None,
     emit: Emit | None = None,
     approval_timeout: float | None = None,
     ask: bool = True,
-    sender: Sender | None = None,
-    preface: str | None = None,
 ) -> AgentResult:
-    """Run one turn of ``chat_key`` with the user's ``text`` on ``parts``, under the chat's lock.
+    """Run ``turn`` on ``parts``, under its chat's lock.
 
     ``emit`` takes the turn's run events (``run_stream``); with ``ask`` a streamed turn asks its
-    consumer for approvals (a durable worker's cannot). The model reads :func:`turn_prompt`;
-    the transcript records ``text`` as said by ``sender``.
+    consumer for approvals (a durable worker's cannot). The model reads ``turn.prompt``; the
+    transcript records ``turn.text`` as said by ``turn.sender``.
     """
-    prompt = turn_prompt(text, sender, preface)
+    chat_key, text, sender, channel = turn.chat_key, turn.text, turn.sender, turn.channel
+    prompt = turn.prompt
     async with parts.lock(chat_key):
         history = await parts.load(chat_key)
-        request_id = parts.request_id(request_id)
+        request_id = parts.request_id(turn.request_id)
         ctx = parts.tool_context(chat_key, request_id, channel)
         if emit is not None and ask:  # a streamed turn asks its consumer
             # (an agent-wide callback, which the tool context carries, still decides)
             ctx.on_approval = approval_bridge(
                 parts.approvals, emit, chat_key, ctx.on_approval, approval_timeout
             )
-        steps = StepReporter(on_step, parts.is_mcp_tool, emit=emit)
+        steps = StepReporter(turn.on_step, parts.is_mcp_tool, emit=emit)
         try:
             with use_tool_context(ctx), report_retries(steps.emit):  # retries show as "retry" steps
                 try:
@@ -213,7 +208,7 @@ async def run_turn(
         records = tool_call_records(new)
         said = output.strip()  # the model's own answer; chat_send texts are in the transcript already
         output = final_output(output, ctx.sent_texts if channel is None else (), records)
-        turn = TurnCommit(
+        finished = TurnCommit(
             chat_key,
             request_id,
             text,
@@ -226,7 +221,7 @@ async def run_turn(
             base_compaction,
             sender,
         )
-        compaction, failure = await parts.commit(turn)
+        compaction, failure = await parts.commit(finished)
         if failure is not None:
             log.error("chat %r: could not persist turn %s: %s", chat_key, request_id, failure)
             return await _failed(parts, request_id, failure, steps, overflow=False, saved=False)
@@ -243,14 +238,6 @@ async def run_turn(
             usage=usage,
             finish_reason=finish_reason_of(new),
         )
-
-
-def turn_prompt(text: str, sender: Sender | None, preface: str | None = None) -> str:
-    """What the model reads for a turn: ``preface`` (context no one in particular said), a blank
-    line, then ``text`` — as ``Ada (id 7): text`` when a sender said it, so a model in a chat with
-    many speakers knows who said what."""
-    said = f"{sender.label}: {text}" if sender is not None else text
-    return f"{preface}\n\n{said}" if preface else said
 
 
 async def _with_overflow_retries(

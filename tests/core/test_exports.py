@@ -136,6 +136,7 @@ EXPORTS: dict[str, list[str]] = {
     "shipagent.hosts.channels.slack": ["SlackChannel", "chat_key_of", "markdown_to_mrkdwn"],
     "shipagent.hosts.channels.discord": ["DiscordChannel", "chat_key_of", "discord_markdown", "intents"],
     "shipagent.hosts.channels.feishu": ["FeishuChannel", "chat_key_of", "post_content"],
+    "shipagent.hosts.channels.qq": ["INTENTS", "QQChannel", "chat_key_of", "plain_text"],
     "shipagent.store.files": ["ContextFiles", "ContextKind", "ContextRef", "Page", "Tail"],
     "shipagent.store.cards": [
         "CARD_CHAT_MESSAGE",

@@ -23,6 +23,7 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCall
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.toolsets import FunctionToolset
 
+from shipagent.agent._request import TurnRequest
 from shipagent.agent._streaming import PendingApprovals
 from shipagent.agent._turn import TurnParts, run_turn
 from shipagent.agent.turns import CommitOutcome, TurnCommit
@@ -165,7 +166,7 @@ async def test_a_turn_runs_from_explicit_parts_and_the_next_turn_sees_it(tmp_pat
     chats = MemoryChats()
     parts = _parts(tmp_path, _tool_then_answer(seen), chats)
 
-    first = await run_turn(parts, "api:chat:a", "hello")
+    first = await run_turn(parts, TurnRequest("api:chat:a", "hello"))
     assert first.success and first.output == "done: in api:chat:a"
     assert first.request_id == "r1"
     assert [c.tool for c in first.tool_calls] == ["where"]
@@ -178,7 +179,7 @@ async def test_a_turn_runs_from_explicit_parts_and_the_next_turn_sees_it(tmp_pat
     )
     assert turn.base == [] and len(turn.new) == 4  # request, tool call, tool return, answer
 
-    second = await run_turn(parts, "api:chat:a", "again", request_id="mine")
+    second = await run_turn(parts, TurnRequest("api:chat:a", "again", request_id="mine"))
     assert second.success and second.request_id == "mine"
     assert seen[2][: len(turn.new)] == turn.new  # the second turn's model saw the first turn
     assert chats.commits[1].base == turn.new
@@ -192,7 +193,7 @@ async def test_a_failed_turn_commits_nothing_and_keeps_what_was_sent(tmp_path: P
         return ModelResponse(parts=[ToolCallPart("say", {"text": "working on it"})])
 
     chats = MemoryChats()
-    result = await run_turn(_parts(tmp_path, FunctionModel(reply), chats), "api:chat:b", "go")
+    result = await run_turn(_parts(tmp_path, FunctionModel(reply), chats), TurnRequest("api:chat:b", "go"))
     assert not result.success
     assert "the scripted model gave up (provider down)" in result.output  # the explain part's words
     assert chats.commits == [] and chats.histories == {}
@@ -204,7 +205,7 @@ async def test_an_overflow_retries_on_a_compacted_history_and_commits_the_compac
     seen: list[list[ModelMessage]] = []
     parts = _parts(tmp_path, _tool_then_answer(seen), chats)
     for n in range(3):
-        assert (await run_turn(parts, "api:chat:c", f"turn {n}")).success
+        assert (await run_turn(parts, TurnRequest("api:chat:c", f"turn {n}"))).success
     before = len(chats.histories["api:chat:c"])
     calls = 0
 
@@ -221,7 +222,7 @@ async def test_an_overflow_retries_on_a_compacted_history_and_commits_the_compac
         events.append(event)
 
     result = await run_turn(
-        _parts(tmp_path, FunctionModel(overflow_once), chats), "api:chat:c", "more", emit=emit
+        _parts(tmp_path, FunctionModel(overflow_once), chats), TurnRequest("api:chat:c", "more"), emit=emit
     )
     assert result.success and calls == 2
     turn = chats.commits[-1]

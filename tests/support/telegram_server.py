@@ -81,6 +81,8 @@ class BotMessage:
     versions: list[str] = field(default_factory=list)
     buttons: list[dict[str, Any]] = field(default_factory=list)
     """The inline buttons under the message now (an edit without ``reply_markup`` removes them)."""
+    markup: str = ""
+    """The text as the bot last sent it (HTML before parsing, when ``parse_mode`` is HTML)."""
 
 
 class _Parse(HTMLParser):
@@ -139,6 +141,7 @@ class FakeTelegram:
         self._changed = anyio.Event()
         self._closing = anyio.Event()
         self._confirmed = 0
+        self.replays: list[dict[str, Any]] = []  # updates to send again in the next poll's answer
         self.files: dict[str, bytes] = {}  # file id -> content, served by getFile and /file/bot…
         self.app = Starlette(
             routes=[
@@ -239,6 +242,12 @@ class FakeTelegram:
         self.updates.append(update)
         self._wake()
         return update
+
+    def replay(self, update: dict[str, Any]) -> None:
+        """Send ``update`` again (same update id) in the next poll's answer, as Telegram does when
+        the offset that confirmed it never reached it; ``replays`` is empty once it went out."""
+        self.replays.append(update)
+        self._wake()
 
     async def deliver(self, update: dict[str, Any], *, secret: str | None = None) -> int:
         """POST ``update`` to the webhook as Telegram does (its secret header unless ``secret``)."""
@@ -370,10 +379,12 @@ class FakeTelegram:
         with anyio.move_on_after(timeout):
             while not self._pending() and not self._closing.is_set():
                 await self._changed.wait()
-        return _ok(self._pending()[: int(params.get("limit", 100))])
+        batch = self._pending()[: int(params.get("limit", 100))]
+        self.replays = [u for u in self.replays if u not in batch]
+        return _ok(batch)
 
     def _pending(self) -> list[dict[str, Any]]:
-        return [u for u in self.updates if u["update_id"] > self._confirmed]
+        return [*self.replays, *(u for u in self.updates if u["update_id"] > self._confirmed)]
 
     def _check(self, params: dict[str, Any]) -> tuple[str, JSONResponse | None]:
         mode = params.get("parse_mode") or None
@@ -399,6 +410,7 @@ class FakeTelegram:
             chat_id, self._msg_id(chat_id), text, params.get("message_thread_id"), params.get("parse_mode")
         )
         message.versions.append(text)
+        message.markup = params.get("text", "")
         message.buttons = [
             b for row in (params.get("reply_markup") or {}).get("inline_keyboard", []) for b in row
         ]
@@ -425,6 +437,7 @@ class FakeTelegram:
             )
         message.text, message.parse_mode = text, mode
         message.versions.append(text)
+        message.markup = params.get("text", "")
         message.buttons = [
             b for row in (params.get("reply_markup") or {}).get("inline_keyboard", []) for b in row
         ]

@@ -92,6 +92,8 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
         from .feishu._check import check_feishu  # lark-oapi loads only when Feishu is on
 
         check_feishu(config.channels.feishu, console)
+    if config.channels.qq.enabled:
+        _check_qq(config, console)
     telegram = config.channels.telegram
     if not telegram.enabled:
         return
@@ -125,3 +127,19 @@ def _check_discord(config: ShipConfig, console: _Printer) -> None:
     console.print(
         escape(f"discord: {who} via {discord.api_root}; {discord_access(discord)}"), highlight=False
     )
+
+
+def _check_qq(config: ShipConfig, console: _Printer) -> None:
+    from .qq._check import qq_access, qq_who
+
+    qq = config.channels.qq
+    try:
+        who = anyio.run(qq_who, qq)
+    except ValueError as exc:
+        console.print(
+            f"[red]qq: {escape(qq.api_base)} did not accept channels.qq.appId / clientSecret: "
+            f"{escape(str(exc))}[/]",
+            highlight=False,
+        )
+        raise typer.Exit(1) from None
+    console.print(escape(f"qq: {who} via {qq.api_base}; {qq_access(qq)}"), highlight=False)

@@ -26,7 +26,7 @@ from ._pairing import PairingError, PairingStore, PendingCode
 __all__ = ["channels_app", "pair_code", "pending_codes"]
 
 channels_app = typer.Typer(
-    help="Run the chat channels of ship.json (Telegram) and approve who may talk to the agent.",
+    help="Run the chat channels of ship.json (Telegram, Slack, Discord) and approve who may talk to the agent.",
     no_args_is_help=True,
 )
 _out = Console(soft_wrap=True)
@@ -113,7 +113,7 @@ def run_command(
     host = ChannelHost(agent)
     if not host.channels:
         _err.print(
-            '[bold red]error:[/] no channel is enabled: set "channels.telegram.enabled": true in ship.json'
+            '[bold red]error:[/] no channel is enabled: set "enabled": true under channels.telegram, channels.slack or channels.discord in ship.json'
         )
         raise typer.Exit(2)
     log_to_stderr()

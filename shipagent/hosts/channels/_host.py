@@ -54,6 +54,10 @@ def channels_from_config(
 
         state = agent.paths.ship_dir / "channels"
         found.append(FeishuChannel(agent, config.feishu, state_dir=state, **(feishu or {})))
+    if config.qq.enabled:
+        from .qq import QQChannel  # websockets loads only when QQ is on
+
+        found.append(QQChannel(agent, config.qq, state_dir=agent.paths.ship_dir / "channels"))
     return found
 
 

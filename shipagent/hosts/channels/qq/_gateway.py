@@ -1,0 +1,210 @@
+"""QQ's gateway over a WebSocket: identify, heartbeat, dispatch, resume, reconnect with backoff.
+
+The protocol (QQ's bot gateway, shaped like Discord's): the server says HELLO (op 10) with a
+heartbeat interval; the bot sends IDENTIFY (op 2: ``QQBot <token>``, the intents, the shard) or,
+on a new connection of a session it had, RESUME (op 6: the session id and the last sequence seen).
+READY (op 0 ``t=READY``) gives the session id; each dispatch (op 0) carries a sequence ``s``. The
+bot sends a heartbeat (op 1, the last sequence) every interval and expects an ACK (op 11) before
+the next: none means the connection is dead (closed, then resumed). RECONNECT (op 7) asks for a
+new connection (resumed at once); INVALID SESSION (op 9) means the session is gone (identified
+again). A lost connection is resumed after a backoff of 1 s, doubling to 60 s; close codes that
+need a person (the bot banned, intents not granted) stop the channel.
+
+After a RESUME the server sends what the session missed; it may send again what the bot had
+already seen, so the channel dedupes by message id, not here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import anyio
+import httpx
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from ._auth import AccessToken, CredentialsRefused
+
+__all__ = ["Gateway", "GatewayListener", "GatewayStopped"]
+
+log = logging.getLogger("shipagent.hosts.channels.qq")
+
+_FATAL = {
+    4010: "invalid shard",
+    4011: "too many guilds for one shard",
+    4012: "invalid gateway version",
+    4013: "invalid intents",
+    4014: "intents not granted to this bot (QQ Open Platform → the bot → event subscriptions)",
+    4914: "the bot is offline: only its sandbox may talk to it (set channels.qq.sandbox)",
+    4915: "the bot is banned",
+}
+_NEW_SESSION = {4006, 4007}  # resume impossible: identify again (others: resume, e.g. 4009, 4900-4913)
+
+
+class GatewayStopped(Exception):
+    """The gateway refused the bot for a reason retrying will not fix."""
+
+
+class GatewayListener(Protocol):
+    """What the gateway tells the channel."""
+
+    def ready(self, data: dict[str, Any]) -> None:
+        """READY: a new session (``data``: ``session_id``, ``user``)."""
+
+    def resumed(self) -> None:
+        """RESUMED: the old session goes on."""
+
+    def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Any other event, in arrival order (must not block)."""
+
+    def lost(self, reason: str) -> None:
+        """The connection went; it is being made again."""
+
+
+class Gateway:
+    """One bot's gateway session, kept up by :meth:`run` until it is cancelled."""
+
+    def __init__(
+        self,
+        *,
+        url_of: Callable[[], Awaitable[str]],
+        token: AccessToken,
+        intents: int,
+        listener: GatewayListener,
+        max_backoff: float = 60.0,
+    ) -> None:
+        self._url_of = url_of
+        self._token = token
+        self.intents = intents
+        self._listener = listener
+        self.max_backoff = max_backoff
+        self.session_id: str | None = None
+        self.seq: int | None = None
+        self._acked = True
+        self.connections = 0
+        """Connections opened (the first plus every reconnect)."""
+
+    async def run(self) -> None:
+        """Connect, and connect again whenever the connection is lost; raises :class:`GatewayStopped`."""
+        backoff = first = min(1.0, self.max_backoff)
+        while True:
+            try:
+                up, asked = await self._connection(await self._url_of())
+                if up:
+                    backoff = first
+                if asked:  # op 7 / op 9: a new connection at once
+                    continue
+                reason = "the connection closed"
+            except GatewayStopped:
+                raise
+            except CredentialsRefused as exc:
+                raise GatewayStopped(str(exc)) from None
+            except (OSError, TimeoutError, InvalidHandshake, InvalidURI, httpx.HTTPError) as exc:
+                reason = f"{type(exc).__name__}: {exc}"
+            except ValueError as exc:  # a frame that is not JSON
+                reason = f"the gateway sent something unreadable ({exc})"
+            pause, backoff = backoff, min(backoff * 2, self.max_backoff)
+            self._listener.lost(f"{reason}; again in {pause:g} s")
+            await anyio.sleep(pause)
+
+    async def _connection(self, url: str) -> tuple[bool, bool]:
+        """One connection, until it ends: whether a session was up, whether the server asked for
+        a new connection (op 7, op 9) rather than dropping this one."""
+        self.connections += 1
+        async with connect(url, open_timeout=15, ping_interval=None, max_size=2**22) as ws:
+            try:
+                with anyio.fail_after(15):
+                    hello = json.loads(await ws.recv())
+            except ConnectionClosed:
+                return False, False
+            if hello.get("op") != 10:
+                raise ValueError(f"expected HELLO (op 10), got op {hello.get('op')}")
+            interval = float((hello.get("d") or {}).get("heartbeat_interval", 45_000)) / 1000
+            token = f"QQBot {await self._token.get()}"
+            if self.session_id is not None:
+                resume = {"token": token, "session_id": self.session_id, "seq": self.seq or 0}
+                message = {"op": 6, "d": resume}
+            else:
+                identify = {
+                    "token": token,
+                    "intents": self.intents,
+                    "shard": [0, 1],
+                    "properties": {"$os": "linux", "$browser": "shipagent", "$device": "shipagent"},
+                }
+                message = {"op": 2, "d": identify}
+            self._acked = True
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(self._beat, ws, interval)
+                try:
+                    await ws.send(json.dumps(message))
+                    up, asked = await self._read(ws)
+                except ConnectionClosed:
+                    up, asked = False, False
+                finally:
+                    tasks.cancel_scope.cancel()
+            code = ws.close_code
+        if code is not None and code in _FATAL:
+            raise GatewayStopped(f"the gateway closed with {code}: {_FATAL[code]}")
+        if code == 4004:  # the token was refused: a fresh one, a fresh session
+            self._token.invalidate()
+            self.session_id = self.seq = None
+        elif code in _NEW_SESSION:
+            self.session_id = self.seq = None
+        if code is not None and not asked:
+            log.info("qq: the gateway closed the connection with %s", code)
+        return up, asked
+
+    async def _read(self, ws: ClientConnection) -> tuple[bool, bool]:
+        """Frames until the connection ends or the server asks for a new one."""
+        up = False
+        try:
+            async for raw in ws:
+                frame = json.loads(raw)
+                op = frame.get("op")
+                if op == 0:
+                    up = True
+                    self._dispatch(frame)
+                elif op == 11:
+                    self._acked = True
+                elif op == 1:  # the server asks for a heartbeat now
+                    await ws.send(json.dumps({"op": 1, "d": self.seq}))
+                elif op == 7:
+                    log.info("qq: the gateway asked for a reconnect")
+                    return up, True
+                elif op == 9:
+                    log.info("qq: the gateway said the session is invalid; identifying again")
+                    self.session_id = self.seq = None
+                    await anyio.sleep(0.5)
+                    return up, True
+        except ConnectionClosed:
+            pass
+        return up, False
+
+    def _dispatch(self, frame: dict[str, Any]) -> None:
+        if isinstance(frame.get("s"), int):
+            self.seq = frame["s"]
+        event, data = str(frame.get("t") or ""), frame.get("d") or {}
+        if event == "READY":
+            self.session_id = str(data.get("session_id") or "") or None
+            self._listener.ready(data)
+        elif event == "RESUMED":
+            self._listener.resumed()
+        else:
+            self._listener.dispatch(event, data)
+
+    async def _beat(self, ws: ClientConnection, interval: float) -> None:
+        """A heartbeat every ``interval``; a missing ACK closes the connection (it is resumed)."""
+        while True:
+            await anyio.sleep(interval)
+            if not self._acked:
+                log.warning("qq: no heartbeat ACK from the gateway; reconnecting")
+                await ws.close(code=4000, reason="no heartbeat ack")
+                return
+            self._acked = False
+            try:
+                await ws.send(json.dumps({"op": 1, "d": self.seq}))
+            except ConnectionClosed:
+                return  # the reader sees it too
