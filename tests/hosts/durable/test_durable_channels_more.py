@@ -22,7 +22,20 @@ import anyio.to_thread
 import pytest
 
 from shipagent import ShipAgent
-from shipagent.hosts.channels import Channel, ChannelHost, channels_from_config
+from shipagent.config import parse_config
+from shipagent.hosts.channels import (
+    Attachment,
+    Button,
+    ButtonPress,
+    Channel,
+    ChannelHost,
+    InboundMessage,
+    PermanentSendError,
+    channels_from_config,
+)
+from shipagent.hosts.channels.discord._sender import DiscordSender
+from shipagent.hosts.channels.slack._sender import SlackSender
+from shipagent.hosts.durable._channel_turn import _tell_where
 from tests.support.discord_server import DM_CHANNEL, TOKEN, discord_server
 from tests.support.durable import Worker, durable_project, read_jsonl, wait_for
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, slack_server
@@ -111,3 +124,74 @@ async def test_a_discord_message_is_enqueued_here_and_answered_by_a_worker_proce
         assert [m.content for m in fake.shown()] == ["finished d1"]
         assert len(fake.called("POST", f"/channels/{DM_CHANNEL}/messages")) == 1
         assert not any(TOKEN in line for line in worker.lines)
+
+
+CHAT = {"chat_key": "x", "message_id": "1", "sender_id": "7", "sender_name": "Ada", "text": "hi"}
+
+
+async def test_a_worker_sender_refuses_what_only_the_receiving_process_can_do(tmp_path: Path) -> None:
+    """Buttons (their presses go to the receiving process), downloads and press answers are refused
+    by a worker's sender before anything reaches the platform; plain sends go out."""
+    press = ButtonPress("slack", "slack:T:D0DM", "D0DM", "p1", "U7", "Ada", "yes")
+    buttons = (Button("Approve", "yes"),)
+    async with slack_server() as fake:
+        config = parse_config({"channels": {"slack": {"botToken": BOT_TOKEN, "apiRoot": f"{fake.url}/api"}}})
+        async with SlackSender(config.channels.slack) as outbound:
+            assert not outbound.capabilities.buttons
+            chat = InboundMessage(channel="slack", chat_id="D0DM", **CHAT)
+            with pytest.raises(PermanentSendError, match="receives"):
+                await outbound.send(chat, "approve?", formatted=True, buttons=buttons)
+            with pytest.raises(PermanentSendError, match="receives"):
+                await outbound.download(Attachment("F1", "document"), tmp_path / "f")
+            with pytest.raises(PermanentSendError, match="receives"):
+                await outbound.acknowledge(press, "done")
+            assert fake.calls == []
+            sent = await outbound.send(chat, "plain", formatted=True)
+        assert [(m.ts, m.text) for m in fake.shown()] == [(sent.message_id, "plain")]
+    async with discord_server() as discord_fake:
+        found = parse_config({"channels": {"discord": {"botToken": TOKEN, "apiRoot": discord_fake.api_root}}})
+        async with DiscordSender(found.channels.discord) as discord_outbound:
+            assert not discord_outbound.capabilities.buttons
+            chat = InboundMessage(channel="discord", chat_id=str(DM_CHANNEL), **CHAT)
+            with pytest.raises(PermanentSendError, match="receives"):
+                await discord_outbound.send(chat, "approve?", formatted=True, buttons=buttons)
+            with pytest.raises(PermanentSendError, match="receives"):
+                await discord_outbound.download(Attachment("1-2-3", "document"), tmp_path / "f")
+            with pytest.raises(PermanentSendError, match="receives"):
+                await discord_outbound.acknowledge(press, "done")
+            assert discord_fake.called("POST") == []
+            await discord_outbound.send(chat, "plain", formatted=True)
+        assert [m.content for m in discord_fake.shown()] == ["plain"]
+    assert not (tmp_path / "f").exists()
+
+
+async def test_a_worker_without_the_bot_token_says_which_key_is_missing() -> None:
+    with pytest.raises(PermanentSendError, match=r"channels\.slack\.botToken"):
+        SlackSender(parse_config({}).channels.slack)
+    with pytest.raises(PermanentSendError, match=r"channels\.discord\.botToken"):
+        DiscordSender(parse_config({}).channels.discord)
+
+
+@pytest.mark.parametrize("name", ["slack", "discord"])
+def test_the_worker_tells_the_model_which_platform_once(tmp_path: Path, name: str) -> None:
+    """The worker adds the platform's paragraph once, only for that platform's chats, and not when
+    the channel itself runs in the process (its own paragraph is there already)."""
+    project = with_channel(
+        tmp_path / "p",
+        name,
+        {"botToken": BOT_TOKEN, "appToken": APP_TOKEN} if name == "slack" else {"botToken": TOKEN},
+    )
+    agent = ShipAgent.from_project(project)
+    before = list(agent.instruction_sources)
+    _tell_where(agent, name)
+    _tell_where(agent, name)
+    added = [s for s in agent.instruction_sources if s not in before]
+    assert len(added) == 1
+    assert f"This chat is on {name.capitalize()}" in added[0].text
+    assert added[0].channel == name
+    other = ShipAgent.from_project(project)
+    channel = channels_from_config(other, other.config.channels)[0]
+    other.instruction_sources.append(channel._where_it_is)  # as the started channel does
+    count = len(other.instruction_sources)
+    _tell_where(other, name)
+    assert len(other.instruction_sources) == count

@@ -242,6 +242,7 @@ class DiscordSender:
 
     async def __aenter__(self) -> DiscordOutbound:
         _RestRoot.enter(self._config.api_root)
+        discord.VoiceClient.warn_nacl = discord.VoiceClient.warn_dave = False  # no voice: no warning
         client = discord.Client(intents=discord.Intents.none())
         try:
             await client.login(self._config.bot_token or "")
