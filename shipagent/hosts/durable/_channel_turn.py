@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -95,31 +96,63 @@ async def _reply(answer: WorkerReply, result: AgentResult | None, error: str | N
 
 
 def _sender(agent: ShipAgent, channel: str) -> AbstractAsyncContextManager[Outbound]:
-    """This worker's own sender for ``channel``, configured by its ship.json."""
-    if channel == "telegram":
-        from ..channels.telegram._sender import TelegramSender  # PTB loads only for Telegram turns
+    """This worker's own sender for ``channel``, configured by its ship.json.
 
-        return TelegramSender(agent.config.channels.telegram)
+    The imports are here so that a worker loads a platform's library only for that platform's turns.
+    """
+    channels = agent.config.channels
+    if channel == "telegram":
+        from ..channels.telegram._sender import TelegramSender
+
+        return TelegramSender(channels.telegram)
+    if channel == "slack":
+        from ..channels.slack._sender import SlackSender
+
+        return SlackSender(channels.slack)
+    if channel == "discord":
+        from ..channels.discord._sender import DiscordSender
+
+        return DiscordSender(channels.discord)
     raise ShipAgentError(f"a durable turn of channel {channel!r}: this worker has no sender for it")
+
+
+def _paragraph(agent: ShipAgent, channel: str) -> tuple[Callable[..., Any], str] | None:
+    """The receiving channel's own instruction method (to recognise it) and its paragraph."""
+    channels = agent.config.channels
+    if channel == "telegram":
+        from ..channels.telegram._channel import WHERE, TelegramChannel
+
+        return TelegramChannel._where_it_is, WHERE.format(limit=f"{channels.telegram.text_chunk_limit:,}")
+    if channel == "slack":
+        from ..channels.slack._channel import WHERE as SLACK_WHERE
+        from ..channels.slack._channel import SlackChannel
+
+        return SlackChannel._where_it_is, SLACK_WHERE.format(limit=f"{channels.slack.text_chunk_limit:,}")
+    if channel == "discord":
+        from ..channels.discord._channel import WHERE as DISCORD_WHERE
+        from ..channels.discord._channel import DiscordChannel
+
+        limit = channels.discord.text_chunk_limit
+        return DiscordChannel._where_it_is, DISCORD_WHERE.format(limit=f"{limit:,}")
+    return None
 
 
 def _tell_where(agent: ShipAgent, channel: str) -> None:
     """Tell the model it is on the channel, as the receiving process's channel does (once per agent).
 
-    A worker that also runs the channel itself (``shipagent serve`` with Telegram on) has the
+    A worker that also runs the channel itself (``shipagent serve`` with the channel on) has the
     channel's own paragraph already.
     """
-    if channel != "telegram":
+    found = _paragraph(agent, channel)
+    if found is None:
         return
-    from ..channels.telegram._channel import WHERE, TelegramChannel
-
+    own, text = found
     for source in agent.instruction_sources:
-        if getattr(source, "__func__", None) is TelegramChannel._where_it_is:
+        if getattr(source, "__func__", None) is own:
             return
         if isinstance(source, _Where) and source.channel == channel:
             return
-    limit = agent.config.channels.telegram.text_chunk_limit
-    agent.instruction_sources.append(_Where(channel, WHERE.format(limit=f"{limit:,}")))
+    agent.instruction_sources.append(_Where(channel, text))
 
 
 @dataclass(frozen=True, slots=True)

@@ -409,7 +409,9 @@ async def test_a_file_goes_out_by_the_external_upload_into_the_thread(tmp_path: 
             bot_name="ship",
             sender_name="Ada",
         )
-        await channel.send_file(chat, _File("report.txt", b"all good\n", "The **report**"), formatted=True)
+        await channel.outbound.send_file(
+            chat, _File("report.txt", b"all good\n", "The **report**"), formatted=True
+        )
     (shared,) = [m for m in fake.messages if m.files]
     assert shared.files == ["report.txt"] and shared.thread_ts == parent and shared.text == "The *report*"
     assert [data for name, data in fake.uploads.values()] == [b"all good\n"]

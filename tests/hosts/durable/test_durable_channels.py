@@ -99,7 +99,7 @@ async def test_the_receiving_process_enqueues_and_a_worker_process_replies(
             await fake.wait_for(
                 lambda: any(f"answered message {message_id}" in line for line in worker.lines)
             )
-            assert any(f"request={request} outcome=ok" in line for line in worker.lines)
+            await fake.wait_for(lambda: any(f"request={request} outcome=ok" in line for line in worker.lines))
         finally:
             worker.stop()
         assert texts(fake) == ["finished dm1"]
@@ -162,7 +162,7 @@ async def test_a_worker_killed_mid_turn_is_replaced_and_the_answer_is_sent_once(
                 (signals / "release-k1").touch()
                 second = await started(Worker(project, "worker-k"))  # resumes the turn at start
                 await fake.wait_for(lambda: texts(fake) == ["finished k1"], within=60)
-            assert any("answered message" in line for line in second.lines)
+            await fake.wait_for(lambda: any("answered message" in line for line in second.lines))
         finally:
             first.stop()
             if second is not None:

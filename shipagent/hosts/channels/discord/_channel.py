@@ -20,11 +20,10 @@ the pipeline's dedupe record. Events are handed to the pipeline one at a time, i
 
 from __future__ import annotations
 
-import io
 import logging
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING
 
 import aiohttp
 import anyio
@@ -39,27 +38,17 @@ from .._access import AccessRules
 from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
-from .._types import (
-    Attachment,
-    Button,
-    ButtonPress,
-    Capabilities,
-    ChannelHealth,
-    InboundMessage,
-    PermanentSendError,
-    SentMessage,
-)
-from ._wire import discord_markdown, guild_of, send_error, to_inbound, to_press
+from .._types import Capabilities, ChannelHealth
+from ._sender import DiscordOutbound, remember
+from ._wire import guild_of, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
-    from ....tools.execution import OutgoingFile, ToolExecutionContext
+    from ....tools.execution import ToolExecutionContext
 
 __all__ = ["DiscordChannel"]
 
 log = logging.getLogger("shipagent.hosts.channels.discord")
-T = TypeVar("T")
-_NOBODY = discord.AllowedMentions.none()  # the model writing @everyone pings nobody
 
 WHERE = (
     "This chat is on Discord. Your answers are shown with Discord's Markdown: **bold**, *italics*, "
@@ -70,14 +59,6 @@ WHERE = (
     "prefer short answers. In a server channel, each user line starts with who wrote it."
 )
 """What the model is told about where it is, in every turn of a Discord chat (a stable paragraph)."""
-
-
-def _remember(table: dict[str, T], key: str, value: T, keep: int = 1000) -> None:
-    """``table[key] = value``, forgetting the oldest entries past ``keep`` (what a message that was
-    then ignored, or a press seen twice, left behind)."""
-    table[key] = value
-    while len(table) > keep:
-        del table[next(iter(table))]
 
 
 def intents() -> discord.Intents:
@@ -145,9 +126,17 @@ class DiscordChannel:
         self.guild_ready_timeout = guild_ready_timeout
         """Seconds discord.py waits after the last GUILD_CREATE before it calls the session ready."""
         guilds = config.guilds
+        self.outbound = DiscordOutbound(
+            lambda: self.client,
+            config,
+            receives=True,
+            view_timeout=lambda: self.pipeline.options.approval_timeout + 60,
+            session=lambda: self._session,
+        )
+        """How this channel sends: the same code a durable worker's sender uses."""
         self.pipeline = Pipeline(
             agent,
-            self,
+            self.outbound,
             channel=self.name,
             rules=AccessRules(
                 dm_policy=config.dm_policy,
@@ -178,10 +167,6 @@ class DiscordChannel:
         self._send: MemoryObjectSendStream[discord.Message | discord.Interaction]
         self._receive: MemoryObjectReceiveStream[discord.Message | discord.Interaction]
         self._send, self._receive = anyio.create_memory_object_stream(math.inf)
-        self._interactions: dict[str, discord.Interaction] = {}  # press id -> waiting for its answer
-        self._views: dict[str, discord.ui.View] = {}  # message id -> its buttons
-        self._urls: dict[str, str] = {}  # attachment file id -> URL seen in the event
-        self._contents: dict[str, str] = {}  # message id -> the text Discord shows now
         self._saved: tuple[str, yarl.URL] | None = None
         self.bot_id = 0
 
@@ -339,7 +324,7 @@ class DiscordChannel:
             press = to_press(event)
             if press is not None:
                 await self._defer(event)
-                _remember(self._interactions, press.press_id, event)
+                remember(self.outbound.interactions, press.press_id, event)
                 await self.pipeline.press(press)
             return
         if event.author.id == self.bot_id:
@@ -352,71 +337,8 @@ class DiscordChannel:
         if message is None:
             return
         for item, attachment in zip(message.attachments, event.attachments, strict=True):
-            _remember(self._urls, item.file_id, attachment.url)
+            remember(self.outbound.urls, item.file_id, attachment.url)
         await self.pipeline.accept(message)
-
-    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
-
-    def _target(self, chat: InboundMessage) -> discord.PartialMessageable:
-        return self.client.get_partial_messageable(int(chat.thread_id or chat.chat_id))
-
-    async def _call(self, operation: Any) -> Any:
-        try:
-            return await operation
-        except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise send_error(exc, self.config.bot_token or "") from None
-
-    async def send(
-        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
-    ) -> SentMessage:
-        view: discord.ui.View | None = None
-        if buttons:
-            view = discord.ui.View(timeout=self.pipeline.options.approval_timeout + 60)
-            for button in buttons:
-                style = discord.ButtonStyle.danger if "Deny" in button.label else discord.ButtonStyle.success
-                view.add_item(discord.ui.Button(label=button.label, custom_id=button.data, style=style))
-        body = discord_markdown(text) if formatted else text
-        kwargs: dict[str, Any] = {"allowed_mentions": _NOBODY, "suppress_embeds": True}
-        if view is not None:
-            kwargs["view"] = view
-        sent = await self._call(self._target(chat).send(body, **kwargs))
-        if view is not None:
-            self._views[str(sent.id)] = view
-        _remember(self._contents, str(sent.id), body)
-        return SentMessage(str(sent.id))
-
-    async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
-        """The file as an attachment (Discord shows an image inline), its caption as the text."""
-        caption = file.caption or ""
-        upload = discord.File(io.BytesIO(file.data), filename=file.name)
-        sent = await self._call(
-            self._target(chat).send(
-                discord_markdown(caption) if formatted else caption,
-                file=upload,
-                allowed_mentions=_NOBODY,
-                suppress_embeds=True,
-            )
-        )
-        return SentMessage(str(sent.id))
-
-    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
-        """Replace the message's text; skipped when Discord would show the same (the streamed text
-        and the final answer are often identical: Discord renders the Markdown either way)."""
-        body = discord_markdown(text) if formatted else text
-        if self._contents.get(message.message_id) == body and message.message_id not in self._views:
-            return
-        target = self._target(chat).get_partial_message(int(message.message_id))
-        await self._call(target.edit(content=body, view=None, allowed_mentions=_NOBODY))
-        _remember(self._contents, message.message_id, body)
-        view = self._views.pop(message.message_id, None)
-        if view is not None:
-            view.stop()
-
-    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
-        await self._call(self._target(chat).get_partial_message(int(message.message_id)).delete())
-
-    async def typing(self, chat: InboundMessage) -> None:
-        await self._call(self._target(chat).typing())  # awaited: one indicator, ~10 s
 
     async def _defer(self, interaction: discord.Interaction) -> None:
         """Answer a press at once (Discord wants an answer within 3 s; the approval may take longer
@@ -428,42 +350,3 @@ class DiscordChannel:
                 "discord: could not acknowledge a button press: %s",
                 send_error(exc, self.config.bot_token or ""),
             )
-
-    async def acknowledge(self, press: ButtonPress, text: str) -> None:
-        """Tell the one who pressed (a notice only they see); the press itself was answered on arrival."""
-        interaction = self._interactions.pop(press.press_id, None)
-        if interaction is not None and text:
-            await self._call(interaction.followup.send(text, ephemeral=True, allowed_mentions=_NOBODY))
-
-    async def download(self, attachment: Attachment, target: Path) -> None:
-        url = self._urls.pop(attachment.file_id, None)
-        if url is None:  # after a restart: CDN links expire, ask for the message again
-            _, channel_id, message_id = attachment.file_id.split("-")
-            found = await self._call(
-                self.client.get_partial_messageable(int(channel_id)).fetch_message(int(message_id))
-            )
-            url = next((a.url for a in found.attachments if attachment.file_id.startswith(f"{a.id}-")), None)
-            if url is None:
-                raise PermanentSendError("the attachment is gone from its message")
-        await self._call(self._fetch(url, target))
-
-    async def _fetch(self, url: str, target: Path) -> None:
-        """Stream ``url`` to ``target``, refusing it once it passes ``maxAttachmentBytes``."""
-        assert self._session is not None
-        limit = self.config.max_attachment_bytes
-        got = 0
-        try:
-            async with self._session.get(url) as response:
-                if response.status >= 400:
-                    raise PermanentSendError(
-                        f"the attachment could not be downloaded (HTTP {response.status})"
-                    )
-                async with await anyio.open_file(target, "wb") as out:
-                    async for chunk in response.content.iter_chunked(64 * 1024):
-                        got += len(chunk)
-                        if got > limit:
-                            raise PermanentSendError(f"the file is over maxAttachmentBytes ({limit} bytes)")
-                        await out.write(chunk)
-        except BaseException:
-            await anyio.Path(target).unlink(missing_ok=True)
-            raise

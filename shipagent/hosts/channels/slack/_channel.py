@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import aiohttp
 import anyio
@@ -33,26 +32,9 @@ from .._access import AccessRules
 from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
-from .._types import (
-    Attachment,
-    Button,
-    ButtonPress,
-    Capabilities,
-    ChannelHealth,
-    InboundMessage,
-    PermanentSendError,
-    SentMessage,
-)
-from ._mrkdwn import escape, markdown_to_mrkdwn
-from ._wire import (
-    approval_blocks,
-    is_conversation,
-    send_error,
-    slash_to_inbound,
-    thread_of,
-    to_inbound,
-    to_press,
-)
+from .._types import Capabilities, ChannelHealth
+from ._sender import SlackOutbound, token_cleaner
+from ._wire import is_conversation, send_error, slash_to_inbound, to_inbound, to_press
 
 if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
@@ -70,8 +52,6 @@ WHERE = (
     "In a channel, each user line starts with who wrote it."
 )
 """What the model is told about where it is, in every turn of a Slack chat (a stable paragraph)."""
-
-_TRUSTED_FILE_HOSTS = ("slack.com", "slack-edge.com")
 
 
 class SlackChannel:
@@ -105,9 +85,14 @@ class SlackChannel:
         self.health = ChannelHealth()
         self.ping_interval = ping_interval
         self._tokens = (config.bot_token, config.app_token)
+        self._clean = token_cleaner(*self._tokens)
+        self.outbound = SlackOutbound(
+            lambda: self.web, config, self._clean, http=lambda: self._http, receives=True
+        )
+        """How this channel sends: the same code a durable worker's sender uses."""
         self.pipeline = Pipeline(
             agent,
-            self,
+            self.outbound,
             channel=self.name,
             rules=AccessRules(
                 dm_policy=config.dm_policy,
@@ -149,11 +134,6 @@ class SlackChannel:
         if self._web is None:
             raise RuntimeError("the Slack channel is not started")
         return self._web
-
-    def _clean(self, text: str) -> str:
-        for token in self._tokens:
-            text = text.replace(token, "<token>")
-        return text
 
     def _fail(self, text: str) -> None:
         self.health.last_error = self._clean(text)
@@ -311,113 +291,3 @@ class SlackChannel:
             name = profile.get("display_name") or profile.get("real_name") or found.get("name") or user
             self._names[user] = str(name)
         return self._names[user]
-
-    # -- outbound (the pipeline's Outbound) -------------------------------------------------------
-
-    async def _call(self, operation: Any) -> Any:
-        try:
-            return await operation
-        except Exception as exc:
-            raise send_error(exc, self._clean) from None
-
-    def _where(self, chat: InboundMessage) -> dict[str, Any]:
-        where: dict[str, Any] = {"channel": chat.chat_id}
-        if chat.thread_id is not None:
-            where["thread_ts"] = chat.thread_id
-        return where
-
-    async def send(
-        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
-    ) -> SentMessage:
-        body = markdown_to_mrkdwn(text) if formatted else escape(text)
-        extra: dict[str, Any] = {"blocks": approval_blocks(body, buttons)} if buttons else {}
-        sent = await self._call(
-            self.web.chat_postMessage(
-                text=body,
-                unfurl_links=False,
-                unfurl_media=False,
-                **self._where(chat),
-                **extra,
-            )
-        )
-        return SentMessage(str(sent["ts"]))
-
-    async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
-        body = markdown_to_mrkdwn(text) if formatted else escape(text)
-        await self._call(  # blocks=[]: an edited question loses its buttons
-            self.web.chat_update(channel=chat.chat_id, ts=message.message_id, text=body, blocks=[])
-        )
-
-    async def send_file(self, chat: InboundMessage, file: Any, *, formatted: bool) -> SentMessage:
-        """Upload ``file`` (its ``name``, ``data`` and ``caption``) into the chat (and thread).
-
-        Slack's external upload: ``files.getUploadURLExternal``, the bytes to the URL it returns,
-        then ``files.completeUploadExternal`` shares the file with the caption as its comment.
-        """
-        caption = file.caption
-        comment = (markdown_to_mrkdwn(caption) if formatted else escape(caption)) if caption else None
-        done = await self._call(
-            self.web.files_upload_v2(
-                filename=file.name,
-                content=file.data,
-                title=file.name,
-                channel=chat.chat_id,
-                thread_ts=chat.thread_id,
-                initial_comment=comment,
-            )
-        )
-        return SentMessage(str((done.get("file") or {}).get("id") or ""))
-
-    async def delete(self, chat: InboundMessage, message: SentMessage) -> None:
-        await self._call(self.web.chat_delete(channel=chat.chat_id, ts=message.message_id))
-
-    async def acknowledge(self, press: ButtonPress, text: str) -> None:
-        """Slack has no notice for a click: a non-empty ``text`` goes to the clicker alone (ephemeral)."""
-        if not text:
-            return
-        await self._call(
-            self.web.chat_postEphemeral(
-                channel=press.chat_id,
-                user=press.sender_id,
-                text=escape(text),
-                thread_ts=thread_of(press.chat_key),
-            )
-        )
-
-    async def typing(self, chat: InboundMessage) -> None:
-        """Slack shows no typing indicator for bots (the capability is not declared)."""
-
-    async def download(self, attachment: Attachment, target: Path) -> None:
-        """``files.info`` for the file's private URL, then a GET with the bot token, size-capped."""
-        limit = self.config.max_attachment_bytes
-        info = (await self._call(self.web.files_info(file=attachment.file_id))).get("file") or {}
-        size = info.get("size")
-        if isinstance(size, int) and size > limit:
-            raise PermanentSendError(f"the file is {size} bytes, over maxAttachmentBytes")
-        url = str(info.get("url_private_download") or info.get("url_private") or "")
-        host = urlsplit(url).hostname or ""
-        own = urlsplit(self.config.api_root).hostname
-        if not (host == own or any(host == h or host.endswith("." + h) for h in _TRUSTED_FILE_HOSTS)):
-            raise PermanentSendError(f"the file's URL is not on Slack ({host or 'no host'}); not downloaded")
-        assert self._http is not None
-        try:
-            async with self._http.get(
-                url, headers={"Authorization": f"Bearer {self._tokens[0]}"}
-            ) as response:
-                if response.status >= 500 or response.status == 429:
-                    raise send_error(OSError(f"HTTP {response.status}"), self._clean)
-                if response.status != 200:
-                    raise PermanentSendError(f"the file download answered HTTP {response.status}")
-                written = 0
-                async with await anyio.open_file(target, "wb") as out:
-                    async for chunk in response.content.iter_chunked(64 * 1024):
-                        written += len(chunk)
-                        if written > limit:
-                            raise PermanentSendError("the file is over maxAttachmentBytes")
-                        await out.write(chunk)
-        except PermanentSendError:
-            await anyio.Path(target).unlink(missing_ok=True)
-            raise
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            await anyio.Path(target).unlink(missing_ok=True)
-            raise send_error(exc, self._clean) from None
