@@ -24,6 +24,7 @@ from pydantic import (
     Tag,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from ._channels_config import ChannelsConfig
@@ -300,7 +301,18 @@ class ShipConfig(_Model):
     durable: DurableConfig = Field(default_factory=DurableConfig)
     serve: ServeConfig = Field(default_factory=ServeConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
-    """Chat platforms the agent answers on (``channels.telegram``)."""
+    """Chat platforms the agent answers on (``channels.telegram``, ``.slack``, ``.discord``, ``.feishu``, ``.qq``)."""
+
+    @model_validator(mode="after")
+    def _durable_channels(self) -> ShipConfig:
+        # A durable turn is answered by a worker through the platform's send API; QQ only takes
+        # passive replies tied to the receiving connection's message, which no worker has.
+        if self.durable.enabled and self.channels.qq.enabled:
+            raise ValueError(
+                "channels.qq cannot be enabled with durable.enabled: a durable worker cannot send QQ's "
+                "passive replies yet; run the QQ channel on an agent without durable turns"
+            )
+        return self
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -370,6 +382,8 @@ def _format_error(err: ValidationError) -> ConfigError:
     if first["type"] == "missing":
         return ConfigError(f"ship.json: '{path}' is required", path=path)
     more = f" (and {len(err.errors()) - 1} more problem(s))" if len(err.errors()) > 1 else ""
+    if not path:  # a rule across sections: its message names the keys itself
+        return ConfigError(f"ship.json: {first['msg'].removeprefix('Value error, ')}{more}", path=None)
     return ConfigError(f"ship.json: '{path}': {first['msg']}{more}", path=path)
 
 

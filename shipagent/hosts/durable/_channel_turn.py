@@ -113,6 +113,10 @@ def _sender(agent: ShipAgent, channel: str) -> AbstractAsyncContextManager[Outbo
         from ..channels.discord._sender import DiscordSender
 
         return DiscordSender(channels.discord)
+    if channel == "feishu":
+        from ..channels.feishu._rest import FeishuSender
+
+        return FeishuSender(channels.feishu)
     raise ShipAgentError(f"a durable turn of channel {channel!r}: this worker has no sender for it")
 
 
@@ -134,6 +138,12 @@ def _paragraph(agent: ShipAgent, channel: str) -> tuple[Callable[..., Any], str]
 
         limit = channels.discord.text_chunk_limit
         return DiscordChannel._where_it_is, DISCORD_WHERE.format(limit=f"{limit:,}")
+    if channel == "feishu":
+        from ..channels.feishu._channel import WHERE as FEISHU_WHERE
+        from ..channels.feishu._channel import FeishuChannel
+
+        limit = channels.feishu.text_chunk_limit
+        return FeishuChannel._where_it_is, FEISHU_WHERE.format(limit=f"{limit:,}")
     return None
 
 

@@ -1,4 +1,4 @@
-"""Slack and Discord in durable mode: the receiving process enqueues, a worker process replies.
+"""Slack, Discord and Feishu in durable mode: the receiving process enqueues, a worker process replies.
 
 As for Telegram (``test_durable_channels``): the receiving side is the channel host in this
 process with the durable executor in client mode (it takes the message from the local platform
@@ -6,7 +6,7 @@ server, enqueues the turn and marks the message done); the answering side is a `
 worker`` subprocess with the scripted model of ``tests.support.durable_worker``. The receiving
 host is stopped while the turn still runs, so whatever reaches the platform afterwards was sent by
 the worker through its own sender, built from ship.json: Slack's Web API with the bot token (no
-Socket Mode), Discord's REST API (no gateway).
+Socket Mode), Discord's REST API (no gateway), Feishu's REST API (no long connection).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from shipagent.hosts.channels.slack._sender import SlackSender
 from shipagent.hosts.durable._channel_turn import _tell_where
 from tests.support.discord_server import DM_CHANNEL, TOKEN, discord_server
 from tests.support.durable import Worker, durable_project, read_jsonl, wait_for
+from tests.support.feishu_server import APP_ID, APP_SECRET, feishu_server
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, slack_server
 
 pytestmark = pytest.mark.anyio
@@ -124,6 +125,29 @@ async def test_a_discord_message_is_enqueued_here_and_answered_by_a_worker_proce
         assert [m.content for m in fake.shown()] == ["finished d1"]
         assert len(fake.called("POST", f"/channels/{DM_CHANNEL}/messages")) == 1
         assert not any(TOKEN in line for line in worker.lines)
+
+
+async def test_a_feishu_message_is_enqueued_here_and_answered_by_a_worker_process(tmp_path: Path) -> None:
+    async with feishu_server() as fake:
+        config = {"appId": APP_ID, "appSecret": APP_SECRET, "domain": fake.url}
+        project = with_channel(tmp_path / "p", "feishu", config)
+        signals = project / "signals"
+        worker = await started(Worker(project, "worker-feishu"))
+        try:
+            async with receiving(project) as channel:
+                assert channel.name == "feishu"
+                message_id = fake.user_message("block:f1")["event"]["message"]["message_id"]
+                await anyio.to_thread.run_sync(wait_for, signals / "running-f1")
+                await fake.wait_for(lambda: done_count(project, "feishu", message_id) == 1)
+            assert fake.called("POST", "/im/v1/messages") == []  # the receiving side sent nothing
+            (signals / "release-f1").touch()
+            await fake.wait_for(lambda: [m.text for m in fake.shown()] == ["finished f1"], within=60)
+            assert [r["pid"] for r in read_jsonl(signals / "requests.jsonl")] == [worker.pid] * 2
+            await fake.wait_for(lambda: any(f"{message_id} outcome=ok" in line for line in worker.lines))
+        finally:
+            worker.stop()
+        assert [m.text for m in fake.shown()] == ["finished f1"]
+        assert not any(APP_SECRET in line for line in worker.lines)
 
 
 CHAT = {"chat_key": "x", "message_id": "1", "sender_id": "7", "sender_name": "Ada", "text": "hi"}
