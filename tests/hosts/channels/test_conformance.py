@@ -51,6 +51,23 @@ async def bot(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield running
 
 
+KNOWN_BUGS: dict[tuple[str, str], str] = {
+    ("feishu", "test_an_approval_by_button_is_the_askers_and_refused_to_anyone_else"): (
+        "the Feishu channel names people by open_id (Feishu's events carry no name and the channel "
+        "looks none up), so the refusal reads 'Only ou_… can answer this.'; not run, since the "
+        "question it leaves open would hold the shared project's backlog for the later scenarios"
+    ),
+}
+"""Scenarios an adapter fails today, by (channel, scenario): marked xfail with the reason."""
+
+
+@pytest.fixture(autouse=True)
+def _known_bug(request: pytest.FixtureRequest, bot: Bot) -> None:
+    reason = KNOWN_BUGS.get((bot.driver.name, request.function.__name__))
+    if reason is not None:
+        request.applymarker(pytest.mark.xfail(reason=reason, run=False))
+
+
 def needs(bot: Bot, *features: Feature) -> None:
     """Skip with the driver's reason if its platform lacks one of ``features``."""
     for feature in features:
