@@ -51,6 +51,29 @@ async def bot(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield running
 
 
+KNOWN_BUGS: dict[tuple[str, str], str] = {
+    ("feishu", "test_an_approval_by_button_is_the_askers_and_refused_to_anyone_else"): (
+        "the Feishu channel names people by open_id (Feishu's events carry no name and the channel "
+        "looks none up), so the refusal reads 'Only ou_… can answer this.' instead of naming Ada"
+    ),
+}
+"""Scenarios an adapter fails today, by (channel, scenario): strict xfail with the reason (a fix
+makes the case pass, which fails it until the entry goes)."""
+
+
+@pytest.fixture(autouse=True)
+async def _known_bug(request: pytest.FixtureRequest, bot: Bot) -> AsyncIterator[None]:
+    reason = KNOWN_BUGS.get((bot.driver.name, request.function.__name__))
+    if reason is not None:
+        request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    yield
+    if reason is not None:  # a question the failed scenario left open would hold the shared
+        for message in bot.driver.shown(GROUP):  # project's backlog: its asker denies it
+            if message.buttons:
+                bot.driver.press(GROUP, message, "Deny", ADA)
+        await bot.until(lambda: bot.channel.health.backlog == 0)
+
+
 def needs(bot: Bot, *features: Feature) -> None:
     """Skip with the driver's reason if its platform lacks one of ``features``."""
     for feature in features:

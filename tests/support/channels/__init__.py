@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from tests.support.channels.base import ChannelDriver
 from tests.support.channels.discord_driver import DiscordDriver
+from tests.support.channels.feishu_driver import FeishuDriver
+from tests.support.channels.qq_driver import QQDriver
 from tests.support.channels.slack_driver import SlackDriver
 from tests.support.channels.telegram_driver import TelegramDriver
 
@@ -20,5 +22,7 @@ DRIVERS: dict[str, Callable[[], ChannelDriver]] = {
     "telegram": TelegramDriver,
     "slack": SlackDriver,
     "discord": DiscordDriver,
+    "qq": QQDriver,
+    "feishu": FeishuDriver,
 }
 """Every driver by channel name (each made fresh for its module-wide project)."""
