@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 
 import anyio
 import anyio.abc
@@ -55,6 +55,23 @@ log = logging.getLogger("shipagent.hosts.channels")
 _TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
 
 
+class ChannelSettings(Protocol):
+    """What every platform's ship.json section says about answering (``channels.<platform>``)."""
+
+    @property
+    def streaming(self) -> str: ...
+    @property
+    def text_chunk_limit(self) -> int: ...
+    @property
+    def max_attachment_bytes(self) -> int: ...
+    @property
+    def rate_limit_per_minute(self) -> int: ...
+    @property
+    def show_tool_steps(self) -> bool: ...
+    @property
+    def debounce_ms(self) -> int | None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class PipelineOptions:
     """How a channel answers: streaming by edits or not, the message limit, the edit pace."""
@@ -77,6 +94,19 @@ class PipelineOptions:
     """Inbound files larger than this are refused (the reply says so)."""
     history_limit: int = 0
     """Group messages that did not address the bot kept as context for its next turn there."""
+
+    @classmethod
+    def of(cls, settings: ChannelSettings, *, edit_interval: float = 1.0, **more: Any) -> PipelineOptions:
+        """The options a channel's ship.json section sets (the keys every platform's section has)."""
+        return cls(
+            stream=settings.streaming == "edit",
+            limit=settings.text_chunk_limit,
+            edit_interval=edit_interval,
+            max_attachment_bytes=settings.max_attachment_bytes,
+            rate_per_minute=settings.rate_limit_per_minute,
+            show_tool_steps=settings.show_tool_steps,
+            **more,
+        ).debounced(settings.debounce_ms)
 
     def debounced(self, milliseconds: int | None) -> PipelineOptions:
         """These options with ship.json ``debounceMs`` for direct messages and groups alike;

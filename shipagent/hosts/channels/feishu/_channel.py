@@ -98,14 +98,7 @@ class FeishuChannel(FeishuRest):
             dedupe=Dedupe(state_dir, self.name),
             health=self.health,
             admins=frozenset(config.admins),
-            options=PipelineOptions(
-                stream=config.streaming == "edit",
-                limit=config.text_chunk_limit,
-                edit_interval=edit_interval,
-                max_attachment_bytes=config.max_attachment_bytes,
-                rate_per_minute=config.rate_limit_per_minute,
-                show_tool_steps=config.show_tool_steps,
-            ).debounced(config.debounce_ms),
+            options=PipelineOptions.of(config, edit_interval=edit_interval),
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._link: LongConnection | None = None
