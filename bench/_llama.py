@@ -39,6 +39,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 CMAKE_FLAGS = (
     "-DCMAKE_BUILD_TYPE=Release",
@@ -137,7 +138,8 @@ class LlamaServer:
         self.threads = threads
         self.port = 0
         self.process: subprocess.Popen[bytes] | None = None
-        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
+        self.log: IO[bytes] | None = None
+        self.keep_log = False  # a server that failed keeps its log for the error message to point at
 
     @property
     def base_url(self) -> str:
@@ -146,6 +148,7 @@ class LlamaServer:
     def start(self, timeout: float = 120.0) -> None:
         """Start the server and wait until it answers ``/health`` (the model is loaded)."""
         self.port = free_port()
+        self.log = tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False)  # noqa: SIM115
         command = [
             "nice", "-n", "10", str(self.binary), "-m", str(self.model), "--host", "127.0.0.1",
             "--port", str(self.port), "-c", str(WINDOW), "-np", "1", "--metrics",
@@ -156,6 +159,7 @@ class LlamaServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
+                self.keep_log = True
                 raise RuntimeError(f"llama-server exited with {self.process.returncode}; see {self.log.name}")
             with (
                 contextlib.suppress(OSError),
@@ -164,6 +168,7 @@ class LlamaServer:
                 if r.status == 200:
                     return
             time.sleep(0.2)
+        self.keep_log = True
         raise RuntimeError(f"llama-server did not become healthy within {timeout:.0f} s; see {self.log.name}")
 
     def stop(self) -> None:
@@ -175,6 +180,9 @@ class LlamaServer:
                 self.process.kill()
                 self.process.wait()
         self.process = None
+        if self.log is not None and not self.keep_log:
+            self.log.close()
+            Path(self.log.name).unlink(missing_ok=True)
 
     def restart(self) -> None:
         """A fresh process: an empty slot and no prompt cache, so every contender starts equal."""
