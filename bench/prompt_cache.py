@@ -410,7 +410,10 @@ def table(runs: list[Run], total: int) -> str:
         turns = run.turns[:common]
         prompt = [t.prompt for t in turns]
         recomputed = [t.recomputed for t in turns]
-        done = f"all {len(run.turns)}" if run.stopped is None else f"{len(run.turns)} ({run.stopped})"
+        if run.stopped is not None:
+            done = f"{len(run.turns)} ({run.stopped})"
+        else:  # a recorded run that was cut short has fewer turns than asked for and no error
+            done = f"all {total}" if len(run.turns) >= total else f"{len(run.turns)} so far"
         share = 100 * sum(recomputed) / sum(prompt) if sum(prompt) else 0.0
         lines.append(
             f"| {run.name} | {done} | {mean(prompt):,.0f} | {mean(prompt[common - common // 4 :]):,.0f} "
