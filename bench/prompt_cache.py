@@ -18,9 +18,12 @@ the response usage gives the prompt's size. A contender stops at its first error
 overflow the window). The table is computed over the turns every contender completed.
 
 ``--simulated`` needs no server and no compiler: a scripted model renders each request as a chat
-template would (instructions, tool definitions, then every message), counts o200k tokens and
-reports as cached the longest token prefix shared with what the one slot last held — a
-longest-prefix cache like llama-server's. Its numbers are a simulation, not a server's.
+template would, in the order pydantic-ai's OpenAI Chat Completions mapping sends it (tool
+definitions, the system prompts that open the history, the instructions, then every message),
+counts o200k tokens and reports as cached the longest token prefix shared with what the one slot
+last held (the previous prompt and its answer) — a longest-prefix cache like llama-server's. A
+prompt of 8,192 tokens or more is refused as the server refuses it. Its numbers are a
+simulation, not a server's.
 """
 
 from __future__ import annotations
@@ -247,20 +250,28 @@ def sim_model(slot: SimSlot) -> FunctionModel:
     """A pydantic-ai model whose requests go through ``slot``."""
 
     def respond(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
-        blocks: list[tuple[str, str]] = [("system", info.instructions or "")]
+        # Laid out as pydantic-ai's OpenAI Chat Completions mapping sends it: the system prompts
+        # that open the history first, then the instructions, then the rest (tool definitions,
+        # which hosted providers also cache, ahead of all of it).
+        blocks: list[tuple[str, str]] = []
         if info.function_tools:
             tools = [(t.name, t.description, t.parameters_json_schema) for t in info.function_tools]
             blocks.append(("system", json.dumps(tools, sort_keys=True)))
+        parts = [part for message in messages for part in message.parts]
+        leading = 0
+        while leading < len(parts) and parts[leading].part_kind == "system-prompt":
+            leading += 1
         last_user = ""
-        for message in messages:
-            for part in message.parts:
-                kind = part.part_kind
-                if kind == "user-prompt":
-                    last_user = _text(getattr(part, "content", ""))
-                role = {"user-prompt": "user", "system-prompt": "system", "text": "assistant"}.get(
-                    kind, "tool"
-                )
-                blocks.append((role, _text(getattr(part, "content", None) or getattr(part, "args", ""))))
+        for n, part in enumerate(parts):
+            if n == leading:
+                blocks.append(("system", info.instructions or ""))
+            kind = part.part_kind
+            if kind == "user-prompt":
+                last_user = _text(getattr(part, "content", ""))
+            role = {"user-prompt": "user", "system-prompt": "system", "text": "assistant"}.get(kind, "tool")
+            blocks.append((role, _text(getattr(part, "content", None) or getattr(part, "args", ""))))
+        if leading >= len(parts):
+            blocks.append(("system", info.instructions or ""))
         answer, prompt, cached = slot.request(blocks, last_user)
         usage = RequestUsage(input_tokens=prompt, cache_read_tokens=cached, output_tokens=MAX_ANSWER)
         return ModelResponse(parts=[TextPart(answer)], usage=usage, model_name=MODEL_NAME)
