@@ -213,7 +213,7 @@ class SimSlot:
     """One server slot with a longest-prefix prompt cache, over o200k tokens of a ChatML rendering."""
 
     def __init__(self) -> None:
-        from shipagent.history.tokens import encoding
+        from shipagent.window.tokens import encoding
 
         self.enc = encoding()
         self.held: list[int] = []
