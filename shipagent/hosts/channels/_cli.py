@@ -113,7 +113,8 @@ def run_command(
     host = ChannelHost(agent)
     if not host.channels:
         _err.print(
-            '[bold red]error:[/] no channel is enabled: set "enabled": true under channels.telegram, channels.slack or channels.discord in ship.json'
+            "[bold red]error:[/] no channel is enabled: set channels.telegram.enabled to true in ship.json "
+            "(or the enabled key of channels.slack, channels.discord, channels.feishu or channels.qq)"
         )
         raise typer.Exit(2)
     log_to_stderr()
