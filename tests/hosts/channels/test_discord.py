@@ -6,8 +6,6 @@ import json
 import logging
 import re
 import signal
-import subprocess
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from itertools import pairwise
@@ -27,6 +25,7 @@ from shipagent.hosts.channels import ChannelHost, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.discord import DiscordChannel, discord_markdown, intents
 from shipagent.hosts.cli._app import app
+from tests.support.channel_process import MODEL_MODULE, start_channels, stop
 from tests.support.core import last_user_text, make_project
 from tests.support.discord_server import (
     APP_ID,
@@ -370,42 +369,6 @@ async def test_a_missing_message_content_intent_stops_the_start_with_what_to_tur
     assert channel.health.stopped and not channel.health.connected
 
 
-MODEL_MODULE = """
-import asyncio
-from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
-from pydantic_ai.models.function import FunctionModel
-
-def _said(messages):
-    for part in reversed(messages[-1].parts):
-        if isinstance(part, UserPromptPart):
-            return str(part.content)
-    return ""
-
-def respond(messages, info):
-    return ModelResponse(parts=[TextPart("done: " + _said(messages))])
-
-async def stream(messages, info):
-    for word in ("done: " + _said(messages) + " " + "and more " * 8).split(" "):
-        await asyncio.sleep(0.25)
-        yield word + " "
-
-def build():
-    return FunctionModel(respond, stream_function=stream, model_name="scripted")
-"""
-
-
-def _start(root: Path, log: Path) -> subprocess.Popen[bytes]:
-    shipagent = str(Path(sys.executable).with_name("shipagent"))
-    command = [shipagent, "channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]
-    with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-
-
-async def _signal(process: subprocess.Popen[bytes], sig: int) -> None:
-    process.send_signal(sig)
-    await anyio.to_thread.run_sync(lambda: process.wait(30))
-
-
 async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_restart(tmp_path: Path) -> None:
     root = tmp_path / "p"
     root.mkdir()
@@ -417,22 +380,22 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
 
     async with discord_server() as fake:
         (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
-        process = _start(root, log)
+        process = start_channels(root, log)
         try:
             await fake.wait_for(lambda: fake.identified == 1, within=60)
             sent = fake.user_message("please")
             await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await _signal(process, signal.SIGKILL)
+            await stop(process, signal.SIGKILL)
             assert finished() == []
 
-            process = _start(root, log)  # a new session: Discord does not send the message again
+            process = start_channels(root, log)  # a new session: Discord does not send the message again
             await fake.wait_for(lambda: finished(), within=60)
             fake.user_message("please", message_id=int(sent["id"]))  # and if it did, once is enough
             fake.user_message("next")
             await fake.wait_for(lambda: fake.shown() and "done: next" in fake.shown()[-1].content, within=60)
         finally:
             if process.poll() is None:
-                await _signal(process, signal.SIGTERM)
+                await stop(process, signal.SIGTERM)
     assert len(finished()) == 2 and fake.identified == 2, log.read_text()  # "please" once, "next" once
     transcript = ShipPaths(root).transcript(f"discord:dm:{DM_CHANNEL}").read_text(encoding="utf-8")
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]

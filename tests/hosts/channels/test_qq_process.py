@@ -4,16 +4,13 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
-import anyio
-import anyio.to_thread
 import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_qq import ship_json
+from tests.support.channel_process import start_channels, stop
 from tests.support.qq_server import SECRET, USER, qq_server
 
 pytestmark = pytest.mark.anyio
@@ -44,18 +41,6 @@ def build():
 """
 
 
-def _start(root: Path, log: Path) -> subprocess.Popen[bytes]:
-    shipagent = str(Path(sys.executable).with_name("shipagent"))
-    command = [shipagent, "channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]
-    with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-
-
-async def _signal(process: subprocess.Popen[bytes], sig: int) -> None:
-    process.send_signal(sig)
-    await anyio.to_thread.run_sync(lambda: process.wait(30))
-
-
 async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_restart(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -70,22 +55,22 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
 
     async with qq_server() as fake:
         (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
-        process = _start(root, log)
+        process = start_channels(root, log)
         try:
             await fake.wait_for(lambda: fake.identified == 1, within=60)
             sent = fake.c2c_message("please")
             await fake.wait_for(lambda: (root / "started-please").exists(), within=60)  # the model is writing
-            await _signal(process, signal.SIGKILL)
+            await stop(process, signal.SIGKILL)
             assert fake.replies == []
 
-            process = _start(root, log)  # a new session: QQ does not send the message again
+            process = start_channels(root, log)  # a new session: QQ does not send the message again
             await fake.wait_for(lambda: answers("please"), within=60)
             fake.c2c_message("please", message_id=sent["id"])  # and if it did, once is enough
             fake.c2c_message("next")
             await fake.wait_for(lambda: answers("next"), within=60)
         finally:
             if process.poll() is None:
-                await _signal(process, signal.SIGTERM)
+                await stop(process, signal.SIGTERM)
     assert len(answers("please")) == 1 and fake.identified == 2, log.read_text()
     assert [r.msg_seq for r in fake.to("users", USER)] == [1, 1]  # each the first reply to its message
     transcript = ShipPaths(root).transcript(f"qq:c2c:{USER}").read_text(encoding="utf-8")

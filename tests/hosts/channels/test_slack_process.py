@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import anyio
@@ -16,45 +14,10 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_slack import ship_json
+from tests.support.channel_process import MODEL_MODULE, start_channels, stop
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, slack_server
 
 pytestmark = pytest.mark.anyio
-
-SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
-
-MODEL_MODULE = """
-import asyncio
-from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
-from pydantic_ai.models.function import FunctionModel
-
-def _said(messages):
-    for part in reversed(messages[-1].parts):
-        if isinstance(part, UserPromptPart):
-            return str(part.content)
-    return ""
-
-def respond(messages, info):
-    return ModelResponse(parts=[TextPart("done: " + _said(messages))])
-
-async def stream(messages, info):
-    for word in ("done: " + _said(messages) + " " + "and more " * 8).split(" "):
-        await asyncio.sleep(0.25)
-        yield word + " "
-
-def build():
-    return FunctionModel(respond, stream_function=stream, model_name="scripted")
-"""
-
-
-def _start(root: Path, log: Path) -> subprocess.Popen[bytes]:
-    command = [SHIPAGENT, "channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]
-    with open(log, "ab") as out:
-        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-
-
-async def _stop(process: subprocess.Popen[bytes], sig: int) -> None:
-    process.send_signal(sig)
-    await anyio.to_thread.run_sync(lambda: process.wait(30))
 
 
 async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_restart(tmp_path: Path) -> None:
@@ -68,20 +31,20 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
 
     async with slack_server() as fake:
         (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
-        process = _start(root, log)
+        process = start_channels(root, log)
         try:
             await fake.wait_for(lambda: fake.connections == 1, within=60)
             envelope = fake.user_message("please")
             await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await _stop(process, signal.SIGKILL)
+            await stop(process, signal.SIGKILL)
             assert envelope.acked and finished() == []
 
-            process = _start(root, log)  # Slack does not resend an acknowledged envelope…
+            process = start_channels(root, log)  # Slack does not resend an acknowledged envelope…
             await fake.wait_for(finished, within=60)  # …the record on disk brings it back
             await anyio.sleep(0.5)
         finally:
             if process.poll() is None:
-                await _stop(process, signal.SIGTERM)
+                await stop(process, signal.SIGTERM)
     assert len(finished()) == 1, log.read_text()
     transcript = ShipPaths(root).transcript(f"slack:{TEAM}:D0DM").read_text(encoding="utf-8")
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]

@@ -25,7 +25,7 @@ from shipagent.config import parse_config
 from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost, channels_from_config
 from tests.hosts.channels._support import running, ship_json
-from tests.hosts.channels.test_telegram_process import MODEL_MODULE
+from tests.support.channel_process import MODEL_MODULE
 from tests.support.core import make_project
 from tests.support.net import free_port
 from tests.support.stream import StreamScript

@@ -1,0 +1,57 @@
+"""``shipagent channels run`` as a real process, for the tests that kill it mid-answer.
+
+Every platform has one such test: the process answers with the scripted model below (a module the
+test writes beside ship.json and names with ``--model-factory``), a test kills it with SIGKILL
+while the answer streams, starts it again and checks the message is answered exactly once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+__all__ = ["MODEL_MODULE", "SHIPAGENT", "start_channels", "stop"]
+
+SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
+
+MODEL_MODULE = """
+import asyncio
+from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
+from pydantic_ai.models.function import FunctionModel
+
+def _said(messages):
+    for part in reversed(messages[-1].parts):
+        if isinstance(part, UserPromptPart):
+            return str(part.content)
+    return ""
+
+def respond(messages, info):
+    return ModelResponse(parts=[TextPart("done: " + _said(messages))])
+
+async def stream(messages, info):
+    for word in ("done: " + _said(messages) + " " + "and more " * 8).split(" "):
+        await asyncio.sleep(0.25)
+        yield word + " "
+
+def build():
+    return FunctionModel(respond, stream_function=stream, model_name="scripted")
+"""
+"""A model that answers ``done: <what was said> and more and more …`` slowly, word by word, so a
+test has time to kill the process mid-answer (the full answer ends with ``and more``)."""
+
+
+def start_channels(root: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``shipagent channels run`` on the project at ``root`` with the scripted model, output to ``log``."""
+    command = [SHIPAGENT, "channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]
+    with open(log, "ab") as out:
+        return subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+
+
+async def stop(process: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` and wait (off the event loop) for the process to end."""
+    process.send_signal(sig)
+    await anyio.to_thread.run_sync(lambda: process.wait(30))
