@@ -44,6 +44,13 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+def _http_root(value: str, example: str = "") -> str:
+    """``value`` without a trailing slash, if it is an http(s) URL (an API root a test may point at)."""
+    if not value.startswith(("http://", "https://")):
+        raise ValueError("must be an http:// or https:// URL" + (f" (e.g. {example})" if example else ""))
+    return value.rstrip("/")
+
+
 class GroupsConfig(_Model):
     """``channels.telegram.groups``: which group chats the bot answers in, and when."""
 
@@ -103,9 +110,7 @@ class TelegramConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return _http_root(value)
 
     @field_validator("webhook_url")
     @classmethod
@@ -235,9 +240,7 @@ class SlackConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL")
-        return value.rstrip("/")
+        return _http_root(value)
 
     @field_validator("bot_token")
     @classmethod
@@ -316,9 +319,7 @@ class DiscordConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        if not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL (e.g. https://discord.com/api/v10)")
-        return value.rstrip("/")
+        return _http_root(value, "https://discord.com/api/v10")
 
     @field_validator("gateway_url")
     @classmethod
@@ -395,9 +396,7 @@ class QQConfig(_Model):
     @field_validator("api_root", "token_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        if value is not None and not value.startswith(("http://", "https://")):
-            raise ValueError("must be an http:// or https:// URL (e.g. https://api.sgroup.qq.com)")
-        return value.rstrip("/") if value is not None else None
+        return None if value is None else _http_root(value, "https://api.sgroup.qq.com")
 
     @model_validator(mode="after")
     def _credentials_when_enabled(self) -> QQConfig:
