@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -111,35 +113,29 @@ def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) ->
     )
 
 
+def _report(console: _Printer, name: str, root: str, keys: str, who: Callable[[], str], access: str) -> None:
+    """Ask the platform who the bot is (``who``); say it with the access rules, or say which keys it refused."""
+    try:
+        found = who()
+    except ValueError as exc:
+        console.print(
+            f"[red]{name}: {escape(root)} did not accept {keys}: {escape(str(exc))}[/]", highlight=False
+        )
+        raise typer.Exit(1) from None
+    console.print(escape(f"{name}: {found} via {root}; {access}"), highlight=False)
+
+
 def _check_discord(config: ShipConfig, console: _Printer) -> None:
     from .discord._check import discord_access, discord_who
 
     discord = config.channels.discord
-    try:
-        who = anyio.run(discord_who, discord)
-    except ValueError as exc:
-        console.print(
-            f"[red]discord: {escape(discord.api_root)} did not accept channels.discord.botToken: "
-            f"{escape(str(exc))}[/]",
-            highlight=False,
-        )
-        raise typer.Exit(1) from None
-    console.print(
-        escape(f"discord: {who} via {discord.api_root}; {discord_access(discord)}"), highlight=False
-    )
+    who = partial(anyio.run, discord_who, discord)
+    _report(console, "discord", discord.api_root, "channels.discord.botToken", who, discord_access(discord))
 
 
 def _check_qq(config: ShipConfig, console: _Printer) -> None:
     from .qq._check import qq_access, qq_who
 
     qq = config.channels.qq
-    try:
-        who = anyio.run(qq_who, qq)
-    except ValueError as exc:
-        console.print(
-            f"[red]qq: {escape(qq.api_base)} did not accept channels.qq.appId / clientSecret: "
-            f"{escape(str(exc))}[/]",
-            highlight=False,
-        )
-        raise typer.Exit(1) from None
-    console.print(escape(f"qq: {who} via {qq.api_base}; {qq_access(qq)}"), highlight=False)
+    keys = "channels.qq.appId / clientSecret"
+    _report(console, "qq", qq.api_base, keys, partial(anyio.run, qq_who, qq), qq_access(qq))
