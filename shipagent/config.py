@@ -29,6 +29,20 @@ from pydantic import (
 
 from ._channels_config import ChannelsConfig
 from ._config_base import ConfigModel as _Model
+from ._context_config import (
+    AgentContextConfig,
+    BudgetConfig,
+    BudgetSectionsConfig,
+    CacheConfig,
+    ChatBudgetsConfig,
+    ChatHistoryConfig,
+    ContextConfig,
+    FilesConfig,
+    InjectionConfig,
+    LedgerConfig,
+    ModelPrice,
+    PinsConfig,
+)
 from ._env import MAX_DEPTH, check_depth, expand_tree, merged_environment
 from ._hosts_config import DurableConfig, ServeApiKey, ServeConfig
 from .errors import ConfigError
@@ -38,6 +52,8 @@ __all__ = [
     "AgentMetaConfig",
     "BudgetConfig",
     "BudgetSectionsConfig",
+    "CacheConfig",
+    "ChatBudgetsConfig",
     "ChatHistoryConfig",
     "ChatSendFileConfig",
     "ContextConfig",
@@ -52,8 +68,10 @@ __all__ = [
     "McpHttpServer",
     "McpServerConfig",
     "McpStdioServer",
+    "ModelPrice",
     "ObservabilityConfig",
     "PermissionsConfig",
+    "PinsConfig",
     "ProfileConfig",
     "ServeApiKey",
     "ServeConfig",
@@ -85,75 +103,6 @@ class LlmConfig(_Model):
     max_retries: int = Field(default=1, ge=0, le=10)
     """Retries of a model request that failed for a passing reason (connection, 429, 5xx, timeout of
     one attempt); each retry is a ``retry`` step event. The provider SDK's own retries are off."""
-
-
-class ChatHistoryConfig(_Model):
-    in_memory_max_messages: int = Field(default=60, ge=4)
-    compact_keep_last_messages: int = Field(default=30, ge=1)
-    max_history_tokens: int = Field(default=32000, ge=256)
-    summarizer: Literal["extract", "model"] = "extract"
-    """Who writes a compaction summary: ``extract`` (mechanical lines) or ``model`` (falls back to
-    ``extract`` on any failure)."""
-    summary_model: str | None = None
-    """The model for ``summarizer: "model"`` (a pydantic-ai model string); default: the agent's."""
-    idle_evict_seconds: float = Field(default=600, ge=0)
-    """A chat unused this long is dropped from memory (rebuilt from disk on its next turn)."""
-    max_resident_chats: int = Field(default=1000, ge=1)
-    """At most this many chats stay in memory; the least recently used go first."""
-
-
-class AgentContextConfig(_Model):
-    window_entries: int = Field(default=200, ge=2)
-
-
-class InjectionConfig(_Model):
-    max_injected_messages: int = Field(default=120, ge=0)
-
-
-class FilesConfig(_Model):
-    spill_threshold_bytes: int = Field(default=16384, ge=1024)
-
-
-SectionCap = Annotated[float, Field(gt=0)]
-"""A section cap: tokens (a number > 1) or a fraction of the budget (a number in (0, 1])."""
-
-
-class BudgetSectionsConfig(_Model):
-    """``context.budget.sections``: optional caps, each enforced by its section's own policy."""
-
-    instructions: SectionCap | None = None
-    injections: SectionCap | None = None
-    history: SectionCap | None = None
-    tool_results: SectionCap | None = None
-
-
-class BudgetConfig(_Model):
-    """``context.budget``: what one model request may carry.
-
-    ``maxTokens`` is the whole request: instructions, tool definitions and messages, plus
-    ``reserveOutput`` kept free for the answer. Without it, ``chatHistory.maxHistoryTokens`` still
-    works as before (the messages alone get that budget).
-    """
-
-    max_tokens: int | None = Field(default=None, ge=1024)
-    reserve_output: int = Field(default=4000, ge=0)
-    sections: BudgetSectionsConfig = Field(default_factory=BudgetSectionsConfig)
-
-
-class LedgerConfig(_Model):
-    """``context.ledger``: the per-request record of what the model was sent."""
-
-    enabled: bool = True
-    keep_requests: int = Field(default=1000, ge=10)
-
-
-class ContextConfig(_Model):
-    chat_history: ChatHistoryConfig = Field(default_factory=ChatHistoryConfig)
-    agent_context: AgentContextConfig = Field(default_factory=AgentContextConfig)
-    injection: InjectionConfig = Field(default_factory=InjectionConfig)
-    files: FilesConfig = Field(default_factory=FilesConfig)
-    budget: BudgetConfig = Field(default_factory=BudgetConfig)
-    ledger: LedgerConfig = Field(default_factory=LedgerConfig)
 
 
 class SkillsConfig(_Model):

@@ -36,6 +36,7 @@ from pydantic_ai.messages import (
     TextPart,
     ToolCallPart,
     ToolReturnPart,
+    UserPromptPart,
 )
 from pydantic_ai.models import ModelRequestContext, ModelRequestParameters
 
@@ -58,6 +59,7 @@ __all__ = [
     "prefix_of",
     "render_plan",
     "split_fused_summary",
+    "summary_after_instructions",
 ]
 
 log = logging.getLogger("shipagent.window")
@@ -86,6 +88,55 @@ def split_fused_summary(prior: list[ModelMessage]) -> list[ModelMessage]:
     if not n or not is_summary(replace(prior[0], parts=parts[:n])):
         return prior
     return [replace(prior[0], parts=parts[:n]), replace(prior[0], parts=parts[n:]), *prior[1:]]
+
+
+def _is_summary_part(part: object) -> bool:
+    meta = part.metadata if isinstance(part, SystemPromptPart) else None
+    info = meta.get(MARKER) if isinstance(meta, dict) else None
+    return isinstance(info, dict) and info.get("kind") == "summary"
+
+
+def _own_note(message: ModelMessage) -> bool:
+    """Whether ``message`` is shipagent's own leading note: the summary or the budget note."""
+    if not isinstance(message, ModelRequest) or not message.parts:
+        return False
+    meta = message.metadata.get(MARKER) if isinstance(message.metadata, dict) else None
+    kind = meta.get("kind") if isinstance(meta, dict) else None
+    return kind in ("summary", "budget-note") or _is_summary_part(message.parts[0])
+
+
+def summary_after_instructions(sent: list[ModelMessage]) -> list[ModelMessage]:
+    """Send the compaction summary (and the budget note) as user text, not as system prompts.
+
+    Provider mappings put the system prompts that open a history *before* the instructions
+    (pydantic-ai's OpenAI Chat Completions mapping inserts the instructions after them), so a
+    summary sent as a system prompt changes the very first message at every compaction and a
+    prompt cache loses the instructions and tool definitions with it. Sent as user text it follows
+    them: a compaction changes the request from the summary on, never before. System messages a
+    tool injected stay leading system messages (ahead of the notes), as in a chat without a
+    summary. The chat's history keeps the summary as the marked system part it is; only the
+    request changes.
+    """
+    lead = 0
+    while lead < len(sent) and _is_leading_system(sent[lead]):
+        lead += 1
+    notes = [m for m in sent[:lead] if _own_note(m)]
+    if not notes:
+        return sent
+    others = [m for m in sent[:lead] if not _own_note(m)]
+    as_user = [
+        replace(
+            m,
+            parts=[
+                UserPromptPart(p.content, timestamp=p.timestamp)
+                for p in m.parts
+                if isinstance(p, SystemPromptPart)
+            ],
+        )
+        for m in notes
+        if isinstance(m, ModelRequest)
+    ]
+    return [*others, *as_user, *sent[lead:]]
 
 
 def injected_message(injection: RunInjection) -> ModelMessage:
@@ -228,13 +279,20 @@ def _item(message: ModelMessage, section: str, source: str) -> Item:
     return Item(message, section, source, ids, "whole", None, {}, tokens, tokens)  # positional: hot
 
 
-def render_plan(prior: list[Item], injections: list[Item], current: list[Item]) -> list[ModelMessage]:
-    """The messages a planned request sends, before pydantic-ai's own normalisation."""
+def render_plan(
+    prior: list[Item], injections: list[Item], current: list[Item], *, summary_as_user: bool = True
+) -> list[ModelMessage]:
+    """The messages a planned request sends, before pydantic-ai's own normalisation.
+
+    ``summary_as_user=False``: the layout of requests recorded before the summary was sent as user
+    text (see :func:`summary_after_instructions`), so the ledger rebuilds those exactly too.
+    """
     sent = [render_item(i) for i in injections]
     systems = [m for m in sent if isinstance(m, ModelRequest)]
     assistants = [m for m in sent if isinstance(m, ModelResponse)]
     run = [m for m in (render_item(i) for i in current) if m is not None]
-    return lay_injections(render_prior(prior), run, systems, assistants)
+    laid = lay_injections(render_prior(prior), run, systems, assistants)
+    return summary_after_instructions(laid) if summary_as_user else laid
 
 
 _PREFIXES_MAX = 64

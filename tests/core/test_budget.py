@@ -170,11 +170,14 @@ async def test_a_long_chat_never_sends_more_than_the_budget(tmp_path: Path) -> N
         assert sent_tokens(request) <= budget
     last = scripted.requests[-1]
     # The newest turns are sent whole and in order, the user's current text unchanged, and the model
-    # is told that older messages were left out (they are on disk).
-    assert user_texts(last)[-1] == _sentence(29)
-    assert user_texts(last) == [_sentence(i) for i in range(30 - len(user_texts(last)), 30)]
-    assert len(user_texts(last)) >= 3
-    assert "left out" in render(last)[0][2] and "chat_load_history" in render(last)[0][2]
+    # is told, first and as user text after the instructions, that older messages were left out
+    # (they are on disk).
+    said = user_texts(last)
+    assert said[-1] == _sentence(29)
+    assert said == [_sentence(i) for i in range(30 - len(said), 30)]
+    assert len(said) >= 3
+    kind, note = render(last)[0][1:]
+    assert kind == "user-prompt" and "left out" in note and "chat_load_history" in note
 
 
 @pytest.mark.anyio
@@ -200,7 +203,8 @@ async def test_budget_keeps_the_compaction_summary_first(tmp_path: Path) -> None
     for request in scripted.requests:
         assert sent_tokens(request) <= budget
     first = render(scripted.requests[-1])[0]
-    assert first[1] == "system-prompt" and first[2].startswith("[Summary of the earlier conversation")
+    # the summary opens the conversation, sent as user text after the instructions
+    assert first[1] == "user-prompt" and first[2].startswith("[Summary of the earlier conversation")
 
 
 def test_fit_to_budget_never_starts_on_an_orphaned_tool_return() -> None:

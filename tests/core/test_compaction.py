@@ -32,6 +32,9 @@ from tests.support.core import (
     user_texts,
 )
 
+MARKS = {"context": {"chatHistory": {"inMemoryMaxMessages": 60, "compactKeepLastMessages": 30}}}
+"""The marks these scenarios count with (a 60-message chat compacting to 30)."""
+
 
 def lookup(topic: str) -> str:
     return f"facts about {topic}"
@@ -126,7 +129,7 @@ def test_compaction_summary_folds_the_previous_summary_and_counts() -> None:
 
 @pytest.mark.anyio
 async def test_compaction_at_the_60_30_boundary_keeps_tool_pairs_and_persists(tmp_path: Path) -> None:
-    root = make_project(tmp_path)  # defaults: inMemoryMaxMessages 60, compactKeepLastMessages 30
+    root = make_project(tmp_path, MARKS)
     scripted = _tool_turn_model()
     agent = make_agent(root, scripted.model, [lookup])
     events: list[StepEvent] = []
@@ -192,15 +195,16 @@ async def test_compaction_at_the_60_30_boundary_keeps_tool_pairs_and_persists(tm
     # message survived the cut): its first request starts with the summary.
     assert (await restarted.run("chat", "after restart")).success
     sent = render(scripted.requests[-2])
-    assert sent[0][1] == "system-prompt" and sent[0][2].startswith("[Summary of the earlier conversation")
-    assert [t for _, kind, t in sent if kind == "user-prompt"] == [f"q{i}" for i in range(9, 16)] + [
+    # (sent as user text after the instructions: a compaction changes nothing before it)
+    assert sent[0][1] == "user-prompt" and sent[0][2].startswith("[Summary of the earlier conversation")
+    assert [t for _, kind, t in sent[1:] if kind == "user-prompt"] == [f"q{i}" for i in range(9, 16)] + [
         "after restart"
     ]
 
 
 @pytest.mark.anyio
 async def test_plain_turns_compact_to_summary_plus_30(tmp_path: Path) -> None:
-    root = make_project(tmp_path)
+    root = make_project(tmp_path, MARKS)
     scripted = ScriptedModel()
     agent = make_agent(root, scripted.model)
     for i in range(30):

@@ -75,11 +75,12 @@ async def test_second_request_places_injections_around_history_and_user_text(tmp
 
     # The first request of the run comes before the tool ran: nothing injected yet.
     assert not any("INJECTED" in t for t in texts(first))
-    # The second: system injections right after the leading summary, in injection order;
-    # assistant injections immediately before the current user message, in order; user text as typed.
+    # The second: system injections lead, in injection order; the summary follows as user text
+    # (after the instructions, where a compaction changes nothing before it); assistant
+    # injections immediately before the current user message, in order; user text as typed.
     rendered = render(second)
-    assert rendered[0][1] == "system-prompt" and rendered[0][2].startswith("[Summary of the earlier")
-    assert rendered[1:] == snapshot(
+    assert rendered[2][1] == "user-prompt" and rendered[2][2].startswith("[Summary of the earlier")
+    assert rendered[:2] + rendered[3:] == snapshot(
         [
             ("request", "system-prompt", "INJECTED-SYSTEM-A: always answer in French"),
             ("request", "system-prompt", "INJECTED-SYSTEM-B: the repo uses uv"),

@@ -24,6 +24,10 @@ from tests.support.core import (
 )
 
 
+MARKS = {"context": {"chatHistory": {"inMemoryMaxMessages": 60, "compactKeepLastMessages": 30}}}
+"""The marks these scenarios count with (a 60-message chat compacting to 30)."""
+
+
 def overflow_error() -> ModelHTTPError:
     return ModelHTTPError(400, "m", body={"error": {"code": "context_length_exceeded"}})
 
@@ -58,7 +62,7 @@ def test_overflow_detection() -> None:
 
 @pytest.mark.anyio
 async def test_overflow_retries_with_a_compacted_history_then_succeeds(tmp_path: Path) -> None:
-    root = make_project(tmp_path)
+    root = make_project(tmp_path, MARKS)
     model = Switchable()
     agent = make_agent(root, model.scripted.model)
     for i in range(20):  # 40 messages: under the 60 bound, nothing compacted yet
@@ -94,7 +98,7 @@ async def test_overflow_retries_with_a_compacted_history_then_succeeds(tmp_path:
 
 @pytest.mark.anyio
 async def test_overflow_that_never_goes_away_fails_cleanly_with_history_intact(tmp_path: Path) -> None:
-    root = make_project(tmp_path)
+    root = make_project(tmp_path, MARKS)
     model = Switchable()
     agent = make_agent(root, model.scripted.model)
     for i in range(5):
@@ -125,7 +129,7 @@ async def test_overflow_that_never_goes_away_fails_cleanly_with_history_intact(t
 async def test_overflow_on_a_new_chat_fails_cleanly(tmp_path: Path) -> None:
     model = Switchable()
     model.limit = 0
-    agent = make_agent(make_project(tmp_path), model.scripted.model)
+    agent = make_agent(make_project(tmp_path, MARKS), model.scripted.model)
     result = await agent.run("fresh", "hello")
     assert not result.success and len(model.calls) == 4
     assert agent.history("fresh") == []
@@ -154,7 +158,7 @@ async def test_model_error_is_a_failed_result_and_history_is_unchanged(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, says: list[str], attempts: int
 ) -> None:
     monkeypatch.setattr("shipagent.agent._retry.RETRY_BASE_DELAY", 0.0)
-    root = make_project(tmp_path)
+    root = make_project(tmp_path, MARKS)
     fail = {"on": False}
 
     def reply(messages, info, n):  # type: ignore[no-untyped-def]
@@ -210,7 +214,7 @@ async def test_a_tool_that_raises_does_not_end_the_run(tmp_path: Path) -> None:
         return answer("I could not fetch it, but here is what I know.")
 
     scripted = ScriptedModel(reply)
-    agent = make_agent(make_project(tmp_path), scripted.model, [explode, fine, report_failure])
+    agent = make_agent(make_project(tmp_path, MARKS), scripted.model, [explode, fine, report_failure])
     steps: list[StepEvent] = []
     result = await agent.run("k", "fetch it", on_step=steps.append)
 
@@ -251,7 +255,7 @@ def test_context_window_exceeded_error_class_is_an_overflow() -> None:
 async def test_overflow_with_a_short_history_folds_all_of_it(tmp_path: Path) -> None:
     # 3 turns = 6 messages, fewer than any keep window: the retry folds the whole history into the
     # summary, and the request that fits is [summary, new user message].
-    root = make_project(tmp_path)
+    root = make_project(tmp_path, MARKS)
     model = Switchable()
     agent = make_agent(root, model.scripted.model)
     for i in range(3):
@@ -277,7 +281,7 @@ async def test_on_step_may_be_async_and_its_exceptions_are_swallowed(tmp_path: P
     def broken_steps(event: StepEvent) -> None:
         raise RuntimeError("the UI went away")
 
-    agent = make_agent(make_project(tmp_path), ScriptedModel().model)
+    agent = make_agent(make_project(tmp_path, MARKS), ScriptedModel().model)
     assert (await agent.run("k", "one", on_step=async_steps)).success
     assert seen == ["assistant", "done"]
     result = await agent.run("k", "two", on_step=broken_steps)

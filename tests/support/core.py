@@ -65,8 +65,13 @@ def texts(messages: Sequence[ModelMessage]) -> list[str]:
     return [t for _, _, t in render(messages)]
 
 
+_NOTES = ("[Summary of the earlier conversation", "[shipagent left out ")
+"""How shipagent's own notes begin: a request sends them as user text, but nobody said them."""
+
+
 def user_texts(messages: Sequence[ModelMessage]) -> list[str]:
-    return [t for _, kind, t in render(messages) if kind == "user-prompt"]
+    """What the user said in ``messages``: the user prompts, shipagent's notes left out."""
+    return [t for _, kind, t in render(messages) if kind == "user-prompt" and not t.startswith(_NOTES)]
 
 
 def last_user_text(messages: Sequence[ModelMessage]) -> str:

@@ -41,7 +41,7 @@ from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
 from ...window.placement import RequestReport
 from ...window.sections import Item
-from ._records import blob_key, injected_text, items_fingerprint, items_json
+from ._records import LAYOUT, blob_key, injected_text, items_fingerprint, items_json
 
 __all__ = ["WHOLE_EVERY", "Base", "encode_report"]
 
@@ -269,6 +269,7 @@ def encode_report(
         out["inputTokens"], out["cachedTokens"] = usage
     if (summarizer := _summarizer(report)) is not None:
         out["summarizer"] = summarizer
+    out["layout"] = LAYOUT  # shipagent's notes sent as user text after the instructions
     everything: list[Item] = []
     _take(segments, 0, size, everything)
     made = Base(f"{request_id}:{report.step}", rows, summary, systems, size, prior_tokens, depth)

@@ -232,7 +232,8 @@ class Ledger:
             if i.section == "injections"
         ]
         current = [_item(m, i) for m, i in zip(turn, run_items, strict=False)]
-        return repair_messages(render_plan(prior_out, injections, current), repair_last_response=True)
+        laid = render_plan(prior_out, injections, current, summary_as_user=record.layout >= 2)
+        return repair_messages(laid, repair_last_response=True)
 
     def _injection(self, chat_key: str, item: LedgerItem, returned: dict[str, datetime]) -> ModelMessage:
         if item.blob is None or item.role not in ("system", "assistant"):

@@ -310,6 +310,10 @@ class RequestRecord:
     cached_tokens: int | None = None
     summarizer: str | None = None
     """Which summarizer wrote the summary this request carried (``extract`` / ``model``)."""
+    layout: int = 1
+    """How the request laid out shipagent's notes: ``2`` (every record written now) sent the
+    summary and the budget note as user text after the instructions; ``1`` (older records) sent
+    them as leading system prompts. :meth:`Ledger.reconstruct` rebuilds each as it was sent."""
 
     @property
     def id(self) -> str:
@@ -340,6 +344,7 @@ class RequestRecord:
             ("inputTokens", self.input_tokens),
             ("cachedTokens", self.cached_tokens),
             ("summarizer", self.summarizer),
+            ("layout", self.layout if self.layout != 1 else None),
         ):
             if value is not None:
                 out[key] = value
@@ -366,7 +371,12 @@ class RequestRecord:
             input_tokens=data.get("inputTokens"),
             cached_tokens=data.get("cachedTokens"),
             summarizer=data.get("summarizer"),
+            layout=int(data.get("layout", 1)),
         )
+
+
+LAYOUT = 2
+"""The layout records are written with (see :attr:`RequestRecord.layout`)."""
 
 
 def injected_text(item: Item) -> str:
@@ -427,4 +437,5 @@ def record_from_report(
         estimate=report.estimate,
         ratio=report.ratio,
         summarizer=summarizer,
+        layout=LAYOUT,
     )
