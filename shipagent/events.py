@@ -10,7 +10,7 @@ serve room uses ``type`` as the SSE ``event:`` name). :class:`Done` comes last, 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from .results import AgentResult
 
@@ -61,6 +61,13 @@ class Compacted:
     removed: int
     kept: int
     type: Literal["compacted"] = field(default="compacted", init=False)
+
+    NOTICE: ClassVar[str] = (
+        "(Older messages were summarised to keep this chat within its context; nothing is lost "
+        "— ask me to look them up.)"
+    )
+    """The one line channels and the web page show the user after such a turn
+    (ship.json ``context.chatHistory.notice``), so a shorter memory never goes unexplained."""
 
 
 @dataclass(frozen=True, slots=True)

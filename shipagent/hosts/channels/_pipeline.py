@@ -23,7 +23,7 @@ import anyio
 import anyio.abc
 import anyio.to_thread
 
-from ...events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
+from ...events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from ._access import NOT_ADDRESSED, AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
 from ._commands import Command, help_text, parse_command, status_text
@@ -403,6 +403,7 @@ class Pipeline:
         steps: _Steps | None = None
         failure: str | None = None
         answer = ""
+        compacted = False
         request_id = f"{self.channel}:{message.chat_id}:{message.message_id}"
         async with anyio.create_task_group() as helpers:
             helpers.start_soon(self._typing, message, writer, lambda: tools_running > 0)
@@ -433,6 +434,8 @@ class Pipeline:
                                     steps = await self._step(writer, steps, event)
                             elif isinstance(event, ApprovalRequired):
                                 await self._ask(writer, message, event)
+                            elif isinstance(event, Compacted):
+                                compacted = True
                             elif isinstance(event, Done):
                                 result = event.result
                                 if not result.success:
@@ -457,7 +460,24 @@ class Pipeline:
                     self.health.last_error = f"could not deliver the answer in chat {message.chat_id}: {exc}"
                     log.error("%s: %s", self.channel, self.health.last_error)
                     await self._note_undelivered(message.chat_key, request_id, exc)
+                else:
+                    if compacted and failure is None:
+                        await self._notice_compacted(writer, message)
             helpers.cancel_scope.cancel()
+
+    async def _notice_compacted(self, writer: ReplyWriter, message: InboundMessage) -> None:
+        """After the answer, one short message saying older messages were summarised
+        (``context.chatHistory.notice``), so a shorter memory never surprises the user.
+
+        A message of its own, not a line of the answer: the answer was already split, streamed
+        and finished, and a notice that fails to send must not touch it.
+        """
+        if not self.agent.config.context.chat_history.notice:
+            return
+        try:
+            await writer.send_separate(Compacted.NOTICE)
+        except (TransientSendError, PermanentSendError) as exc:
+            log.warning("%s: could not say chat %s was compacted: %s", self.channel, message.chat_id, exc)
 
     async def _note_undelivered(self, chat_key: str, request_id: str, exc: Exception) -> None:
         """Keep the loss in the chat's transcript (``/status`` counts it, after a restart too)."""
