@@ -203,7 +203,10 @@ class Api:
             )
             events = self.state.idempotency.claim(idempotency_key, chat_key).watch(events)  # 409 if reused
             approvals = _TurnApprovals(self.state, key, chat_key)
-            body_iter = terminated(native_events(events, approvals.opened), "native", idempotency_key)
+            notice = self.agent.config.context.chat_history.notice
+            body_iter = terminated(
+                native_events(events, approvals.opened, notice=notice), "native", idempotency_key
+            )
             return EventStream(self._counted(body_iter, approvals), headers=SSE_HEADERS)
         self.state.turn_started()
         try:

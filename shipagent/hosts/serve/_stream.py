@@ -20,7 +20,7 @@ import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from ...events import ApprovalRequired, Done, RunEvent, TextDelta, ToolStarted
+from ...events import ApprovalRequired, Compacted, Done, RunEvent, TextDelta, ToolStarted
 from ._openai import chunk
 from ._wire import event_json, sse
 
@@ -49,14 +49,23 @@ class EventStream(StreamingResponse):
 
 
 async def native_events(
-    events: AsyncGenerator[RunEvent, None], on_approval: OnApproval
+    events: AsyncGenerator[RunEvent, None], on_approval: OnApproval, *, notice: bool = True
 ) -> AsyncIterator[bytes]:
-    """One SSE per event: ``event:`` is the type, ``data:`` its fields as camelCase JSON."""
+    """One SSE per event: ``event:`` is the type, ``data:`` its fields as camelCase JSON.
+
+    ``compacted`` also carries ``notice``: the line to show the user (:attr:`Compacted.NOTICE`),
+    or ``null`` when ship.json ``context.chatHistory.notice`` is false. The event itself always
+    goes out (a program may count compactions); whether a person is told is the server's setting,
+    so the web page shows what it is given.
+    """
     async with aclosing(events) as stream:
         async for event in stream:
             if isinstance(event, ApprovalRequired):
                 on_approval(event)
-            yield sse(event.type, event_json(event))
+            data = event_json(event)
+            if isinstance(event, Compacted):
+                data["notice"] = Compacted.NOTICE if notice else None
+            yield sse(event.type, data)
 
 
 async def openai_chunks(

@@ -421,6 +421,7 @@
       this.tools = new Map();
       this.sawText = false;
       this.pending = false;
+      this.notice = null; // the "older messages were summarised" line, placed when the turn is done
     }
 
     place(node) {
@@ -561,10 +562,14 @@
       this.place(card);
     }
 
+    // The turn summarised older messages: the server sends the line to show (ship.json
+    // context.chatHistory.notice), or null when the notice is off; the page adds nothing of its own.
+    // Kept until the turn is done, so it stands under the whole answer (and its usage line).
     compacted(d) {
-      const removed = field(d, "removed");
-      const kept = field(d, "kept");
-      this.place(note("Older messages were compacted" + (removed !== undefined ? " (" + removed + " summarized, " + kept + " kept)" : "") + ". They stay on disk.", "info"));
+      const text = field(d, "notice");
+      if (typeof text !== "string" || !text) return;
+      this.notice = note(text, "compacted");
+      this.notice.title = field(d, "removed") + " older messages summarised, " + field(d, "kept") + " kept";
     }
 
     done(d) {
@@ -588,6 +593,7 @@
       }
       const usage = usageLine(field(result, "usage"));
       if (usage) this.place(usage);
+      if (this.notice) this.place(this.notice);
       this.finish();
     }
 
