@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 from dbos import DBOS
 
 from ...errors import ShipAgentError
-from ...results import AgentResult
+from ...events import Compacted
+from ...results import AgentResult, StepEvent
 from ...tools.execution import ReplyChannel, ToolExecutionContext
 from ..channels._durable import ChannelReply, WorkerReply
-from ..channels._types import Outbound
+from ..channels._types import Outbound, PermanentSendError, TransientSendError
 from ._workflow import bound_agent, local_turns, log_turn
 
 if TYPE_CHECKING:
@@ -63,16 +64,20 @@ async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any])
         _tell_where(agent, target.channel)
         async with _sender(agent, target.channel) as outbound:
             answer = WorkerReply(outbound, target)
+            compacted = _Compactions()
 
             async def turn(channel: ReplyChannel) -> AgentResult:
-                return await agent.execute_turn(chat_key, text, request_id=workflow_id, channel=channel)
+                return await agent.execute_turn(
+                    chat_key, text, request_id=workflow_id, channel=channel, on_step=compacted.see
+                )
 
             try:
                 result = await answer.run(turn)
             except Exception as exc:  # the turn raised: say so in the chat, then let DBOS record it
                 await _reply(answer, None, f"The answer failed: {type(exc).__name__}: {exc}")
                 raise
-            await _reply(answer, result)
+            notice = compacted.seen and agent.config.context.chat_history.notice
+            await _reply(answer, result, notice=notice)
         outcome = "ok" if result.success else "failed"
         return result
     except asyncio.CancelledError:
@@ -85,11 +90,25 @@ async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any])
         log_turn(chat_key, workflow_id or "", outcome, time.monotonic() - began)
 
 
-async def _reply(answer: WorkerReply, result: AgentResult | None, error: str | None = None) -> dict[str, Any]:
-    """The final answer as one recorded step: sent once, however often the workflow is replayed."""
+async def _reply(
+    answer: WorkerReply, result: AgentResult | None, error: str | None = None, *, notice: bool = False
+) -> dict[str, Any]:
+    """The final answer as one recorded step: sent once, however often the workflow is replayed.
+
+    ``notice``: the turn compacted the chat's history and ship.json wants the user told; the
+    notice goes out in the same step, after the answer was delivered, so it is sent at most once
+    too (and never for an answer that did not arrive).
+    """
 
     async def step() -> dict[str, Any]:
-        return await answer.deliver(result, error)
+        sent = await answer.deliver(result, error)
+        if notice and sent.get("delivered") and result is not None and result.success:
+            try:
+                await answer.writer.send_separate(Compacted.NOTICE)
+                sent["notice"] = True
+            except (TransientSendError, PermanentSendError) as exc:  # the answer is what counts
+                log.warning("%s: could not say the chat was compacted: %s", answer.reply.channel, exc)
+        return sent
 
     sent: dict[str, Any] = await DBOS.run_step_async({"name": REPLY_STEP}, step)
     return sent
@@ -163,6 +182,17 @@ def _tell_where(agent: ShipAgent, channel: str) -> None:
         if isinstance(source, _Where) and source.channel == channel:
             return
     agent.instruction_sources.append(_Where(channel, text))
+
+
+@dataclass(slots=True)
+class _Compactions:
+    """Whether the turn compacted the chat's history (its ``compaction`` step event)."""
+
+    seen: bool = False
+
+    def see(self, event: StepEvent) -> None:
+        if event.type == "compaction":
+            self.seen = True
 
 
 @dataclass(frozen=True, slots=True)
