@@ -161,7 +161,12 @@ async def test_status_counts_compactions_and_undelivered_answers_across_a_restar
         async with running(root, fake, script.model) as (agent, channel):
             for n in range(5):
                 fake.user_message(f"message {n}")
-                await fake.wait_for(lambda n=n: any(m.text == f"echo: message {n}" for m in fake.shown()))
+                await fake.wait_for(  # answered, and the compaction notice after it sent too
+                    lambda n=n: (
+                        channel.health.backlog == 0
+                        and any(m.text == f"echo: message {n}" for m in fake.shown())
+                    )
+                )
             fake.fail_next("sendMessage", 403, "Forbidden: bot was blocked by the user")
             fake.user_message("lost one")
             await fake.wait_for(lambda: channel.health.undelivered == 1)
