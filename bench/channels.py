@@ -1,29 +1,39 @@
-"""Channel overhead: turns through the local Telegram Bot API server against the same turns over HTTP.
+"""Channel overhead: turns through every platform's local protocol server against the same turns over HTTP.
 
-``--chats`` chats each send ``--messages`` messages (one after another per chat, all chats at
-once) to one agent with an instant streaming model, through the Telegram channel (PTB long-polling
-the local test server in ``tests/support/telegram_server.py``, over real sockets). Measured per
-message, on the server's clock: inbound → the first visible text (the first ``sendMessage``) and
-inbound → the final message. The same turns then go over the HTTP API (``POST
-/v1/chats/{key}/messages`` as SSE, served by uvicorn): request → first ``text_delta`` and → ``done``.
+For each platform (Telegram, Slack, Discord, Feishu, QQ), ``--chats`` direct chats each send
+``--messages`` messages (one after another per chat, all chats at once) to one agent with an
+instant streaming model, through that platform's channel talking to the local server the tests
+use (``tests/support/<platform>_server.py``, driven through the conformance drivers of
+``tests/support/channels``): the platform's own client library over real sockets — PTB long-polling
+the Bot API, slack-sdk's Socket Mode WebSocket, discord.py's gateway, lark-oapi's long connection,
+the QQ gateway. These are local servers that speak the protocols, not the platforms: the
+figures are shipagent's own cost per message, not a platform's network.
 
-With ``streaming: edit`` the final text is the formatted edit, paced to one edit per second per
-chat (Telegram's own limit), so "final" includes that pacing by design; ``--streaming off`` sends
-the answer once, which is the like-for-like comparison with HTTP.
+Measured per message, from the moment the server delivers the user's message: inbound → the
+first visible text of the answer, and inbound → the final answer as the platform shows it (the
+text a warm-up message's answer ended with). Then the same turns over the HTTP API (``POST
+/v1/chats/{key}/messages`` as SSE, served by uvicorn in this process): request → first
+``text_delta`` and → ``done``.
+
+``--streaming off`` (the default) sends each answer once: the like-for-like comparison with HTTP.
+With ``--streaming edit`` the first text is the streamed start and "final" includes the
+formatted last edit, paced as the conformance drivers build the channels (0.05 s between edits;
+QQ cannot edit and always sends once).
 
 A chat's messages are ``--gap`` seconds apart (default 1 s: Telegram allows about one message per
-second per chat, and the channel paces its sends and edits to that, across turns too), in both
-runs, so msg/s is bounded by the gap and the latencies are what compare.
+second per chat, and the channels pace sends per chat), in every run, so msg/s is bounded by the
+gap and the latencies are what compare.
 
-Run: ``python bench/channels.py [--chats 50] [--messages 10] [--streaming off|edit] [--gap 1]``.
+Run: ``python bench/channels.py [--chats 50] [--messages 10] [--streaming off|edit] [--gap 1]
+[--platforms telegram,slack,discord,feishu,qq]`` (prints a markdown table).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import socket
-import statistics
 import sys
 import tempfile
 import time
@@ -39,11 +49,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
 from shipagent import ShipAgent
-from shipagent.hosts.channels import ChannelHost, channels_from_config
+from shipagent.hosts.channels import ChannelHost
 from shipagent.hosts.serve._app import create_app
-from tests.support.telegram_server import TOKEN, telegram_server
+from tests.support.channels import DRIVERS
+from tests.support.channels.base import ChannelDriver, Person, Place
 
 ANSWER = "The answer is **forty-two**, as computed."
+PLATFORMS = ["telegram", "slack", "discord", "feishu", "qq"]
 
 
 async def _stream(messages: list[ModelMessage], info: AgentInfo) -> AsyncIterator[str]:
@@ -67,54 +79,66 @@ def _pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-async def telegram_run(root: Path, chats: int, messages: int, streaming: str, gap: float) -> dict[str, Any]:
-    async with telegram_server() as fake:
-        ship = {
-            "channels": {
-                "telegram": {
-                    "enabled": True,
-                    "botToken": TOKEN,
-                    "apiRoot": fake.url,
-                    "dmPolicy": "open",
-                    "streaming": streaming,
-                    "rateLimitPerMinute": 0,
-                }
-            }
-        }
+def _person(n: int) -> Person:
+    """The ``n``-th chat's user (numbers past the conformance cast, so ids never collide)."""
+    return Person(f"bench{n}", f"Bench {n}", 1000 + n)
+
+
+async def _wait(driver: ChannelDriver, condition: Any) -> float:
+    """Wait until ``condition()`` holds; the moment it was seen (``time.monotonic``)."""
+    await driver.wait_for(condition, within=120)
+    return time.monotonic()
+
+
+async def platform_run(
+    name: str, root: Path, chats: int, messages: int, streaming: str, gap: float
+) -> dict[str, Any]:
+    driver = DRIVERS[name]()
+    warm = _person(chats)
+    people = [_person(n) for n in range(chats)]
+    first: list[float] = []
+    final: list[float] = []
+    async with driver.serve():
+        ship = driver.ship_json([*people, warm])
+        config = ship["channels"][name]
+        if "edits" not in driver.lacks:
+            config["streaming"] = streaming
         _project(root, ship)
         agent = ShipAgent.from_project(root, model=_model())
-        channels = channels_from_config(agent, agent.config.channels, poll_timeout=1.0)
-        first: list[float] = []
-        final: list[float] = []
-        async with agent, ChannelHost(agent, channels):
-            started = time.monotonic()
+        async with agent, ChannelHost(agent, driver.channels(agent)) as host:
+            await driver.wait_for(lambda: host.health[name].connected, within=60)
+            # warm-up: connections open, and the final answer as this platform shows it
+            here = Place.dm(warm)
+            driver.say(here, warm, "warm up")
+            await driver.wait_for(lambda: driver.shown(here) and host.health[name].backlog == 0, within=60)
+            done_text = driver.shown(here)[-1].text
+            started, cpu = time.monotonic(), time.process_time()
 
             async def chat(n: int) -> None:
-                chat_id = 1000 + n
+                where, who = Place.dm(people[n]), people[n]
                 for m in range(messages):
-                    before = len(fake.shown(chat_id))
-                    fake.user_message(f"question {m}", chat_id=chat_id, user_id=chat_id)
+                    if m:
+                        await anyio.sleep(gap)  # the platforms allow about one message a second per chat
+                    before = len(driver.shown(where))
                     sent = time.monotonic()
-                    await fake.wait_for(lambda b=before: len(fake.shown(chat_id)) > b, within=120)
-                    mine = [c for c in fake.calls if c.params.get("chat_id") == chat_id and c.at >= sent]
-                    first.append(min(c.at for c in mine if c.method == "sendMessage") - sent)
-                    await fake.wait_for(
-                        lambda: fake.shown(chat_id)[-1].text.endswith("computed."), within=120
+                    driver.say(where, who, f"question {m}")
+                    seen = await _wait(
+                        driver, lambda b=before: any(s.text.strip() for s in driver.shown(where)[b:])
                     )
-                    done = [
-                        c.at
-                        for c in fake.calls
-                        if c.params.get("chat_id") == chat_id
-                        and c.method in ("sendMessage", "editMessageText")
-                    ]
-                    final.append(max(done) - sent)
-                    await anyio.sleep(gap)  # Telegram allows one message per second per chat: so do we
+                    first.append(seen - sent)
+                    shown = await _wait(
+                        driver,
+                        lambda b=before: (
+                            len(driver.shown(where)) > b and driver.shown(where)[-1].text == done_text
+                        ),
+                    )
+                    final.append(shown - sent)
 
             async with anyio.create_task_group() as tasks:
                 for n in range(chats):
                     tasks.start_soon(chat, n)
-            elapsed = time.monotonic() - started
-    return {"first": first, "final": final, "rate": chats * messages / elapsed}
+            elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
+    return {"first": first, "final": final, "elapsed": elapsed, "cpu": cpu, "count": chats * messages}
 
 
 async def http_run(root: Path, chats: int, messages: int, gap: float) -> dict[str, Any]:
@@ -130,13 +154,13 @@ async def http_run(root: Path, chats: int, messages: int, gap: float) -> dict[st
         outer.start_soon(lambda: server.serve(sockets=[sock]))
         while not server.started:  # noqa: ASYNC110 - uvicorn offers a flag
             await anyio.sleep(0.01)
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
 
             async def chat(n: int) -> None:
                 for m in range(messages):
                     if m:
-                        await anyio.sleep(gap)  # the same spacing as the Telegram run
+                        await anyio.sleep(gap)  # the same spacing as the channel runs
                     sent = time.monotonic()
                     seen_first = False
                     async with client.stream(
@@ -152,32 +176,64 @@ async def http_run(root: Path, chats: int, messages: int, gap: float) -> dict[st
             async with anyio.create_task_group() as tasks:
                 for n in range(chats):
                     tasks.start_soon(chat, n)
-        elapsed = time.monotonic() - started
+        elapsed, cpu = time.monotonic() - started, time.process_time() - cpu
         server.should_exit = True
-    return {"first": first, "final": final, "rate": chats * messages / elapsed}
+    return {"first": first, "final": final, "elapsed": elapsed, "cpu": cpu, "count": chats * messages}
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--chats", type=int, default=50)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
+    parser.add_argument("--chats", type=int, default=10)
     parser.add_argument("--messages", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3, help="runs of every path, in a rotating order")
     parser.add_argument("--streaming", choices=["off", "edit"], default="off")
     parser.add_argument("--gap", type=float, default=1.0, help="seconds between a chat's messages")
+    parser.add_argument("--platforms", default=",".join(PLATFORMS), help="comma-separated")
     args = parser.parse_args()
+    paths: list[str] = []
+    for name in [p.strip() for p in args.platforms.split(",") if p.strip()]:
+        requires = DRIVERS[name]().requires
+        if importlib.util.find_spec(requires) is None:
+            print(f"{name}: skipped, {requires} is not installed (pip install 'shipagent[{name}]')")
+        else:
+            paths.append(name)
+    paths.append("http")
+    totals: dict[str, dict[str, Any]] = {
+        p: {"first": [], "final": [], "elapsed": 0.0, "cpu": 0.0, "count": 0} for p in paths
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        tg = await telegram_run(Path(tmp) / "tg", args.chats, args.messages, args.streaming, args.gap)
-        web = await http_run(Path(tmp) / "http", args.chats, args.messages, args.gap)
+        for r in range(args.rounds):  # rotated, so a machine's slow minutes fall on every path alike
+            for path in paths[r % len(paths) :] + paths[: r % len(paths)]:
+                print(f"round {r + 1}: {path}", file=sys.stderr)
+                root = Path(tmp) / f"{path}-{r}"
+                if path == "http":
+                    row = await http_run(root, args.chats, args.messages, args.gap)
+                else:
+                    row = await platform_run(path, root, args.chats, args.messages, args.streaming, args.gap)
+                total = totals[path]
+                for key in ("first", "final"):
+                    total[key] += row[key]
+                for key in ("elapsed", "cpu", "count"):
+                    total[key] += row[key]
     print(
-        f"{args.chats} chats x {args.messages} messages, instant model, telegram streaming={args.streaming}"
+        f"{args.chats} chats x {args.messages} messages x {args.rounds} rounds, {args.gap:g} s apart per "
+        f"chat, instant model, channel streaming={args.streaming}\n"
     )
-    print(f"{'':10} {'first p50':>10} {'first p99':>10} {'final p50':>10} {'final p99':>10} {'msg/s':>8}")
-    for name, row in (("telegram", tg), ("http", web)):
+    http_final = _pct(totals["http"]["final"], 0.5)
+    print(
+        "| path | first text p50 | first text p99 | final p50 | final p99 | msg/s "
+        "| CPU per message | final p50 vs HTTP |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for path in paths:
+        row = totals[path]
+        label = "HTTP API (SSE)" if path == "http" else path
         print(
-            f"{name:10} {_pct(row['first'], 0.5):9.1f}ms {_pct(row['first'], 0.99):9.1f}ms "
-            f"{_pct(row['final'], 0.5):9.1f}ms {_pct(row['final'], 0.99):9.1f}ms {row['rate']:8.1f}"
+            f"| {label} | {_pct(row['first'], 0.5):.1f} ms | {_pct(row['first'], 0.99):.1f} ms "
+            f"| {_pct(row['final'], 0.5):.1f} ms | {_pct(row['final'], 0.99):.1f} ms "
+            f"| {row['count'] / row['elapsed']:.1f} | {row['cpu'] / row['count'] * 1000:.1f} ms "
+            f"| {_pct(row['final'], 0.5) / http_final:.2f}× |"
         )
-    ratio = statistics.median(tg["final"]) / statistics.median(web["final"])
-    print(f"telegram final p50 / http final p50 = {ratio:.2f}")
 
 
 if __name__ == "__main__":
