@@ -9,11 +9,15 @@ the Bot API, slack-sdk's Socket Mode WebSocket, discord.py's gateway, lark-oapi'
 the QQ gateway. These are local servers that speak the protocols, not the platforms: the
 figures are shipagent's own cost per message, not a platform's network.
 
-Measured per message, from the moment the server delivers the user's message: inbound → the
+Measured per message, from the moment the user's message is handed to the server (which then
+delivers it to the bot as the platform would: a poll's answer, a WebSocket event): inbound → the
 first visible text of the answer, and inbound → the final answer as the platform shows it (the
-text a warm-up message's answer ended with). Then the same turns over the HTTP API (``POST
-/v1/chats/{key}/messages`` as SSE, served by uvicorn in this process): request → first
-``text_delta`` and → ``done``.
+text a warm-up message's answer ended with), both seen through the server's record of the bot's
+messages. Then the same turns over the HTTP API (``POST /v1/chats/{key}/messages`` as SSE, served
+by uvicorn in this process): request → first ``text_delta`` and → ``done``. Every path runs
+``--rounds`` times in a rotating order, so a busy minute of the machine falls on all of them;
+CPU per message is this process's CPU time over the measured messages (the local server, the
+platform's client library and the agent together, or the HTTP client and server).
 
 ``--streaming off`` (the default) sends each answer once: the like-for-like comparison with HTTP.
 With ``--streaming edit`` the first text is the streamed start and "final" includes the
@@ -24,8 +28,8 @@ A chat's messages are ``--gap`` seconds apart (default 1 s: Telegram allows abou
 second per chat, and the channels pace sends per chat), in every run, so msg/s is bounded by the
 gap and the latencies are what compare.
 
-Run: ``python bench/channels.py [--chats 50] [--messages 10] [--streaming off|edit] [--gap 1]
-[--platforms telegram,slack,discord,feishu,qq]`` (prints a markdown table).
+Run: ``python bench/channels.py [--chats 10] [--messages 10] [--rounds 3] [--streaming off|edit]
+[--gap 1] [--platforms telegram,slack,discord,feishu,qq]`` (prints a markdown table).
 """
 
 from __future__ import annotations
