@@ -25,8 +25,9 @@ formatted last edit, paced as the conformance drivers build the channels (0.05 s
 QQ cannot edit and always sends once).
 
 A chat's messages are ``--gap`` seconds apart (default 1 s: Telegram allows about one message per
-second per chat, and the channels pace sends per chat), in every run, so msg/s is bounded by the
-gap and the latencies are what compare.
+second per chat, and the channels pace sends per chat), in every run, and the chats start
+staggered across the first gap, so messages arrive evenly (not ``--chats`` at once every
+second); msg/s is bounded by the gap and the latencies are what compare.
 
 Run: ``python bench/channels.py [--chats 10] [--messages 10] [--rounds 3] [--streaming off|edit]
 [--gap 1] [--platforms telegram,slack,discord,feishu,qq]`` (prints a markdown table).
@@ -120,6 +121,7 @@ async def platform_run(
 
             async def chat(n: int) -> None:
                 where, who = Place.dm(people[n]), people[n]
+                await anyio.sleep(gap * n / chats)  # staggered: messages arrive evenly, not in bursts
                 for m in range(messages):
                     if m:
                         await anyio.sleep(gap)  # the platforms allow about one message a second per chat
@@ -162,6 +164,7 @@ async def http_run(root: Path, chats: int, messages: int, gap: float) -> dict[st
         async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
 
             async def chat(n: int) -> None:
+                await anyio.sleep(gap * n / chats)  # staggered as in the channel runs
                 for m in range(messages):
                     if m:
                         await anyio.sleep(gap)  # the same spacing as the channel runs
