@@ -8,7 +8,8 @@ contenders, one after the other, each on a freshly started server so they start 
 * bare pydantic-ai keeping the full history (``OpenAIChatModel`` + ``OpenAIProvider(base_url=...)``);
 * openai-agents with ``SQLiteSession`` (skipped when the package is not installed);
 * shipagent through ``ShipAgent.from_project`` with its defaults, on a project whose ship.json
-  names the server as an ``openai-compatible`` provider.
+  names the server as an ``openai-compatible`` provider and the model's window as
+  ``context.budget.maxTokens`` (the one fact shipagent cannot know).
 
 The server is llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct: one slot, an 8,192-token
 window, ``--metrics`` (see ``bench/_llama.py`` for how it is found or built; ``--build`` builds
@@ -180,7 +181,9 @@ class Ship:
     def __init__(self, root: Path, llm: dict[str, Any], model: Model | None = None) -> None:
         (root / "Agent.md").write_text(INSTRUCTIONS + "\n", encoding="utf-8")
         llm = {**llm, "temperature": 0, "maxTokens": MAX_ANSWER}
-        (root / "ship.json").write_text(json.dumps({"llm": llm}, indent=2), encoding="utf-8")
+        # the defaults, plus the one fact shipagent cannot know: the model's window
+        ship = {"llm": llm, "context": {"budget": {"maxTokens": _llama.WINDOW}}}
+        (root / "ship.json").write_text(json.dumps(ship, indent=2), encoding="utf-8")
         self.agent = ShipAgent.from_project(root, model=model)
         self.started = False
 
