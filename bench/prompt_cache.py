@@ -70,6 +70,8 @@ FACTS = (
     "The budget for the migration is 42,000 euros.",
     "Please never email the customer list outside the company.",
 )
+FACT_KEYWORDS = ("Whitfield", "heron-7", "before 10 am", "42,000", "customer list")
+"""One distinctive phrase per fact: what the check at the end searches for."""
 PEOPLE = ("Ada", "Grace", "Linus", "Margaret", "Ken", "Barbara", "Dennis", "Frances")
 THINGS = ("the release", "the staging server", "the invoice batch", "the design review",
           "the backup job", "the onboarding doc", "the API keys", "the team lunch")  # fmt: skip
@@ -99,6 +101,7 @@ class Run:
     turns: list[Turn] = field(default_factory=list)
     stopped: str | None = None  # why the chat stopped before the last turn
     skipped: str | None = None  # why this contender did not run at all
+    facts: list[tuple[str, str]] = field(default_factory=list)  # where each early fact is known
     seconds: float = 0.0
 
 
@@ -199,6 +202,31 @@ class Ship:
     async def close(self) -> None:
         if self.started:
             await self.agent.__aexit__(None, None, None)
+
+    def facts(self) -> list[tuple[str, str]]:
+        """Where each fact of the first turns is still known now: ``(keyword, where)``.
+
+        In the request (the summary or the kept messages), else found by the model's own
+        ``chat_load_history`` search of the transcript, else lost.
+        """
+        from shipagent.tools._chat import read_transcript_window
+        from shipagent.window.compaction import is_summary, message_text
+
+        history = self.agent.history(KEY)
+        head = history[:1] if history and is_summary(history[0]) else []
+        summary = "\n".join(text for m in head for _, text in message_text(m))
+        kept = "\n".join(text for m in history[len(head) :] for _, text in message_text(m))
+        path = self.agent.paths.transcript(KEY)
+        out = []
+        for keyword in FACT_KEYWORDS:
+            if keyword in summary:
+                out.append((keyword, "in the summary"))
+            elif keyword in kept:
+                out.append((keyword, "in the kept messages"))
+            else:
+                found = read_transcript_window(path, count=5, offset=0, keyword=re.escape(keyword))
+                out.append((keyword, "found by chat_load_history" if found.entries else "lost"))
+        return out
 
 
 def agents_installed() -> bool:
@@ -397,6 +425,8 @@ async def chat(contender: Contender, texts: list[str], meter: Meter, recorder: R
             recorder.write({"contender": run.name, "turn": n, "seconds": round(seconds, 3), **vars(turn)})
             if n % 20 == 0:
                 print(f"  {contender.name}: turn {n}, prompt {prompt:,}", file=sys.stderr, flush=True)
+        if isinstance(contender, Ship) and run.turns:
+            run.facts = contender.facts()
     finally:
         await contender.close()
     return run
@@ -570,6 +600,11 @@ def main() -> None:
     print(f"\n{args.turns} turns, recomputed = prompt tokens evaluated, from the {source}\n")
     print(table(runs, args.turns))
     print(usage_check(runs))
+    for run in runs:
+        if run.facts:
+            print(f"\nthe facts of the first turns, after turn {len(run.turns)} ({run.name}):\n")
+            print("| fact | known |\n|---|---|")
+            print("\n".join(f"| {keyword} | {where} |" for keyword, where in run.facts))
 
 
 if __name__ == "__main__":
