@@ -46,7 +46,6 @@ __all__ = [
     "PinError",
     "PinStore",
     "PinsFileError",
-    "describe",
     "normalize_id",
     "pin_lines",
     "pins_tokens",
@@ -294,13 +293,3 @@ class PinStore:
 
 def _quote(text: str, width: int = 40) -> str:
     return json.dumps(text if len(text) <= width else text[: width - 1] + "…", ensure_ascii=False)
-
-
-def describe(pins: Sequence[Pin], config: PinsConfig) -> dict[str, Any]:
-    """The pins with their size against the budget, as ``/status`` and ``inspect`` report them."""
-    return {
-        "count": len(pins),
-        "tokens": pins_tokens(pins),
-        "maxTokens": config.max_tokens,
-        "pins": [p.to_json() for p in pins],
-    }

@@ -15,7 +15,7 @@ from pydantic_ai import RunContext
 from pydantic_ai.toolsets import FunctionToolset
 
 from ..errors import ShipAgentError
-from ..store.pins import PinError, PinStore, describe, normalize_id
+from ..store.pins import PinError, PinStore, normalize_id, pins_tokens
 from ._deps import TurnDeps, deps_of
 
 __all__ = ["PIN_TOOL_NAMES", "pins_toolset"]
@@ -49,13 +49,8 @@ async def context_pin(run: RunContext[TurnDeps], text: str) -> dict[str, Any]:
         return {"success": False, "error": str(exc), "unpin": list(exc.unpin)}
     except (ShipAgentError, OSError) as exc:
         return {"success": False, "error": str(exc)}
-    size = describe(pins, store.config)
-    return {
-        "success": True,
-        "pinned": pin.to_json(),
-        "tokens": size["tokens"],
-        "maxTokens": size["maxTokens"],
-    }
+    limit = store.config.max_tokens
+    return {"success": True, "pinned": pin.to_json(), "tokens": pins_tokens(pins), "maxTokens": limit}
 
 
 async def context_unpin(run: RunContext[TurnDeps], pin_id: str) -> dict[str, Any]:
