@@ -1,7 +1,8 @@
 """``shipagent inspect CHAT_KEY``: what the model saw, request by request (read-only).
 
-Reads ``.ship/chats/<key>/requests.jsonl`` (and its previous generation) without building the
-agent, starting anything or writing a byte. Mistakes print one ``error:`` line and exit 2.
+Reads ``.ship/chats/<key>/requests.jsonl`` (and its previous generation) and the chat's pins
+(``pins.json``) without building the agent, starting anything or writing a byte. Mistakes print
+one ``error:`` line and exit 2.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from ...agent.ledger._inspect import diff_records, find_record, ledger_stats, pr
 from ...agent.ledger._records import SECTION_NAMES, LedgerItem, RequestRecord
 from ...agent.ledger._store import LedgerStore
 from ...chatkeys import ShipPaths, validate_chat_key
+from ...config import PinsConfig, load_config
 from ...errors import ShipAgentError
+from ...store.pins import PinStore, pins_tokens
 from ._opts import ProjectOpt, fail, out
 
 __all__ = ["inspect_command"]
@@ -69,6 +72,31 @@ def _show(record: RequestRecord) -> None:
     sections.add_row("[bold]total[/]", f"[bold]{record.total_tokens}[/]")
     out.print(sections)
     out.print(_items_table(record))
+
+
+def _show_pins(root: Path, chat_key: str) -> None:
+    """The chat's pinned facts, which every request's instructions end with."""
+    try:
+        config = load_config(root).context.pins
+    except ShipAgentError:  # a broken ship.json does not hide the ledger: the defaults' budget
+        config = PinsConfig()
+    try:
+        pins = PinStore(ShipPaths(root), config).load_sync(chat_key)
+    except ShipAgentError as exc:
+        out.print(f"[red]pins: {escape(str(exc))}[/]")
+        return
+    if not pins:
+        out.print("[dim]no pinned facts[/]")
+        return
+    table = Table(
+        title=f"pinned facts: {len(pins)}, {pins_tokens(pins)} of {config.max_tokens} tokens",
+        title_justify="left",
+    )
+    for column in ("id", "text", "by", "created"):
+        table.add_column(column)
+    for pin in pins:
+        table.add_row(pin.id, escape(pin.text), pin.by, pin.created)
+    out.print(table)
 
 
 def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: bool) -> None:
@@ -153,3 +181,4 @@ def inspect_command(
         print(json.dumps(record.to_json(), ensure_ascii=False))
     else:
         _show(record)
+        _show_pins(project.resolve(), chat_key)
