@@ -32,7 +32,7 @@ from typing import Any
 from pydantic_ai.messages import ModelRequest
 
 from ...window.placement import RequestReport
-from ._records import LedgerItem, RequestRecord
+from ._records import LAYOUT, LedgerItem, RequestRecord
 
 __all__ = ["Shape", "bust_between", "shape_of_record", "shape_of_report"]
 
@@ -59,6 +59,8 @@ class Shape:
     """After the history: injected assistant messages, then the run's own messages."""
     tail_sections: list[str]
     """Per tail item: ``injections`` or ``turn``."""
+    layout: int = LAYOUT
+    """How the summary was sent (:attr:`RequestRecord.layout`): a change moves it."""
 
 
 def _key(item: Any) -> Key:
@@ -120,6 +122,7 @@ def shape_of_record(record: RequestRecord) -> Shape:
         history,
         [_key(i) for i in tail_items],
         ["injections" if i.section == "injections" else "turn" for i in tail_items],
+        record.layout,
     )
 
 
@@ -172,7 +175,7 @@ def bust_between(before: Shape | None, after: Shape) -> dict[str, str] | None:
         return changed
     if after.summary is not None and (before.summary is None or before.summary[0] != after.summary[0]):
         return {"section": "summary", "reason": "compaction"}
-    if before.summary != after.summary:
+    if before.summary != after.summary or (after.summary is not None and before.layout != after.layout):
         return {"section": "summary", "reason": "changed"}
     if before.systems != after.systems:
         return {"section": "injections", "reason": "changed"}
