@@ -344,3 +344,24 @@ async def test_ledger_lines_written_before_busts_still_read_and_new_turns_compar
     # compared with the old record: no hashes there to compare, but the summary moved (layout 2)
     assert first_new.bust == {"section": "summary", "reason": "changed"}
     assert _stats(tmp_path, key)["busts"]["total"] == 1
+
+
+async def test_a_history_budget_that_drops_old_messages_is_a_history_bust_each_time_it_drops_more(
+    tmp_path: Path,
+) -> None:
+    def wordy(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        return ModelResponse(parts=[TextPart(f"noted {last_user_text(messages)}" + " ok" * 30)])
+
+    bounds = {"maxHistoryTokens": 300, "inMemoryMaxMessages": 200, "compactKeepLastMessages": 100}
+    root = _project(tmp_path / "p", {"context": {"chatHistory": bounds}})
+    agent = ShipAgent.from_project(root, model=FunctionModel(wordy))
+    for n in range(8):
+        assert (await agent.run(KEY, f"note {n} " + "word " * 20)).success
+    records = agent.ledger(KEY)
+    dropped = [sum(1 for i in r.items if i.edit == "dropped") for r in records]
+    assert dropped[0] == 0 and dropped[-1] > 0  # the budget started dropping the oldest messages
+    for n in range(1, len(records)):
+        # a request that drops more than the one before does not start with it: nothing cached
+        want = {"section": "history", "reason": "changed"} if dropped[n] > dropped[n - 1] else None
+        assert records[n].bust == want, (n, dropped)
+    assert _stats(root)["busts"]["bySection"] == {"history": sum(1 for r in records if r.bust)}

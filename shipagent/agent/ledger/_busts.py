@@ -49,12 +49,13 @@ class Shape:
     tools_hash: str
     instructions_hash: str
     config_hash: str
-    summary: Row | None
-    """The summary's row (its source first), when the request carried one."""
+    summary: int
+    """1 when ``prior[0]`` is the summary, else 0."""
     systems: list[Key]
     """Injected system messages (sent ahead of the history)."""
-    history: list[Row]
-    """The history's rows, as :mod:`._encode` records them (``_rows``), the summary left out."""
+    prior: list[Row]
+    """The summary's and the history's rows as :mod:`._encode` records them (``_rows``): the same
+    list its base keeps, not a copy."""
     tail: list[Key]
     """After the history: injected assistant messages, then the run's own messages."""
     tail_sections: list[str]
@@ -93,9 +94,9 @@ def shape_of_report(report: RequestReport, rows: list[Row], summary: int, config
         report.tools_hash,
         report.instructions_hash,
         config_hash,
-        rows[0] if summary else None,
+        summary,
         systems,
-        rows[summary:] if summary else rows,
+        rows,
         tail,
         sections,
     )
@@ -104,8 +105,8 @@ def shape_of_report(report: RequestReport, rows: list[Row], summary: int, config
 def shape_of_record(record: RequestRecord) -> Shape:
     """The shape of a recorded request (the chat's last one, read back after a restart)."""
     items = record.items
-    summary = [i for i in items[:1] if i.section == "summary"]
-    history = [_row_of(i) for i in items if i.section == "history"]
+    prior = [_row_of(i) for i in items if i.section in ("summary", "history")]
+    summary = 1 if items and items[0].section == "summary" else 0
     systems = [_key(i) for i in items if i.section == "injections" and i.role == "system"]
     tail_items = [
         i
@@ -117,9 +118,9 @@ def shape_of_record(record: RequestRecord) -> Shape:
         record.tools_hash,
         record.instructions_hash,
         record.config_hash,
-        _row_of(summary[0]) if summary else None,
+        summary,
         systems,
-        history,
+        prior,
         [_key(i) for i in tail_items],
         ["injections" if i.section == "injections" else "turn" for i in tail_items],
         record.layout,
@@ -138,7 +139,8 @@ def _prefix_changed(before: Shape, after: Shape) -> dict[str, str] | None:
 
 
 def _history_changed(before: Shape, after: Shape) -> bool:
-    old, new = before.history, after.history
+    """Whether ``after``'s prior rows do not start with ``before``'s (their summaries are equal)."""
+    old, new = before.prior, after.prior
     if len(new) < len(old):
         return True
     return (new[: len(old)] if len(new) > len(old) else new) != old
@@ -146,9 +148,9 @@ def _history_changed(before: Shape, after: Shape) -> bool:
 
 def _tail_change(before: Shape, after: Shape) -> str | None:
     """The section of the first item after the previous request's history that was not kept."""
-    start, wanted = len(before.history), len(before.tail)
+    start, wanted = len(before.prior), len(before.tail)
     new: Sequence[Key] = [
-        ("message", int(row[1]), str(row[3])) for row in after.history[start : start + wanted]
+        ("message", int(row[1]), str(row[3])) for row in after.prior[start : start + wanted]
     ]
     if len(new) < wanted:
         new = [*new, *after.tail[: wanted - len(new)]]
@@ -173,9 +175,11 @@ def bust_between(before: Shape | None, after: Shape) -> dict[str, str] | None:
     changed = _prefix_changed(before, after)
     if changed is not None:
         return changed
-    if after.summary is not None and (before.summary is None or before.summary[0] != after.summary[0]):
+    old = before.prior[0] if before.summary else None
+    new = after.prior[0] if after.summary else None
+    if new is not None and (old is None or old[0] != new[0]):  # another summary: rows start with the source
         return {"section": "summary", "reason": "compaction"}
-    if before.summary != after.summary or (after.summary is not None and before.layout != after.layout):
+    if old != new or (new is not None and before.layout != after.layout):
         return {"section": "summary", "reason": "changed"}
     if before.systems != after.systems:
         return {"section": "injections", "reason": "changed"}
