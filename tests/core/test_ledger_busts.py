@@ -100,7 +100,7 @@ async def test_a_tool_description_that_changes_mid_chat_is_a_tools_bust_and_coun
     assert stats["busts"] == {"total": 1, "byReason": {"changed": 1}, "bySection": {"tools": 1}}
     assert stats["requests"] == len(records) and stats["distinctPrefixes"] == 2
     table = runner.invoke(cli.app, ["inspect", KEY, "-C", str(root), "--stats"]).output
-    assert "busts: changed" in table and "busts in tools" in table
+    assert "busts, reason: changed" in table and "busts, section: tools" in table
     shown = runner.invoke(cli.app, ["inspect", KEY, "-C", str(root), "--request", records[changed_at].id])
     assert shown.exit_code == 0 and "cache bust: tools (changed)" in shown.output
     plain = runner.invoke(cli.app, ["inspect", KEY, "-C", str(root), "--request", records[-1].id])

@@ -130,9 +130,9 @@ def _show_stats(stats: dict[str, Any]) -> None:
     busts = stats["busts"]
     table.add_row("busts", str(busts["total"]))
     for reason, count in busts["byReason"].items():
-        table.add_row(f"busts: {reason}", str(count))
+        table.add_row(f"busts, reason: {reason}", str(count))
     for section, count in busts["bySection"].items():
-        table.add_row(f"busts in {section}", str(count))
+        table.add_row(f"busts, section: {section}", str(count))
     for name, mean in stats["meanTokens"].items():
         table.add_row(f"mean tokens: {name}", f"{mean:,.1f}")
     table.add_row("mean tokens: total", f"{stats['meanTotalTokens']:,.1f}")
