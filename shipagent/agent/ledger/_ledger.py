@@ -169,9 +169,11 @@ class Ledger:
     def hash_config(config: ShipConfig) -> str:
         """A short hash of the loaded configuration, for ``config_hash`` (``configHash`` on records).
 
-        Key order in ship.json does not count; any value that the agent loads does.
+        Key order in ship.json does not count; any value that the agent loads does. A value JSON
+        cannot hold counts by its ``repr`` (a hash must never cost the agent its start).
         """
-        data = json.dumps(config.model_dump(mode="json", by_alias=True), sort_keys=True, ensure_ascii=False)
+        dumped = config.model_dump(mode="json", by_alias=True, fallback=repr)
+        data = json.dumps(dumped, sort_keys=True, ensure_ascii=False, default=repr)
         return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
 
     @property
