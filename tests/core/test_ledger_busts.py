@@ -103,6 +103,10 @@ async def test_a_tool_description_that_changes_mid_chat_is_a_tools_bust_and_coun
     assert "busts, reason: changed" in table and "busts, section: tools" in table
     shown = runner.invoke(cli.app, ["inspect", KEY, "-C", str(root), "--request", records[changed_at].id])
     assert shown.exit_code == 0 and "cache bust: tools (changed)" in shown.output
+    diff = runner.invoke(
+        cli.app, ["inspect", KEY, "-C", str(root), "--request", records[changed_at].id, "--diff", "--json"]
+    )
+    assert json.loads(diff.output)["bust"] == {"section": "tools", "reason": "changed"}
     plain = runner.invoke(cli.app, ["inspect", KEY, "-C", str(root), "--request", records[-1].id])
     assert "cache bust: none" in plain.output
     as_json = runner.invoke(

@@ -95,7 +95,14 @@ def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: boo
             for c in changes
         ]
         print(
-            json.dumps({"request": record.id, "previous": before.id if before else None, "changes": payload})
+            json.dumps(
+                {
+                    "request": record.id,
+                    "previous": before.id if before else None,
+                    "bust": record.bust,
+                    "changes": payload,
+                }
+            )
         )
         return
     title = f"changes from {before.id if before else '(nothing)'} to {record.id}"
@@ -150,7 +157,11 @@ def inspect_command(
     diff: Annotated[bool, typer.Option("--diff", help="What changed from the previous request.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     stats: Annotated[
-        bool, typer.Option("--stats", help="Per-chat statistics over every kept request.")
+        bool,
+        typer.Option(
+            "--stats",
+            help="Per-chat statistics over every kept request: tokens, cache busts, provider-cached tokens.",
+        ),
     ] = False,
 ) -> None:
     """Show what the model saw: sections and items of a request, with source, edit and tokens."""
