@@ -25,7 +25,7 @@ from pydantic_ai.tools import ToolDefinition
 from pydantic_ai.toolsets import FunctionToolset
 from typer.testing import CliRunner
 
-from shipagent import ShipAgent
+from shipagent import ShipAgent, current_tool_context
 from shipagent.agent.ledger import RequestRecord
 from shipagent.agent.ledger._inspect import ledger_stats
 from shipagent.hosts.cli import _app as cli
@@ -369,3 +369,32 @@ async def test_a_history_budget_that_drops_old_messages_is_a_history_bust_each_t
         want = {"section": "history", "reason": "changed"} if dropped[n] > dropped[n - 1] else None
         assert records[n].bust == want, (n, dropped)
     assert _stats(root)["busts"]["bySection"] == {"history": sum(1 for r in records if r.bust)}
+
+
+async def test_an_injection_is_a_bust_where_it_lands_and_again_on_the_turn_after_when_it_is_gone(
+    tmp_path: Path,
+) -> None:
+    def load_rules() -> str:
+        """Injects the house rules for this run."""
+        current_tool_context().inject_system_message_once("RULES: cite sources.", fingerprint="rules")
+        return "rules loaded"
+
+    def model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+        if last_user_text(messages).startswith("rules") and not has_tool_return(messages):
+            return _call("load_rules", {})
+        return _answer(messages, info)
+
+    root = _project(tmp_path / "p")
+    agent = ShipAgent.from_project(root, model=FunctionModel(model), toolsets=[FunctionToolset([load_rules])])
+    for text in ("hello", "rules please", "after", "later"):
+        assert (await agent.run(KEY, text)).success
+    records = agent.ledger(KEY)
+    injected = [any(i.section == "injections" for i in r.items) for r in records]
+    assert injected == [False, False, True, False, False]  # the rules turn's second request
+    assert [r.bust for r in records] == [
+        None,
+        None,
+        {"section": "injections", "reason": "changed"},  # sent ahead of the history already sent
+        {"section": "injections", "reason": "changed"},  # an injection lives for one run
+        None,
+    ]
