@@ -356,7 +356,8 @@ async def test_a_history_budget_that_drops_old_messages_is_a_history_bust_each_t
     def wordy(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
         return ModelResponse(parts=[TextPart(f"noted {last_user_text(messages)}" + " ok" * 30)])
 
-    bounds = {"maxHistoryTokens": 300, "inMemoryMaxMessages": 200, "compactKeepLastMessages": 100}
+    # a history budget far below the compaction marks: the plan drops the oldest messages instead
+    bounds = {"maxHistoryTokens": 300, "compactAtTokens": 100_000, "inMemoryMaxMessages": 200}
     root = _project(tmp_path / "p", {"context": {"chatHistory": bounds}})
     agent = ShipAgent.from_project(root, model=FunctionModel(wordy))
     for n in range(8):
