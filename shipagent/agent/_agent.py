@@ -173,7 +173,12 @@ class ShipAgent:
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
         # The ledger room listens to the context window; the core never imports it.
-        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        self._ledger = Ledger(
+            self.paths,
+            config.context.ledger,
+            otel=config.observability.otel,
+            config_hash=Ledger.hash_config(config),
+        )
         files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
