@@ -48,7 +48,8 @@ from ..store._pg_cluster import PgClusterStore
 from ..store._protocols import ChatStore
 from ..store._select import open_stores
 from ..store.cards import SqliteCardBoxStore
-from ..store.chats import ChatHistories
+from ..store.chats import ChatHistories, marks_of
+from ..store.pins import Pin, PinAuthor, PinStore
 from ..store.reconcile import reconcile
 from ..tools import SkillsCache, builtin_toolset, load_tool_modules
 from ..tools._deps import TurnDeps, TurnStores
@@ -60,11 +61,13 @@ from ..tools.handover._delegation import profile_agent_md
 from ..tools.handover._resources import ResolvedProfile
 from ..tools.handover._runtime import Handover
 from ..tools.mcp import McpManager
+from ..tools.pins import pins_toolset
 from ..window.placement import ContextWindow, PriorItems
 from ..window.summarizer import model_summarizer
 from ..window.tokens import TokenCalibration
 from . import instructions as _instructions
 from ._assembly import build_instructions, context_window, guarded, one_toolset
+from ._cache_policy import cache_ttl, summarizes_with_model
 from ._commit import commit_turn
 from ._explain import explain_failure
 from ._lifecycle import start_services
@@ -133,15 +136,20 @@ class ShipAgent:
                 project_root, window=config.context.agent_context.window_entries, project_id=config.name
             )
         )
-        self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats = ChatHistories(self.paths, config.context.chat_history, marks_of(config.context))
+        self.chats.cache_ttl = cache_ttl(config, model_in_code=model is not None)
         self.chats.log = files.message_log
         self.chats.store = self.store
         # Context files: spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = self.store.sync_context_files()
-        if config.context.chat_history.summarizer == "model":  # falls back to extract
-            self.chats.summarizer = model_summarizer(self._summary_model)
+        if summarizes_with_model(config, model_in_code=model is not None):  # falls back to extract
+            self.chats.summarizer = model_summarizer(
+                self._summary_model, config.context.chat_history.summary_max_tokens
+            )
         self._context_toolset = context_toolset()
+        self.pin_store = PinStore(self.paths, config.context.pins)  # pins.json: out of compaction's reach
+        self._pins_toolsets = [pins_toolset()] if config.context.pins.enabled else []
         self.transcript = files.transcript_log
         self.agent_context = files.agent_context_log
         # a chat hydrated after a crash gets the transcript/log entries its last turns lack
@@ -165,7 +173,12 @@ class ShipAgent:
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
         # The ledger room listens to the context window; the core never imports it.
-        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        self._ledger = Ledger(
+            self.paths,
+            config.context.ledger,
+            otel=config.observability.otel,
+            config_hash=Ledger.hash_config(config),
+        )
         files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
@@ -494,6 +507,8 @@ class ShipAgent:
             is_mcp_tool=self._is_mcp_tool,
             approvals=self.approvals,
             explain=self._explain,
+            compact_idle=self.chats.early_compaction,
+            overflowed=self.chats.note_overflow,
         )
 
     def _explain(self, exc: BaseException) -> str:
@@ -547,6 +562,7 @@ class ShipAgent:
         toolsets: list[AbstractToolset[Any]] = [
             self._builtin_toolset,
             self._context_toolset,
+            *self._pins_toolsets,
             *self._module_toolsets,
             *self._user_toolsets,
             self.mcp.toolset,
@@ -562,7 +578,11 @@ class ShipAgent:
 
     async def _instructions(self, ctx: ToolExecutionContext) -> str:
         sources = self.instruction_sources
-        return await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+        text = await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+        pins = await _instructions.pinned_facts(
+            self.pin_store, ctx.chat_key, tool=self.config.context.pins.enabled
+        )
+        return f"{text}\n\n{pins}" if pins else text
 
     # -- history ---------------------------------------------------------------------------------
 
@@ -605,6 +625,18 @@ class ShipAgent:
         key = validate_chat_key(chat_key)
         await self.turn_hooks.store(self).note_undelivered(key, request_id, reason)
 
+    async def pin(self, chat_key: str, text: str, *, by: PinAuthor = "api") -> Pin:
+        """Pin ``text``: every request of the chat carries it, no compaction folds it (``store.pins``)."""
+        return await self.pin_store.add(validate_chat_key(chat_key), text, by=by)
+
+    async def unpin(self, chat_key: str, pin_id: str) -> bool:
+        """Remove pin ``pin_id`` (``p3``); ``False`` if the chat has no such pin."""
+        return await self.pin_store.remove(validate_chat_key(chat_key), pin_id)
+
+    async def pins(self, chat_key: str) -> list[Pin]:
+        """The chat's pins, oldest first."""
+        return await self.pin_store.load(validate_chat_key(chat_key))
+
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""
         key = validate_chat_key(chat_key)
@@ -627,6 +659,7 @@ class ShipAgent:
             observer=self._ledger.recorder(key, request_id),
             calibration=self.token_calibration,
             prior_items=self._prior_items,
+            on_room=self.chats.note_room,
         )
 
     def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:

@@ -145,8 +145,8 @@ def test_schema_prints_json_schema() -> None:
     assert result.exit_code == 0
     schema = json.loads(result.output)
     history = schema["$defs"]["ChatHistoryConfig"]["properties"]
-    assert history["inMemoryMaxMessages"]["default"] == 60
-    assert history["compactKeepLastMessages"]["default"] == 30
+    assert history["inMemoryMaxMessages"]["default"] == 200
+    assert history["compactKeepLastMessages"]["default"] == 16
     assert schema["additionalProperties"] is False
 
 
