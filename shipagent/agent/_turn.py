@@ -67,6 +67,8 @@ _LoopResult = tuple[str, list[ModelMessage], str, Any]
 _Outcome = tuple[_LoopResult, list[ModelMessage], CompactionResult | None]
 """A tool loop's result, the history it ran on, and the compaction that produced that history."""
 MAX_OVERFLOW_RETRIES = 3
+Admit = Callable[[str, str], Awaitable[AgentResult | None]]
+"""``(chat key, request id)`` → ``None`` if the turn may run, else the result that refuses it."""
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
     "maximum context length",
@@ -100,6 +102,8 @@ class TurnParts:
         is_mcp_tool: whether a tool name is an MCP server's (its step summaries say so).
         approvals: the questions a streamed turn waits on (``resolve_approval`` answers them).
         explain: a failed run's cause, in words that name what to change.
+        admit: ``(chat key, request id)`` → ``None`` if the turn may run, else the result that
+            refuses it (a chat over its budget); asked before anything of the turn runs.
     """
 
     loop: Agent[TurnDeps, str]
@@ -119,6 +123,7 @@ class TurnParts:
     is_mcp_tool: Callable[[str], bool]
     approvals: PendingApprovals
     explain: Callable[[BaseException], str]
+    admit: Admit | None = None
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -178,6 +183,8 @@ async def run_turn(
     async with parts.lock(chat_key):
         history = await parts.load(chat_key)
         request_id = parts.request_id(turn.request_id)
+        if parts.admit is not None and (refused := await parts.admit(chat_key, request_id)) is not None:
+            return refused  # over a budget: no model request, nothing committed
         ctx = parts.tool_context(chat_key, request_id, channel)
         if emit is not None and ask:  # a streamed turn asks its consumer
             # (an agent-wide callback, which the tool context carries, still decides)
