@@ -69,10 +69,10 @@ def _idempotency_key(request: Request) -> str | None:
 def _over_budget(refusal: BudgetRefusal, message: str, request_id: str | None, *, openai: bool) -> Response:
     """HTTP 429 for a turn refused by its chat's budget: ``Retry-After`` says when it resets.
 
-    ``x-should-retry: false`` tells the OpenAI SDKs not to retry it (a budget does not reset in
-    seconds); the body names the budget in the dialect of the endpoint.
+    The body names the budget in the dialect of the endpoint. The OpenAI SDKs wait out a short
+    ``Retry-After`` (a reset a minute away) and retry, and give up at once on a long one.
     """
-    headers = {"Retry-After": str(refusal.retry_after), "x-should-retry": "false"}
+    headers = {"Retry-After": str(refusal.retry_after)}
     detail = refusal.to_json()
     if openai:
         error = {"message": message, "type": "budget_exceeded", "param": None, "code": "budget_exceeded"}

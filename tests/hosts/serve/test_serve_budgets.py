@@ -127,7 +127,7 @@ def test_a_corrupt_usage_file_is_a_500_naming_it(served: tuple[str, ShipAgent, S
     assert error["type"] == "usage_unreadable" and str(path) in error["message"]
 
 
-def test_the_openai_sdk_gets_a_rate_limit_error_it_does_not_retry(
+def test_the_openai_sdk_gets_a_rate_limit_error_naming_the_budget(
     served: tuple[str, ShipAgent, Script],
 ) -> None:
     url, _, script = served
@@ -146,7 +146,7 @@ def test_the_openai_sdk_gets_a_rate_limit_error_it_does_not_retry(
     assert error.response.headers["retry-after"] == "7920"
     assert isinstance(error.body, dict) and error.body["budget"] == "context.budgets.tokensPerDay"
     assert error.body["resetsAt"] == "2026-03-11T00:00:00Z"
-    assert len(sent) == 1  # x-should-retry: false — no retry of a budget that resets in hours
+    assert len(sent) == 1  # a Retry-After of hours: the SDK does not retry
 
     with pytest.raises(openai.RateLimitError):
         stream = client.chat.completions.create(model="m", messages=messages, user=KEY, stream=True)
