@@ -128,7 +128,7 @@ class BudgetRefusal:
 
 
 def _amount(value: float) -> str:
-    return f"{value:,.4f}".rstrip("0").rstrip(".")
+    return f"{value:,.6f}".rstrip("0").rstrip(".")
 
 
 def _duration(seconds: int) -> str:

@@ -383,4 +383,4 @@ def _iso(moment: datetime) -> str:
 
 
 def _money(value: float | None) -> str:
-    return "?" if value is None else f"{value:,.4f}".rstrip("0").rstrip(".")
+    return "?" if value is None else f"{value:,.6f}".rstrip("0").rstrip(".")
