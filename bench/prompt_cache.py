@@ -8,7 +8,8 @@ contenders, one after the other, each on a freshly started server so they start 
 * bare pydantic-ai keeping the full history (``OpenAIChatModel`` + ``OpenAIProvider(base_url=...)``);
 * openai-agents with ``SQLiteSession`` (skipped when the package is not installed);
 * shipagent through ``ShipAgent.from_project`` with its defaults, on a project whose ship.json
-  names the server as an ``openai-compatible`` provider.
+  names the server as an ``openai-compatible`` provider and the model's window as
+  ``context.budget.maxTokens`` (the one fact shipagent cannot know).
 
 The server is llama.cpp's ``llama-server`` with SmolLM2-135M-Instruct: one slot, an 8,192-token
 window, ``--metrics`` (see ``bench/_llama.py`` for how it is found or built; ``--build`` builds
@@ -69,6 +70,8 @@ FACTS = (
     "The budget for the migration is 42,000 euros.",
     "Please never email the customer list outside the company.",
 )
+FACT_KEYWORDS = ("Whitfield", "heron-7", "before 10 am", "42,000", "customer list")
+"""One distinctive phrase per fact: what the check at the end searches for."""
 PEOPLE = ("Ada", "Grace", "Linus", "Margaret", "Ken", "Barbara", "Dennis", "Frances")
 THINGS = ("the release", "the staging server", "the invoice batch", "the design review",
           "the backup job", "the onboarding doc", "the API keys", "the team lunch")  # fmt: skip
@@ -98,6 +101,7 @@ class Run:
     turns: list[Turn] = field(default_factory=list)
     stopped: str | None = None  # why the chat stopped before the last turn
     skipped: str | None = None  # why this contender did not run at all
+    facts: list[tuple[str, str]] = field(default_factory=list)  # where each early fact is known
     seconds: float = 0.0
 
 
@@ -180,7 +184,9 @@ class Ship:
     def __init__(self, root: Path, llm: dict[str, Any], model: Model | None = None) -> None:
         (root / "Agent.md").write_text(INSTRUCTIONS + "\n", encoding="utf-8")
         llm = {**llm, "temperature": 0, "maxTokens": MAX_ANSWER}
-        (root / "ship.json").write_text(json.dumps({"llm": llm}, indent=2), encoding="utf-8")
+        # the defaults, plus the one fact shipagent cannot know: the model's window
+        ship = {"llm": llm, "context": {"budget": {"maxTokens": _llama.WINDOW}}}
+        (root / "ship.json").write_text(json.dumps(ship, indent=2), encoding="utf-8")
         self.agent = ShipAgent.from_project(root, model=model)
         self.started = False
 
@@ -196,6 +202,31 @@ class Ship:
     async def close(self) -> None:
         if self.started:
             await self.agent.__aexit__(None, None, None)
+
+    def facts(self) -> list[tuple[str, str]]:
+        """Where each fact of the first turns is still known now: ``(keyword, where)``.
+
+        In the request (the summary or the kept messages), else found by the model's own
+        ``chat_load_history`` search of the transcript, else lost.
+        """
+        from shipagent.tools._chat import read_transcript_window
+        from shipagent.window.compaction import is_summary, message_text
+
+        history = self.agent.history(KEY)
+        head = history[:1] if history and is_summary(history[0]) else []
+        summary = "\n".join(text for m in head for _, text in message_text(m))
+        kept = "\n".join(text for m in history[len(head) :] for _, text in message_text(m))
+        path = self.agent.paths.transcript(KEY)
+        out = []
+        for keyword in FACT_KEYWORDS:
+            if keyword in summary:
+                out.append((keyword, "in the summary"))
+            elif keyword in kept:
+                out.append((keyword, "in the kept messages"))
+            else:
+                found = read_transcript_window(path, count=5, offset=0, keyword=re.escape(keyword))
+                out.append((keyword, "found by chat_load_history" if found.entries else "lost"))
+        return out
 
 
 def agents_installed() -> bool:
@@ -394,6 +425,8 @@ async def chat(contender: Contender, texts: list[str], meter: Meter, recorder: R
             recorder.write({"contender": run.name, "turn": n, "seconds": round(seconds, 3), **vars(turn)})
             if n % 20 == 0:
                 print(f"  {contender.name}: turn {n}, prompt {prompt:,}", file=sys.stderr, flush=True)
+        if isinstance(contender, Ship) and run.turns:
+            run.facts = contender.facts()
     finally:
         await contender.close()
     return run
@@ -567,6 +600,11 @@ def main() -> None:
     print(f"\n{args.turns} turns, recomputed = prompt tokens evaluated, from the {source}\n")
     print(table(runs, args.turns))
     print(usage_check(runs))
+    for run in runs:
+        if run.facts:
+            print(f"\nthe facts of the first turns, after turn {len(run.turns)} ({run.name}):\n")
+            print("| fact | known |\n|---|---|")
+            print("\n".join(f"| {keyword} | {where} |" for keyword, where in run.facts))
 
 
 if __name__ == "__main__":

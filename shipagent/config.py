@@ -263,6 +263,15 @@ class ShipConfig(_Model):
             )
         return self
 
+    @model_validator(mode="after")
+    def _reserve_what_is_asked(self) -> ShipConfig:
+        # An answer capped by ``llm.maxTokens`` never needs more room than that: reserving the
+        # default 4,000 would shrink a small window's history for nothing.
+        budget = self.context.budget
+        if "reserve_output" not in budget.model_fields_set and self.llm.max_tokens is not None:
+            budget.reserve_output = min(budget.reserve_output, self.llm.max_tokens)
+        return self
+
 
 # ---------------------------------------------------------------------------------------------------
 # loading

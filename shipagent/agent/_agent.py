@@ -48,7 +48,7 @@ from ..store._pg_cluster import PgClusterStore
 from ..store._protocols import ChatStore
 from ..store._select import open_stores
 from ..store.cards import SqliteCardBoxStore
-from ..store.chats import ChatHistories
+from ..store.chats import ChatHistories, marks_of
 from ..store.reconcile import reconcile
 from ..store.usage import UsageStore
 from ..tools import SkillsCache, builtin_toolset, load_tool_modules
@@ -67,6 +67,7 @@ from ..window.tokens import TokenCalibration
 from . import instructions as _instructions
 from ._assembly import build_instructions, context_window, guarded, one_toolset
 from ._budgets import Budgets, ChatUsageReport
+from ._cache_policy import cache_ttl, summarizes_with_model
 from ._commit import commit_turn
 from ._explain import explain_failure
 from ._lifecycle import start_services
@@ -135,14 +136,17 @@ class ShipAgent:
                 project_root, window=config.context.agent_context.window_entries, project_id=config.name
             )
         )
-        self.chats = ChatHistories(self.paths, config.context.chat_history)
+        self.chats = ChatHistories(self.paths, config.context.chat_history, marks_of(config.context))
+        self.chats.cache_ttl = cache_ttl(config, model_in_code=model is not None)
         self.chats.log = files.message_log
         self.chats.store = self.store
         # Context files: spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = self.store.sync_context_files()
-        if config.context.chat_history.summarizer == "model":  # falls back to extract
-            self.chats.summarizer = model_summarizer(self._summary_model)
+        if summarizes_with_model(config, model_in_code=model is not None):  # falls back to extract
+            self.chats.summarizer = model_summarizer(
+                self._summary_model, config.context.chat_history.summary_max_tokens
+            )
         self._context_toolset = context_toolset()
         self.transcript = files.transcript_log
         self.agent_context = files.agent_context_log
@@ -506,6 +510,8 @@ class ShipAgent:
             is_mcp_tool=self._is_mcp_tool,
             approvals=self.approvals,
             explain=self._explain,
+            compact_idle=self.chats.early_compaction,
+            overflowed=self.chats.note_overflow,
             admit=meter.admit,
         )
 
@@ -648,6 +654,7 @@ class ShipAgent:
             observer=self._ledger.recorder(key, request_id),
             calibration=self.token_calibration,
             prior_items=self._prior_items,
+            on_room=self.chats.note_room,
         )
 
     def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:

@@ -69,6 +69,7 @@ def context_window(
     observer: RequestObserver | None,
     calibration: TokenCalibration,
     prior_items: PriorItems,
+    on_room: Callable[[int], None] | None = None,
 ) -> ContextWindow:
     """One run's context-window capability, configured from ship.json ``context``."""
     return ContextWindow(
@@ -83,4 +84,5 @@ def context_window(
         calibration=calibration,
         chat_key=chat_key,
         prior_items=prior_items,
+        on_room=on_room,
     )

@@ -33,7 +33,7 @@ async def commit_turn(
     key, rid = turn.chat_key, turn.request_id
     summarize = True
     # a replay asks the summarizer nothing again (a minted request id cannot be a replay)
-    if not fresh and chats.over_bound(len(turn.base) + len(turn.new)):
+    if not fresh and chats.over_bound([*turn.base, *turn.new]):
         summarize = (await store.last_committed(key)).request_id != rid
     plan = await chats.plan(key, turn.base, turn.new, turn.base_compaction, summarize=summarize)
     compacted_base = turn.base_compaction is not None

@@ -76,6 +76,8 @@ _OVERFLOW_MARKERS = (
     "prompt is too long",
     "too many tokens",
     "input is too long",
+    "exceed_context_size",  # llama.cpp's server
+    "exceeds the available context size",
 )
 
 
@@ -102,6 +104,10 @@ class TurnParts:
         is_mcp_tool: whether a tool name is an MCP server's (its step summaries say so).
         approvals: the questions a streamed turn waits on (``resolve_approval`` answers them).
         explain: a failed run's cause, in words that name what to change.
+        compact_idle: the compaction a turn starting after the provider's cache expired makes
+            first (``None``: none; see ``ChatHistories.early_compaction``).
+        overflowed: told the history a request overflowed the model's window with, so later
+            compactions come before it (``ChatHistories.note_overflow``).
         admit: ``(chat key, request id)`` → ``None`` if the turn may run, else the result that
             refuses it (a chat over its budget); asked before anything of the turn runs.
     """
@@ -123,6 +129,8 @@ class TurnParts:
     is_mcp_tool: Callable[[str], bool]
     approvals: PendingApprovals
     explain: Callable[[BaseException], str]
+    compact_idle: Callable[[str, list[ModelMessage]], Awaitable[CompactionResult | None]] | None = None
+    overflowed: Callable[[list[ModelMessage]], None] | None = None
     admit: Admit | None = None
 
 
@@ -261,6 +269,9 @@ async def _with_overflow_retries(
     it, to be persisted only if the run then succeeds), or the exception that ended the run.
     """
     base, base_compaction = history, None
+    early = await parts.compact_idle(ctx.chat_key, history) if parts.compact_idle is not None else None
+    if early is not None:  # the cache is cold anyway: compact now, for free, down to the low mark
+        base, base_compaction = early.history, early
     deps = TurnDeps(ctx, parts.tool_stores())
     for attempt in range(MAX_OVERFLOW_RETRIES + 1):
         try:
@@ -268,6 +279,8 @@ async def _with_overflow_retries(
         except Exception as exc:
             if not is_context_overflow(exc) or attempt == MAX_OVERFLOW_RETRIES:
                 return exc
+            if parts.overflowed is not None:
+                parts.overflowed(base)
             sources = parts.history_sources(ctx.chat_key)
             shrunk = compact(history, max(parts.keep_last >> (attempt + 1), 1), sources=sources) or compact(
                 history, 0, sources=sources

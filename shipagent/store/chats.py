@@ -4,8 +4,8 @@ One :class:`ChatHistories` per agent. Each chat key has its own lock, so turns o
 interleave while different chats run concurrently. It decides how a turn is committed
 (:meth:`ChatHistories.plan`: numbering and compaction, before anything is written) and holds the
 result in memory once the store has it (:meth:`ChatHistories.committed`); the writes are the
-store's (``shipagent.store.ChatStore.commit``). The history in memory stays within
-``inMemoryMaxMessages`` through compaction.
+store's (``shipagent.store.ChatStore.commit``). The history in memory stays under its high mark
+through compaction (see :class:`~shipagent.window.compaction.Marks`).
 """
 
 from __future__ import annotations
@@ -16,21 +16,56 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
-from ..config import ChatHistoryConfig
-from ..window.compaction import CompactionResult, Summarizer, compact, compaction_input
+from ..config import ChatHistoryConfig, ContextConfig
+from ..window.compaction import (
+    CompactionResult,
+    Marks,
+    Summarizer,
+    compact,
+    compaction_input,
+    history_tokens,
+)
 from ..window.injections import strip_injections
 from ._record import CommitReport, TurnRecord
 from .logs import MessageLog
 
-__all__ = ["ChatHistories", "ChatWriter", "PlannedTurn", "Reconciler", "Summarizer"]
+__all__ = ["ChatHistories", "ChatWriter", "PlannedTurn", "Reconciler", "Summarizer", "marks_of"]
 
 log = logging.getLogger("shipagent.window")
+EARLY_SHARE = 0.25
+"""An idle chat is compacted early only when past its low mark by this share of the marks' gap:
+a compaction that folds a message or two would cost a summary for almost nothing."""
+
+
+def marks_of(context: ContextConfig) -> Marks:
+    """The compaction marks ship.json ``context`` sets, token defaults filled in.
+
+    The high mark in tokens defaults to three quarters of the history's budget (the request's
+    ``budget.maxTokens`` less ``reserveOutput`` when set, else ``chatHistory.maxHistoryTokens``),
+    so compaction comes before the budget would have to drop messages from every request (which
+    would change the request's start on every turn); the low mark to a quarter of the high one.
+    Unless ``compactAtTokens`` is set, the requests' room lowers them further (``Marks.within``).
+    """
+    history = context.chat_history
+    budget = context.budget
+    room = budget.max_tokens - budget.reserve_output if budget.max_tokens else history.max_history_tokens
+    high = history.compact_at_tokens or max(room * 3 // 4, 256)
+    low = history.compact_to_tokens or high // 4
+    return Marks(
+        history.in_memory_max_messages,
+        history.compact_keep_last_messages,
+        high,
+        min(low, high),
+        history.summary_max_tokens,
+        fixed=history.compact_at_tokens is not None,
+    )
 
 
 class ChatWriter(Protocol):
@@ -136,8 +171,18 @@ class ChatHistories:
     way in and out of every lookup (no timer), so a process with no traffic keeps what it has.
     """
 
-    def __init__(self, paths: ShipPaths, config: ChatHistoryConfig) -> None:
+    def __init__(self, paths: ShipPaths, config: ChatHistoryConfig, marks: Marks | None = None) -> None:
         self.config = config
+        self.marks = marks or Marks(config.in_memory_max_messages, config.compact_keep_last_messages)
+        """When a commit compacts and what it keeps (ship.json ``context`` via :func:`marks_of`)."""
+        self.room: int | None = None
+        """The tokens the messages of a request may use, as the last request's budget said
+        (:meth:`note_room`); the token marks stay within it."""
+        self.overflow_room: int | None = None
+        """The smallest history (tokens) a request overflowed the model's window with."""
+        self.cache_ttl: float = 0
+        """Seconds the provider keeps an idle chat's prompt cached (0: never expires); a turn
+        after a longer pause compacts early (:meth:`early_compaction`)."""
         self.log = MessageLog(paths)
         self._chats: OrderedDict[str, _Chat] = OrderedDict()  # least recently used first
         self.store: ChatWriter | None = None
@@ -149,6 +194,8 @@ class ChatHistories:
         """Writes summaries when ``chatHistory.summarizer`` is ``model`` (the agent sets it)."""
         self.clock: Callable[[], float] = time.monotonic
         """Where "now" comes from (tests move it)."""
+        self.now: Callable[[], datetime] = lambda: datetime.now(UTC)
+        """The wall clock idle time is judged by, against message timestamps (tests move it)."""
 
     def _chat(self, chat_key: str) -> _Chat:
         now = self.clock()
@@ -287,19 +334,66 @@ class ChatHistories:
             before = [f"history:@{n}" for n in range(len(base))]
         return before, [*before, *(f"history:{first_seq + i}" for i in range(new_count))], first_seq
 
+    def note_room(self, tokens: int) -> None:
+        """Remember the tokens a request's messages may use (every model request reports it)."""
+        self.room = tokens
+
+    def note_overflow(self, history: list[ModelMessage]) -> None:
+        """A request with ``history`` did not fit the model's window: that is the most it holds.
+
+        shipagent's token count is an estimate (a chat template adds tokens per message that no
+        budget knows of); from now on the marks stay below what overflowed.
+        """
+        tokens = history_tokens(history)
+        self.overflow_room = tokens if self.overflow_room is None else min(tokens, self.overflow_room)
+
+    @property
+    def marks_now(self) -> Marks:
+        """The marks as they apply now: the configured ones within the last request's room and
+        below any history that overflowed the model's window."""
+        return self.marks.within(self.room, self.overflow_room)
+
     def compaction_of(
         self, history: list[ModelMessage], sources: list[str], body: str | None
     ) -> CompactionResult | None:
-        """The compaction committing ``history`` triggers; ``None`` while it is within the bound."""
-        if len(history) <= self.config.in_memory_max_messages:
+        """The compaction committing ``history`` triggers; ``None`` while it is under the high mark."""
+        if not self.marks_now.over(history):
             return None
+        return self._compact(history, sources, body)
+
+    def _compact(
+        self, history: list[ModelMessage], sources: list[str], body: str | None
+    ) -> CompactionResult | None:
+        marks = self.marks_now
         return compact(
             history,
-            self.config.compact_keep_last_messages,
+            marks.low_messages,
             sources=sources,
             body=body,
             summarizer="model" if body is not None else "extract",
+            keep_tokens=marks.low_tokens,
+            summary_tokens=marks.summary_tokens,
         )
+
+    async def early_compaction(self, chat_key: str, history: list[ModelMessage]) -> CompactionResult | None:
+        """Compact a chat that was idle past the provider's cache TTL, down to the low mark.
+
+        Its cache is cold anyway, so compacting now costs nothing a warm turn would not pay; the
+        chat then appends for longer before it meets the high mark on a warm cache. ``None`` when
+        the cache never expires (``cache_ttl`` 0), the chat was not idle that long, or the history
+        is not past its low mark by :data:`EARLY_SHARE` of the gap. Idle is measured from the
+        newest message's timestamp to :attr:`now` (so it holds across restarts).
+        """
+        if self.cache_ttl <= 0 or not history or not self.marks_now.over_low(history, EARLY_SHARE):
+            return None
+        last = history[-1].timestamp
+        if last is None:
+            return None
+        if self.now() - last <= timedelta(seconds=self.cache_ttl):
+            return None
+        sources, _ = self.numbering(chat_key)
+        body = await self._model_summary(chat_key, history, force=True)
+        return self._compact(history, sources if len(sources) == len(history) else [], body)
 
     async def reset(self, chat_key: str, request_id: str) -> None:
         """Start the chat's model context afresh; everything said stays in the store.
@@ -312,14 +406,17 @@ class ChatHistories:
             await self.store.clear(chat_key, request_id)  # the seq counter continues after it
             self.clear_memory(chat_key)  # the next turn reads the cleared chat back, numbered
 
-    async def _model_summary(self, chat_key: str, history: list[ModelMessage]) -> str | None:
-        """A model-written summary body when this commit will compact, else ``None``.
+    async def _model_summary(
+        self, chat_key: str, history: list[ModelMessage], *, force: bool = False
+    ) -> str | None:
+        """A model-written summary body when this commit will compact (or ``force``), else ``None``.
 
         Any failure (the model errs, times out, returns nothing) falls back to the extract.
         """
-        if self.summarizer is None or len(history) <= self.config.in_memory_max_messages:
+        marks = self.marks_now
+        if self.summarizer is None or not (force or marks.over(history)):
             return None
-        found = compaction_input(history, self.config.compact_keep_last_messages)
+        found = compaction_input(history, marks.low_messages, marks.low_tokens)
         if found is None:
             return None
         try:
@@ -386,9 +483,9 @@ class ChatHistories:
             raise
         self.committed(chat_key, plan)
 
-    def over_bound(self, count: int) -> bool:
-        """Whether a history of ``count`` messages is compacted when committed."""
-        return count > self.config.in_memory_max_messages
+    def over_bound(self, history: list[ModelMessage]) -> bool:
+        """Whether ``history`` is compacted when committed (past its high mark)."""
+        return self.marks_now.over(history)
 
     def committed(self, chat_key: str, plan: PlannedTurn, *, behind: bool = False) -> None:
         """The store holds ``plan``'s turn: it becomes the chat's history in memory.

@@ -1,8 +1,9 @@
 """Compaction of a chat's in-memory history: pure functions, no I/O.
 
-When a chat's history grows past ``inMemoryMaxMessages`` the older messages are folded into one
-summary message and the newest ``compactKeepLastMessages`` are kept. Two rules the
-simpler compaction schemes break and we keep:
+When a chat's history grows past its high mark the older messages are folded into one summary
+message and the newest are kept, down to the low mark (see :class:`Marks`). Far-apart marks keep
+compactions rare: between two, every turn only appends to what the provider has cached. Two rules
+the simpler compaction schemes break and we keep:
 
 * a tool call and its result are never separated — a cut that would orphan a tool return moves
   earlier, so the kept tail always starts where the model can make sense of it;
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from pydantic_ai.messages import (
@@ -31,8 +33,12 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .sections import message_facts
+from .tokens import count_tokens
+
 __all__ = [
     "CompactionResult",
+    "Marks",
     "SummarySpan",
     "compact",
     "compaction_input",
@@ -46,12 +52,13 @@ __all__ = [
 
 MARKER = "shipagent"
 _LINE_CHARS = 300
-_SUMMARY_CHARS = 6000
+_SUMMARY_TOKENS = 600
 _HEADER = (
     "[Summary of the earlier conversation: {count} older messages were compacted. Their full text "
     "is still on disk — call chat_load_history (or search the history context files) when you "
     "need details.]"
 )
+_COVERS = "[It covers {turns} turns, {first} to {last} (UTC).]"
 _EXPAND = (
     "[Summary {id}: context_expand(summary_id={id!r}) returns the {count} messages it replaced, verbatim.]"
 )
@@ -124,13 +131,29 @@ def _return_ids(message: ModelMessage) -> set[str]:
     return set()
 
 
-def safe_cut_index(messages: Sequence[ModelMessage], keep: int) -> int:
+def _said(message: ModelMessage) -> bool:
+    return isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
+
+
+def history_tokens(messages: Sequence[ModelMessage]) -> int:
+    """Our o200k count of ``messages`` (remembered per message: a commit recounts nothing)."""
+    return sum(message_facts(m)[0] for m in messages)
+
+
+def safe_cut_index(messages: Sequence[ModelMessage], keep: int, keep_tokens: int | None = None) -> int:
     """Index where the kept tail of ``messages`` starts when keeping about ``keep`` messages.
 
-    The cut moves earlier (the tail grows) until no message in the tail answers a tool call that
-    lies before the cut, so a call and its result always stay together.
+    With ``keep_tokens`` the tail also stays within that many tokens, but always keeps the newest
+    turn (from the last user message on). The cut then moves earlier (the tail grows) until no message in the tail answers a
+    tool call that lies before the cut, so a call and its result always stay together.
     """
     cut = max(len(messages) - keep, 0)
+    if keep_tokens is not None:
+        newest = next((n for n in range(len(messages) - 1, -1, -1) if _said(messages[n])), len(messages) - 1)
+        tail = history_tokens(messages[cut:])
+        while cut < newest and tail > keep_tokens:
+            tail -= message_facts(messages[cut])[0]
+            cut += 1
     while cut > 0:
         answered_later = set().union(*(_return_ids(m) for m in messages[cut:]))
         called_before = set().union(*(_call_ids(m) for m in messages[:cut]))
@@ -142,6 +165,61 @@ def safe_cut_index(messages: Sequence[ModelMessage], keep: int) -> int:
 
 Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
 """``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    """When a history is compacted and what the compaction keeps.
+
+    A history past ``high_messages`` messages or ``high_tokens`` tokens is compacted; the kept tail
+    is at most ``low_messages`` messages and ``low_tokens`` tokens (summary not counted). With
+    ``t`` tokens per turn and a summary of ``S`` tokens, one compaction makes a prompt-caching
+    provider evaluate about ``S + low`` tokens again, once every ``(high - low) / t`` turns.
+    """
+
+    high_messages: int
+    low_messages: int
+    high_tokens: int | None = None
+    low_tokens: int | None = None
+    summary_tokens: int = _SUMMARY_TOKENS
+    fixed: bool = False
+    """The token marks were set explicitly: :meth:`within` leaves them as they are."""
+
+    def within(self, room: int | None, limit: int | None = None) -> Marks:
+        """These marks with the token marks lowered to fit.
+
+        ``room``: the tokens a request's messages may use (``None``: unknown); past four fifths of
+        it the chat compacts, before the budget must leave messages out of every request — unless
+        the token marks were set explicitly. ``limit``: a history that overflowed the model's
+        window; the marks always stay below it. The low mark stays at most a quarter of the high, and
+        the high mark at least twice the summary's cap.
+        """
+        bounds = [r for r in ((None if self.fixed else room), limit) if r is not None]
+        if not bounds:
+            return self
+        # never below two summaries' worth: a compacted history must fit under the high mark, or
+        # every commit would compact again
+        cap = max(min(bounds) * 4 // 5, 2 * self.summary_tokens)
+        high = min(self.high_tokens or cap, cap)
+        low = min(self.low_tokens or high // 4, high // 4)
+        if (high, low) == (self.high_tokens, self.low_tokens):
+            return self
+        return Marks(self.high_messages, self.low_messages, high, low, self.summary_tokens, self.fixed)
+
+    def over(self, messages: Sequence[ModelMessage]) -> bool:
+        """Whether ``messages`` is past the high mark."""
+        if len(messages) > self.high_messages:
+            return True
+        return self.high_tokens is not None and history_tokens(messages) > self.high_tokens
+
+    def over_low(self, messages: Sequence[ModelMessage], share: float) -> bool:
+        """Whether ``messages`` is past the low mark by ``share`` of the gap between the marks."""
+        gap = max(self.high_messages - self.low_messages, 1)
+        if len(messages) > self.low_messages + share * gap:
+            return True
+        if self.high_tokens is None or self.low_tokens is None:
+            return False
+        return history_tokens(messages) > self.low_tokens + share * (self.high_tokens - self.low_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,12 +242,53 @@ class CompactionResult:
         return head + list(before[len(before) - (len(self.history) - 1) :]) if len(self.history) > 1 else head
 
 
-def _summary_body(message: ModelMessage) -> tuple[int, str]:
+def _summary_info(message: ModelMessage) -> dict[str, Any]:
     meta = message.metadata if isinstance(message, ModelRequest) else None
     info = meta.get(MARKER, {}) if isinstance(meta, dict) else {}
-    body = info.get("body", "") if isinstance(info, dict) else ""
-    count = info.get("compactedMessages", 0) if isinstance(info, dict) else 0
-    return int(count), str(body)
+    return info if isinstance(info, dict) else {}
+
+
+def _summary_body(message: ModelMessage) -> tuple[int, str]:
+    info = _summary_info(message)
+    return int(info.get("compactedMessages", 0)), str(info.get("body", ""))
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """What a summary covers: how many of the user's turns, from when to when (UTC)."""
+
+    turns: int
+    first: str
+    last: str
+
+    @classmethod
+    def of(cls, previous: ModelMessage | None, removed: Sequence[ModelMessage]) -> Coverage | None:
+        """The coverage of a summary folding ``removed`` into ``previous`` (a summary or ``None``)."""
+        info = _summary_info(previous) if previous is not None else {}
+        turns = int(info.get("turns", 0)) + sum(1 for m in removed if _said(m))
+        times = [t for m in removed if (t := _when(m)) is not None]
+        first = str(info.get("from") or (min(times) if times else ""))
+        last = max(times) if times else str(info.get("to") or "")
+        return cls(turns, first, last) if first and last else None
+
+
+def _when(message: ModelMessage) -> str | None:
+    stamp = message.timestamp if isinstance(message, ModelRequest | ModelResponse) else None
+    return stamp.strftime("%Y-%m-%d %H:%M") if isinstance(stamp, datetime) else None
+
+
+def _trim(body: str, max_tokens: int) -> str:
+    """``body`` within ``max_tokens``: the oldest lines go first (they are the most condensed)."""
+    lines = body.split("\n")
+    sizes = [count_tokens(line) + 1 for line in lines]
+    total, start = sum(sizes), 0
+    while total > max_tokens and start < len(lines) - 1:
+        total -= sizes[start]
+        start += 1
+    if start == 0:
+        return body
+    kept = "\n".join(lines[start:])
+    return "…" + kept if count_tokens(kept) < max_tokens else "…" + kept[: max_tokens * 3]
 
 
 def summary_message(
@@ -179,15 +298,19 @@ def summary_message(
     span: SummarySpan | None = None,
     summarizer: str = "extract",
     compactions: int = 1,
+    coverage: Coverage | None = None,
 ) -> ModelRequest:
     """The summary message itself: a leading system part, marked in metadata.
 
     With a ``span`` the summary has an id, records the seqs it replaced and its parent, and tells
     the model that ``context_expand`` gives those messages back. ``compactions`` counts the
     compactions folded into it (its parent's count + 1), so how often a chat was compacted is
-    read off its newest summary, not counted over the whole message log.
+    read off its newest summary, not counted over the whole message log. ``coverage`` says
+    which turns and dates the summary covers.
     """
     header = _HEADER.format(count=count)
+    if coverage is not None:
+        header += "\n" + _COVERS.format(turns=coverage.turns, first=coverage.first, last=coverage.last)
     meta: dict[str, Any] = {
         "kind": "summary",
         "compactedMessages": count,
@@ -195,6 +318,8 @@ def summary_message(
         "summarizer": summarizer,
         "compactions": compactions,
     }
+    if coverage is not None:
+        meta.update(turns=coverage.turns, **{"from": coverage.first, "to": coverage.last})
     if span is not None:
         header += "\n" + _EXPAND.format(id=span.id, count=span.to_seq - span.from_seq + 1)
     text = header + ("\n" + body if body else "")
@@ -253,13 +378,15 @@ def _span(removed_sources: Sequence[str], parent: str | None) -> SummarySpan | N
     return SummarySpan(f"S{lo}-{hi}", lo, hi, parent)
 
 
-def compaction_input(messages: Sequence[ModelMessage], keep: int) -> tuple[str, list[ModelMessage]] | None:
+def compaction_input(
+    messages: Sequence[ModelMessage], keep: int, keep_tokens: int | None = None
+) -> tuple[str, list[ModelMessage]] | None:
     """``(previous summary body, messages a compaction would fold)``, or ``None`` if nothing would be.
 
     What a model-written summary is made from: the same pair-safe cut :func:`compact` makes.
     """
     start = 1 if messages and is_summary(messages[0]) else 0
-    cut = safe_cut_index(list(messages[start:]), keep)
+    cut = safe_cut_index(list(messages[start:]), keep, keep_tokens)
     if cut == 0:
         return None
     previous = _summary_body(messages[0])[1] if start else ""
@@ -273,12 +400,15 @@ def compact(
     sources: Sequence[str] | None = None,
     body: str | None = None,
     summarizer: str = "extract",
+    keep_tokens: int | None = None,
+    summary_tokens: int = _SUMMARY_TOKENS,
 ) -> CompactionResult | None:
-    """Fold all but about the last ``keep`` messages into one summary message.
+    """Fold all but about the last ``keep`` messages (and ``keep_tokens`` tokens) into one summary.
 
     ``sources`` (``history:<seq>`` per message, as :class:`~.chats.ChatHistories` tracks them)
-    gives the summary an id and the seq range it replaced. Returns ``None`` when there is nothing
-    to fold (the safe cut lands at the start).
+    gives the summary an id and the seq range it replaced. The summary's body stays within
+    ``summary_tokens``. Returns ``None`` when there is nothing to fold (the safe cut lands at the
+    start).
     """
     previous_count, previous_body = 0, ""
     start = 0
@@ -286,7 +416,7 @@ def compact(
         previous_count, previous_body = _summary_body(messages[0])
         start = 1
     body_msgs = list(messages[start:])
-    cut = safe_cut_index(body_msgs, keep)
+    cut = safe_cut_index(body_msgs, keep, keep_tokens)
     if cut == 0:
         return None
     removed, kept = body_msgs[:cut], body_msgs[cut:]
@@ -296,9 +426,7 @@ def compact(
         for message in removed:
             lines.extend(f"{role}: {_clip(text, _LINE_CHARS)}" for role, text in message_text(message))
         body = "\n".join(lines)
-    if len(body) > _SUMMARY_CHARS:  # keep the newest lines; the oldest are the most condensed
-        body = "…" + body[-(_SUMMARY_CHARS - 1) :]
-        body = body[:1] + body[body.find("\n") + 1 :] if "\n" in body else body
+    body = _trim(body, summary_tokens)
     span = None
     if sources is not None and len(sources) == len(messages):
         span = _span(sources[start : start + cut], summary_id(messages[0]) if start else None)
@@ -308,6 +436,7 @@ def compact(
         span=span,
         summarizer=summarizer,
         compactions=(summary_compactions(messages[0]) if start else 0) + 1,
+        coverage=Coverage.of(messages[0] if start else None, removed),
     )
     return CompactionResult(
         history=[summary, *kept], removed=removed, summary=summary, span=span, summarizer=summarizer

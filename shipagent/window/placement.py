@@ -399,6 +399,9 @@ class ContextWindow(AbstractCapability[Any]):
     """Per model, how provider-counted input tokens compare to ours (token correction)."""
     prior_items: PriorItems | None = None
     """The agent's per-chat items of the last unedited request (see :class:`PriorItems`)."""
+    on_room: Callable[[int], None] | None = None
+    """Told the tokens the messages of each request may use (the budget less the prefix), so the
+    chat compacts before the budget would have to leave messages out of every request."""
     _kept: dict[str, str] = field(default_factory=dict, repr=False)
     _steps: int = field(default=0, repr=False)
 
@@ -503,6 +506,8 @@ class ContextWindow(AbstractCapability[Any]):
         model = request_context.model.model_name
         previous_usage = self._previous_usage(messages)
         budget = self._budget(instruction_tokens + tool_tokens, model)
+        if self.on_room is not None:
+            self.on_room(budget.total)
         cap = budget.caps.get("instructions")
         if cap is not None and instruction_tokens > cap and self._steps == 0:
             # Instructions are the user's own text (Agent.md, skills, providers): shipagent reports

@@ -22,13 +22,14 @@ from .tokens import count_tokens, cut_text
 
 __all__ = ["SUMMARY_INSTRUCTIONS", "SUMMARY_MAX_TOKENS", "model_summarizer"]
 
-SUMMARY_MAX_TOKENS = 1500
+SUMMARY_MAX_TOKENS = 600
+"""The default cap (ship.json ``context.chatHistory.summaryMaxTokens``)."""
 SUMMARY_INSTRUCTIONS = (
     "You summarize the earlier part of a conversation between a user and an AI agent so the agent "
     "can continue it without the original messages. Keep: what the user wants, decisions made, "
     "facts and names the user gave, results of tool calls that still matter, and open questions. "
     "Merge the previous summary in; drop chit-chat. Write plain sentences or short bullets, at most "
-    f"about {SUMMARY_MAX_TOKENS} tokens. Output only the summary."
+    "about {max_tokens} tokens. Output only the summary."
 )
 _INPUT_CHARS = 200_000
 
@@ -46,17 +47,22 @@ def _transcript(previous: str, messages: list[ModelMessage]) -> str:
     )
 
 
-def model_summarizer(model: Callable[[], Model]) -> Summarizer:
-    """A :data:`~.compaction.Summarizer` that asks ``model()`` (resolved at call time)."""
-    agent: Agent[None, str] = Agent(output_type=str, instructions=SUMMARY_INSTRUCTIONS, retries=0)
+def model_summarizer(model: Callable[[], Model], max_tokens: int = SUMMARY_MAX_TOKENS) -> Summarizer:
+    """A :data:`~.compaction.Summarizer` that asks ``model()`` (resolved at call time).
+
+    ``max_tokens`` caps the answer: the summary sits in every request until the next compaction,
+    and each compaction makes a prompt cache evaluate it again.
+    """
+    instructions = SUMMARY_INSTRUCTIONS.format(max_tokens=max_tokens)
+    agent: Agent[None, str] = Agent(output_type=str, instructions=instructions, retries=0)
 
     async def summarize(previous: str, messages: list[ModelMessage]) -> str:
         result = await agent.run(
-            _transcript(previous, messages), model=model(), model_settings={"max_tokens": SUMMARY_MAX_TOKENS}
+            _transcript(previous, messages), model=model(), model_settings={"max_tokens": max_tokens}
         )
         body = str(result.output).strip()
-        if count_tokens(body) > SUMMARY_MAX_TOKENS:
-            body = cut_text(body, SUMMARY_MAX_TOKENS)
+        if count_tokens(body) > max_tokens:
+            body = cut_text(body, max_tokens)
         return body
 
     return summarize

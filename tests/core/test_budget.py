@@ -156,7 +156,16 @@ async def test_a_long_chat_never_sends_more_than_the_budget(tmp_path: Path) -> N
     budget = 1200
     root = make_project(
         tmp_path,
-        {"context": {"chatHistory": {"maxHistoryTokens": budget, "inMemoryMaxMessages": 1000}}},
+        # no compaction (by count or tokens): the budget alone keeps every request small
+        {
+            "context": {
+                "chatHistory": {
+                    "maxHistoryTokens": budget,
+                    "inMemoryMaxMessages": 1000,
+                    "compactAtTokens": 10**6,
+                }
+            }
+        },
     )
     scripted = ScriptedModel(lambda messages, info, n: answer("reply " + _sentence(n)))
     agent = make_agent(root, scripted.model)

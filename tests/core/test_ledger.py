@@ -74,7 +74,13 @@ class Capture:
 
 SHIP = {
     "context": {
-        "chatHistory": {"inMemoryMaxMessages": 10, "compactKeepLastMessages": 4, "maxHistoryTokens": 5000},
+        "chatHistory": {
+            "inMemoryMaxMessages": 10,
+            "compactKeepLastMessages": 4,
+            "maxHistoryTokens": 5000,
+            "compactAtTokens": 100_000,  # compaction by count here; the budget edits requests
+            "summaryMaxTokens": 1500,
+        },
         "budget": {"sections": {"injections": 0.1}},
     }
 }

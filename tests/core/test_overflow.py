@@ -55,6 +55,9 @@ def _files(root: Path) -> dict[str, bytes]:
 def test_overflow_detection() -> None:
     assert is_context_overflow(overflow_error())
     assert is_context_overflow(ModelHTTPError(400, "m", body={"message": "maximum context length is 8192"}))
+    # llama.cpp's server, as it answers a prompt longer than its context
+    llama = {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 8233, "n_ctx": 8192}
+    assert is_context_overflow(ModelHTTPError(400, "m", body={"error": llama}))
     assert not is_context_overflow(ModelHTTPError(400, "m", body={"error": {"code": "invalid_request"}}))
     assert not is_context_overflow(ModelHTTPError(500, "m", body="context_length_exceeded? no, a 500"))
     assert not is_context_overflow(RuntimeError("context_length_exceeded"))
