@@ -94,6 +94,9 @@ def _known_price(response: ModelResponse) -> float | None:
         return float(response.cost().total_price)
     except (LookupError, ValueError):  # a model or provider genai-prices does not know
         return None
+    except Exception as exc:  # pricing never fails a turn: the response counts its tokens only
+        log.warning("no price for a response of %r: %s: %s", response.model_name, type(exc).__name__, exc)
+        return None
 
 
 @dataclass(frozen=True, slots=True)
