@@ -282,3 +282,19 @@ def test_reset_durations_read_to_the_minute() -> None:
 
     assert text(59).endswith("(in 1 min).") and text(3600).endswith("(in 1 h).")
     assert text(3 * 86400 + 17 * 3600 + 5).endswith("(in 3 d 17 h).")  # rounded up to the minute, then cut
+
+
+async def test_a_turn_whose_client_left_mid_stream_counts_what_was_streamed(tmp_path: Path) -> None:
+    from contextlib import aclosing
+
+    from shipagent.events import TextDelta
+
+    script = StreamScript(chunk=2, delay=0.05)
+    agent = _agent(tmp_path, script.model, {"tokensPerDay": 10**6})
+    async with aclosing(agent.run_stream(KEY, "a long question that streams a long echo")) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                break  # the client leaves: the turn is cancelled, nothing of it is committed
+    assert agent.history(KEY) == [] and len(script.requests) == 1
+    day = (await agent.usage(KEY)).day
+    assert day.use.requests == 1 and day.use.input_tokens > 0
