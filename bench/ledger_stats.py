@@ -124,6 +124,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         (root / "Agent.md").write_text("You are the project's helpful assistant.", encoding="utf-8")
+        (root / "ship.json").write_text("{}\n", encoding="utf-8")  # the defaults
         seconds = asyncio.run(chat(root, args.turns))
         print(f"{args.turns} turns in {seconds:.1f} s\n")
         command = [

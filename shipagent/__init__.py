@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
     from .hosts.cli._checks import Problem, check_project
     from .results import AgentResult, Sender, StepEvent, ToolCallRecord
+    from .store.pins import Pin
     from .tools._deps import TurnDeps
     from .tools.execution import (
         ApprovalRequest,
@@ -65,6 +66,7 @@ _HOME = {
     "Done": "events",
     "InjectionResult": "tools.execution",
     "NotFoundError": "errors",
+    "Pin": "store.pins",
     "Problem": "hosts.cli._checks",
     "ProjectLockedError": "errors",
     "ReplyChannel": "tools.execution",
@@ -97,6 +99,7 @@ __all__ = [
     "Done",
     "InjectionResult",
     "NotFoundError",
+    "Pin",
     "Problem",
     "ProjectLockedError",
     "ReplyChannel",

@@ -49,6 +49,7 @@ from ..store._protocols import ChatStore
 from ..store._select import open_stores
 from ..store.cards import SqliteCardBoxStore
 from ..store.chats import ChatHistories, marks_of
+from ..store.pins import Pin, PinAuthor, PinStore
 from ..store.reconcile import reconcile
 from ..store.usage import UsageStore
 from ..tools import SkillsCache, builtin_toolset, load_tool_modules
@@ -61,6 +62,7 @@ from ..tools.handover._delegation import profile_agent_md
 from ..tools.handover._resources import ResolvedProfile
 from ..tools.handover._runtime import Handover
 from ..tools.mcp import McpManager
+from ..tools.pins import pins_toolset
 from ..window.placement import ContextWindow, PriorItems
 from ..window.summarizer import model_summarizer
 from ..window.tokens import TokenCalibration
@@ -148,6 +150,8 @@ class ShipAgent:
                 self._summary_model, config.context.chat_history.summary_max_tokens
             )
         self._context_toolset = context_toolset()
+        self.pin_store = PinStore(self.paths, config.context.pins)  # pins.json: out of compaction's reach
+        self._pins_toolsets = [pins_toolset()] if config.context.pins.enabled else []
         self.transcript = files.transcript_log
         self.agent_context = files.agent_context_log
         # a chat hydrated after a crash gets the transcript/log entries its last turns lack
@@ -171,7 +175,12 @@ class ShipAgent:
         self.injector = self.context_runtime.injector
         self.instruction_sources.append(self.context_runtime.instructions)
         # The ledger room listens to the context window; the core never imports it.
-        self._ledger = Ledger(self.paths, config.context.ledger, otel=config.observability.otel)
+        self._ledger = Ledger(
+            self.paths,
+            config.context.ledger,
+            otel=config.observability.otel,
+            config_hash=Ledger.hash_config(config),
+        )
         files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
@@ -566,6 +575,7 @@ class ShipAgent:
         toolsets: list[AbstractToolset[Any]] = [
             self._builtin_toolset,
             self._context_toolset,
+            *self._pins_toolsets,
             *self._module_toolsets,
             *self._user_toolsets,
             self.mcp.toolset,
@@ -581,7 +591,11 @@ class ShipAgent:
 
     async def _instructions(self, ctx: ToolExecutionContext) -> str:
         sources = self.instruction_sources
-        return await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+        text = await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
+        pins = await _instructions.pinned_facts(
+            self.pin_store, ctx.chat_key, tool=self.config.context.pins.enabled
+        )
+        return f"{text}\n\n{pins}" if pins else text
 
     # -- history ---------------------------------------------------------------------------------
 
@@ -623,6 +637,18 @@ class ShipAgent:
         """
         key = validate_chat_key(chat_key)
         await self.turn_hooks.store(self).note_undelivered(key, request_id, reason)
+
+    async def pin(self, chat_key: str, text: str, *, by: PinAuthor = "api") -> Pin:
+        """Pin ``text``: every request of the chat carries it, no compaction folds it (``store.pins``)."""
+        return await self.pin_store.add(validate_chat_key(chat_key), text, by=by)
+
+    async def unpin(self, chat_key: str, pin_id: str) -> bool:
+        """Remove pin ``pin_id`` (``p3``); ``False`` if the chat has no such pin."""
+        return await self.pin_store.remove(validate_chat_key(chat_key), pin_id)
+
+    async def pins(self, chat_key: str) -> list[Pin]:
+        """The chat's pins, oldest first."""
+        return await self.pin_store.load(validate_chat_key(chat_key))
 
     async def usage(self, chat_key: str) -> ChatUsageReport:
         """The chat's use today and this month against its budgets (ship.json ``context.budgets``).

@@ -3,7 +3,9 @@
 1. ``Agent.md`` from the project root — the agent's role, written by the user;
 2. the built-in default prompt (``shipagent/prompts/default.md``), with today's date evaluated
    per run (not frozen at start-up);
-3. additions from context sources: the skills overview, context providers, the capability catalog.
+3. additions from context sources: the skills overview, context providers, the capability catalog;
+4. the chat's pinned facts (:func:`pinned_facts`), last: they change only when a pin does, and a
+   compaction's summary (user text after the instructions) never touches them.
 
 Each source is a callable so subsystems plug in without this module knowing them.
 """
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import stat
 import threading
 from collections.abc import Awaitable, Callable
@@ -21,9 +24,19 @@ from pathlib import Path
 
 from .._cache import BoundedCache
 from .._paths import OutsideProjectError, resolve_inside
+from ..store.pins import Pin, PinsFileError, PinStore, pin_lines
 from ..tools.execution import ToolExecutionContext
 
-__all__ = ["InstructionSource", "agent_md_problem", "default_prompt", "read_agent_md"]
+__all__ = [
+    "InstructionSource",
+    "agent_md_problem",
+    "default_prompt",
+    "pinned_facts",
+    "pinned_section",
+    "read_agent_md",
+]
+
+log = logging.getLogger("shipagent")
 
 InstructionSource = Callable[[ToolExecutionContext], "str | Awaitable[str | None] | None"]
 
@@ -110,3 +123,35 @@ async def collect(sources: list[InstructionSource], ctx: ToolExecutionContext) -
         if isinstance(value, str) and value.strip():
             out.append(value.strip())
     return out
+
+
+def pinned_section(pins: list[Pin], *, tool: bool) -> str:
+    """The "Pinned facts" block of the instructions, or ``""`` when the chat has no pins.
+
+    A pure function of the pins (no date, no count that moves on its own), so the block stays
+    byte-identical, and the provider's cached prefix with it, until a pin is added or removed.
+    ``tool`` says whether the model has ``context_unpin`` to remove one.
+    """
+    if not pins:
+        return ""
+    how = " Unpin one with context_unpin when it no longer holds." if tool else ""
+    return (
+        "## Pinned facts\n"
+        "Facts pinned in this chat; they stay in every request, however old the conversation gets."
+        f"{how}\n{pin_lines(pins)}"
+    )
+
+
+async def pinned_facts(store: PinStore, chat_key: str, *, tool: bool) -> str:
+    """The chat's :func:`pinned_section`; a damaged ``pins.json`` is logged and left out.
+
+    A damaged file fails no turn: the chat goes on without its pins until the file is fixed
+    (``/status`` and ``shipagent inspect`` say what is wrong with it), and no pin is written over
+    it meanwhile.
+    """
+    try:
+        pins = await store.load(chat_key)
+    except PinsFileError as exc:
+        log.error("chat %r: its pins are left out of the request: %s", chat_key, exc)
+        return ""
+    return pinned_section(pins, tool=tool)

@@ -57,6 +57,7 @@ __all__ = [
     "lay_injections",
     "place_injections",
     "prefix_of",
+    "prefix_parts",
     "render_plan",
     "split_fused_summary",
     "summary_after_instructions",
@@ -296,13 +297,25 @@ def render_plan(
 
 
 _PREFIXES_MAX = 64
-_PREFIXES: BoundedCache[tuple[Any, ...], tuple[list[Any], tuple[str, int, int]]] = BoundedCache(_PREFIXES_MAX)
+_PREFIXES: BoundedCache[tuple[Any, ...], tuple[list[Any], PrefixParts]] = BoundedCache(_PREFIXES_MAX)
 """The oldest *counted* prefix goes first (a hit does not count as use); shared by threads."""
 _PREFIXES_LOCK = threading.Lock()
 
 
+PrefixParts = tuple[str, int, int, str, str]
+"""``(prefix hash, instruction tokens, tool-definition tokens, instructions hash, tools hash)``."""
+
+
 def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, int, int]:
-    """``(sha256, instruction tokens, tool-definition tokens)`` of what every request starts with.
+    """``(sha256, instruction tokens, tool-definition tokens)`` of what every request starts with."""
+    return prefix_parts(instructions, params)[:3]
+
+
+def prefix_parts(instructions: str, params: ModelRequestParameters) -> PrefixParts:
+    """:func:`prefix_of` and the instructions' and the tool definitions' own hashes.
+
+    Why both halves: when the prefix changes, the ledger says which half did (a tool list that
+    changed mid-chat is a different fix from instructions that did).
 
     Remembered for the last few prefixes: pydantic-ai builds new tool definitions for every
     request, but their schemas are the same dicts from one request to the next, so the key is the
@@ -321,7 +334,8 @@ def prefix_of(instructions: str, params: ModelRequestParameters) -> tuple[str, i
     ]
     tools_json = json.dumps(tools, sort_keys=True, ensure_ascii=False)
     digest = hashlib.sha256(f"{instructions}\x00{tools_json}".encode()).hexdigest()
-    result = digest[:16], count_tokens(instructions), count_tokens(tools_json)
+    halves = [hashlib.sha256(text.encode()).hexdigest()[:16] for text in (instructions, tools_json)]
+    result = (digest[:16], count_tokens(instructions), count_tokens(tools_json), halves[0], halves[1])
     with _PREFIXES_LOCK:
         _PREFIXES[key] = ([t.parameters_json_schema for t in defs], result)
     return result
@@ -353,6 +367,10 @@ class RequestReport:
     """The token correction the budget used for this model."""
     previous_usage: tuple[int, int] | None = None
     """``(input tokens, cached input tokens)`` the provider reported for the previous request."""
+    instructions_hash: str = ""
+    """The instructions' own hash (:func:`prefix_parts`)."""
+    tools_hash: str = ""
+    """The tool definitions' own hash (:func:`prefix_parts`)."""
 
     def section_tokens(self) -> dict[str, int]:
         """Tokens per section, the prefix included, as the ledger names them."""
@@ -502,7 +520,9 @@ class ContextWindow(AbstractCapability[Any]):
         # Rebuilt from the run's own messages (tool results carry them), never from the contextvar.
         injections = run_injections(messages[split:], self.max_injected_messages)
         params = request_context.model_request_parameters
-        prefix_hash, instruction_tokens, tool_tokens = prefix_of(_instructions(params), params)
+        prefix_hash, instruction_tokens, tool_tokens, instructions_hash, tools_hash = prefix_parts(
+            _instructions(params), params
+        )
         model = request_context.model.model_name
         previous_usage = self._previous_usage(messages)
         budget = self._budget(instruction_tokens + tool_tokens, model)
@@ -540,6 +560,8 @@ class ContextWindow(AbstractCapability[Any]):
                 estimate=estimate,
                 ratio=self.calibration.ratio(model) if self.calibration is not None else 1.0,
                 previous_usage=previous_usage,
+                instructions_hash=instructions_hash,
+                tools_hash=tools_hash,
             )
             try:
                 self.observer.on_request(report)

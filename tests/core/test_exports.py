@@ -30,6 +30,7 @@ EXPORTS: dict[str, list[str]] = {
         "Done",
         "InjectionResult",
         "NotFoundError",
+        "Pin",
         "Problem",
         "ProjectLockedError",
         "ReplyChannel",

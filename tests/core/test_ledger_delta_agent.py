@@ -92,6 +92,7 @@ class Reports:
         for (request_id, report), record in zip(self.seen, records, strict=True):
             want = record_from_report(report, request_id=request_id, chat_key=KEY, ts=record.ts, blobs={})
             want.input_tokens, want.cached_tokens = record.input_tokens, record.cached_tokens
+            want.config_hash, want.bust = record.config_hash, record.bust  # the chat's, not the report's
             out.append(want)
         return out
 

@@ -23,7 +23,6 @@ from tests.support.core import (
     user_texts,
 )
 
-
 MARKS = {"context": {"chatHistory": {"inMemoryMaxMessages": 60, "compactKeepLastMessages": 30}}}
 """The marks these scenarios count with (a 60-message chat compacting to 30)."""
 

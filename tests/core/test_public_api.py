@@ -34,6 +34,7 @@ def test_all_is_pinned() -> None:
         "Done",
         "InjectionResult",
         "NotFoundError",
+        "Pin",
         "Problem",
         "ProjectLockedError",
         "ReplyChannel",

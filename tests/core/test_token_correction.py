@@ -28,7 +28,9 @@ def _agent(root: Path, reported: int | None) -> ShipAgent:
         return ModelResponse(parts=[TextPart("answer " + FILLER)], usage=usage)
 
     root.mkdir()
-    (root / "ship.json").write_text(json.dumps({"context": {"chatHistory": {"maxHistoryTokens": 3000}}}))
+    # compaction by count only: the budget is what edits these requests
+    history = {"maxHistoryTokens": 3000, "compactAtTokens": 10**6}
+    (root / "ship.json").write_text(json.dumps({"context": {"chatHistory": history}}))
     return ShipAgent.from_project(root, model=FunctionModel(model))
 
 

@@ -41,6 +41,7 @@ from pydantic_ai.messages import ModelRequest, SystemPromptPart
 
 from ...window.placement import RequestReport
 from ...window.sections import Item
+from ._busts import Shape, bust_between, shape_of_report
 from ._records import LAYOUT, blob_key, injected_text, items_fingerprint, items_json
 
 __all__ = ["WHOLE_EVERY", "Base", "encode_report"]
@@ -76,6 +77,8 @@ class Base:
     """``(device, inode, size)`` of the file right after the record was appended."""
     fingerprint: str = ""
     """:func:`items_fingerprint` of the record's items, which the next line names as ``baseFp``."""
+    shape: Shape | None = None
+    """What the chat's next request must start with to only append (:mod:`._busts`)."""
 
 
 def _rows(items: list[Item]) -> list[Row]:
@@ -216,11 +219,16 @@ def encode_report(
     ts: str,
     blobs: dict[str, str],
     usage: tuple[int, int] | None = None,
+    previous: Shape | None = None,
+    config_hash: str = "",
 ) -> tuple[dict[str, Any], Base]:
     """The record line of one request, against ``base`` when given; and the base it makes.
 
     Injected texts go to ``blobs`` (address -> text). Without a base the line is the version-2
-    line ``record_from_report(...).to_json()`` gives.
+    line ``record_from_report(...).to_json()`` gives, plus what only the chat's previous request
+    tells: ``bust`` against ``previous`` (the shape of the chat's last request, whether or not the
+    line may refer to it) and the agent's ``config_hash``. The base made carries this request's
+    shape, for the next.
     """
     segments, summary, systems = _segments(report)
     size = sum(end - begin for _, begin, end in segments)
@@ -270,8 +278,19 @@ def encode_report(
     if (summarizer := _summarizer(report)) is not None:
         out["summarizer"] = summarizer
     out["layout"] = LAYOUT  # shipagent's notes sent as user text after the instructions
+    for key, value in (
+        ("instructionsHash", report.instructions_hash),
+        ("toolsHash", report.tools_hash),
+        ("configHash", config_hash),
+    ):
+        if value:
+            out[key] = value
+    shape = shape_of_report(report, rows, summary, config_hash)
+    if (bust := bust_between(previous, shape)) is not None:
+        out["bust"] = bust
     everything: list[Item] = []
     _take(segments, 0, size, everything)
     made = Base(f"{request_id}:{report.step}", rows, summary, systems, size, prior_tokens, depth)
     made.fingerprint = items_fingerprint(everything)
+    made.shape = shape
     return out, made

@@ -90,7 +90,9 @@ def diff_records(before: RequestRecord | None, after: RequestRecord) -> list[Ite
 
 
 def ledger_stats(records: Sequence[RequestRecord]) -> dict[str, Any]:
-    """Per chat: requests, turns, mean tokens per section, prefix-stable and cached-token shares."""
+    """Per chat: requests, turns, mean tokens per section, prefix-stable and cached-token shares,
+    the provider's input and cached tokens (over the requests it reported them for) and the cache
+    busts by reason and by section (records from before busts were kept count none)."""
     count = len(records)
     means = {
         name: (sum(r.sections.get(name, 0) for r in records) / count if count else 0.0)
@@ -104,6 +106,12 @@ def ledger_stats(records: Sequence[RequestRecord]) -> dict[str, Any]:
     for record in records:
         for item in record.items:
             edits[item.edit] = edits.get(item.edit, 0) + 1
+    by_reason: dict[str, int] = {}
+    by_section: dict[str, int] = {}
+    for bust in (r.bust for r in records if r.bust):
+        reason, section = bust.get("reason", "?"), bust.get("section", "?")
+        by_reason[reason] = by_reason.get(reason, 0) + 1
+        by_section[section] = by_section.get(section, 0) + 1
     return {
         "requests": count,
         "turns": len({r.request_id for r in records}),
@@ -112,6 +120,13 @@ def ledger_stats(records: Sequence[RequestRecord]) -> dict[str, Any]:
         "prefixStableShare": round(stable / (count - 1), 4) if count > 1 else None,
         "distinctPrefixes": len({r.prefix_hash for r in records}),
         "providerReported": len(reported),
+        "inputTokens": input_tokens if reported else None,
+        "cachedTokens": cached if reported else None,
         "cachedTokenShare": round(cached / input_tokens, 4) if input_tokens else None,
+        "busts": {
+            "total": sum(by_reason.values()),
+            "byReason": dict(sorted(by_reason.items())),
+            "bySection": dict(sorted(by_section.items())),
+        },
         "edits": edits,
     }

@@ -12,6 +12,8 @@ pydantic-ai's agent-run span) carrying the chat key, request id, step and sectio
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -23,12 +25,13 @@ from pydantic_ai.messages import ModelMessage, ModelResponse, ToolReturnPart, re
 
 from ..._cache import BoundedCache
 from ...chatkeys import ShipPaths
-from ...config import LedgerConfig
+from ...config import LedgerConfig, ShipConfig
 from ...store.logs import MessageLog, now_iso
 from ...tools.execution import InjectedMessage
 from ...window.injections import RunInjection
 from ...window.placement import RequestReport, injected_message, render_plan
 from ...window.sections import Item
+from ._busts import Shape, shape_of_record
 from ._encode import Base, encode_report
 from ._records import LedgerItem, RequestRecord, record_from_report
 from ._store import LedgerStore
@@ -58,13 +61,16 @@ class LedgerRecorder:
     as they are and :meth:`lines` encodes them once, in the commit's worker-thread hop.
     """
 
-    def __init__(self, chat_key: str, request_id: str, *, spans: bool) -> None:
+    def __init__(self, chat_key: str, request_id: str, *, spans: bool, config_hash: str = "") -> None:
         self.chat_key = chat_key
         self.request_id = request_id
         self._seen: list[_Seen] = []
         self._spans = spans
+        self._config_hash = config_hash
         self.base: Base | None = None
         """After :meth:`lines`: the turn's last record, for the chat's next turn to refer to."""
+        self.shape: Shape | None = None
+        """After :meth:`lines`: the turn's last request, for the chat's next turn to compare with."""
 
     def on_request(self, report: RequestReport) -> None:
         if report.step == 1:  # an overflow retry starts a fresh tool loop: forget the failed one
@@ -91,11 +97,15 @@ class LedgerRecorder:
         """How many requests the turn made (the lines :meth:`lines` gives)."""
         return len(self._seen)
 
-    def lines(self, blobs: dict[str, str], base: Base | None = None) -> list[dict[str, Any]]:
+    def lines(
+        self, blobs: dict[str, str], base: Base | None = None, shape: Shape | None = None
+    ) -> list[dict[str, Any]]:
         """The turn's record lines; injected texts go to ``blobs`` (address -> text).
 
         The first line refers to ``base`` (the chat's last record, when it may: see
         :mod:`._encode`), each later one to the line before; :attr:`base` is then the last.
+        ``shape``: the chat's last request, which the first line's ``bust`` is found against
+        (each later line's against the line before); :attr:`shape` is then the last.
         """
         out: list[dict[str, Any]] = []
         for seen in self._seen:
@@ -107,9 +117,12 @@ class LedgerRecorder:
                 ts=seen.ts,
                 blobs=blobs,
                 usage=seen.usage,
+                previous=shape,
+                config_hash=self._config_hash,
             )
+            shape = base.shape
             out.append(line)
-        self.base = base
+        self.base, self.shape = base, shape
         return out
 
 
@@ -134,16 +147,34 @@ def _span(record: RequestRecord) -> None:
 class Ledger:
     """Per-request records of every chat of an agent (``context.ledger``)."""
 
-    def __init__(self, paths: ShipPaths, config: LedgerConfig, *, otel: bool = False) -> None:
+    def __init__(
+        self, paths: ShipPaths, config: LedgerConfig, *, otel: bool = False, config_hash: str = ""
+    ) -> None:
         self.config = config
         self.otel = otel
+        self.config_hash = config_hash
+        """The agent's configuration as loaded (:meth:`hash_config`), on every record: a prefix
+        that changed with it is a ``config`` bust, not an unexplained one."""
         self.store = LedgerStore(paths, keep_requests=config.keep_requests)
         self._messages = MessageLog(paths)
         # turns that failed never flush: their recorders are dropped, least recent first
         self._recorders: BoundedCache[tuple[str, str], LedgerRecorder] = BoundedCache(_MAX_OPEN_TURNS)
         self._bases: BoundedCache[str, Base] = BoundedCache(_MAX_BASES)
         """Per chat, its last record written by this process (the next line refers to it)."""
+        self._shapes: BoundedCache[str, Shape] = BoundedCache(_MAX_BASES)
+        """Per chat, its last request recorded by this process (the next is compared with it)."""
         self._lock = threading.Lock()  # turns of different chats write from different threads
+
+    @staticmethod
+    def hash_config(config: ShipConfig) -> str:
+        """A short hash of the loaded configuration, for ``config_hash`` (``configHash`` on records).
+
+        Key order in ship.json does not count; any value that the agent loads does. A value JSON
+        cannot hold counts by its ``repr`` (a hash must never cost the agent its start).
+        """
+        dumped = config.model_dump(mode="json", by_alias=True, fallback=repr)
+        data = json.dumps(dumped, sort_keys=True, ensure_ascii=False, default=repr)
+        return hashlib.sha256(data.encode("utf-8")).hexdigest()[:16]
 
     @property
     def active(self) -> bool:
@@ -156,7 +187,9 @@ class Ledger:
         key = (chat_key, request_id)
         found = self._recorders.get(key)
         if found is None:
-            found = self._recorders[key] = LedgerRecorder(chat_key, request_id, spans=self.otel)
+            found = self._recorders[key] = LedgerRecorder(
+                chat_key, request_id, spans=self.otel, config_hash=self.config_hash
+            )
         return found
 
     def flush(self, chat_key: str, request_id: str, new: Sequence[ModelMessage]) -> Callable[[], None] | None:
@@ -169,12 +202,15 @@ class Ledger:
         def write() -> None:
             with self._lock:
                 base = self._bases.pop(chat_key, None)
+                shape = self._shapes.pop(chat_key, None)
+            if shape is None:  # the chat's first turn in this process: its last request on disk
+                shape = self._last_shape(chat_key)
 
             def encode(continuing: bool) -> tuple[list[dict[str, Any]], dict[str, str]]:
                 # encoded here, in the commit's worker thread; a fresh file, or one changed under
                 # us, starts with a whole line
                 blobs: dict[str, str] = {}
-                return recorder.lines(blobs, base if continuing else None), blobs
+                return recorder.lines(blobs, base if continuing else None, shape), blobs
 
             try:
                 mark = self.store.append_turn(
@@ -187,8 +223,21 @@ class Ledger:
                 recorder.base.mark = mark
                 with self._lock:
                     self._bases[chat_key] = recorder.base
+            kept = recorder.shape or shape  # a turn that made no request leaves the last one
+            if kept is not None:
+                with self._lock:
+                    self._shapes[chat_key] = kept
 
         return write
+
+    def _last_shape(self, chat_key: str) -> Shape | None:
+        """The shape of the chat's last readable record on disk (blocking: a bounded tail read)."""
+        try:
+            record = self.store.last(chat_key)
+        except OSError as exc:
+            log.warning("chat %r: could not read the ledger's last record: %s", chat_key, exc)
+            return None
+        return shape_of_record(record) if record is not None else None
 
     def records(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
         return self.store.read(chat_key, last=last)

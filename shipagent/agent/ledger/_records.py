@@ -314,6 +314,15 @@ class RequestRecord:
     """How the request laid out shipagent's notes: ``2`` (every record written now) sent the
     summary and the budget note as user text after the instructions; ``1`` (older records) sent
     them as leading system prompts. :meth:`Ledger.reconstruct` rebuilds each as it was sent."""
+    instructions_hash: str = ""
+    """The instructions' own hash; ``""`` in records written before it was kept."""
+    tools_hash: str = ""
+    """The tool definitions' own hash; ``""`` in records written before it was kept."""
+    config_hash: str = ""
+    """A hash of the agent's loaded configuration (ship.json) when the request was made."""
+    bust: dict[str, str] | None = None
+    """How the request broke the chat's cacheable prefix, ``{"section", "reason"}``; ``None`` when
+    it only appended to the previous request (see :mod:`._busts`)."""
 
     @property
     def id(self) -> str:
@@ -345,6 +354,10 @@ class RequestRecord:
             ("cachedTokens", self.cached_tokens),
             ("summarizer", self.summarizer),
             ("layout", self.layout if self.layout != 1 else None),
+            ("instructionsHash", self.instructions_hash or None),
+            ("toolsHash", self.tools_hash or None),
+            ("configHash", self.config_hash or None),
+            ("bust", self.bust),
         ):
             if value is not None:
                 out[key] = value
@@ -372,7 +385,18 @@ class RequestRecord:
             cached_tokens=data.get("cachedTokens"),
             summarizer=data.get("summarizer"),
             layout=int(data.get("layout", 1)),
+            instructions_hash=str(data.get("instructionsHash", "")),
+            tools_hash=str(data.get("toolsHash", "")),
+            config_hash=str(data.get("configHash", "")),
+            bust=_bust(data.get("bust")),
         )
+
+
+def _bust(value: Any) -> dict[str, str] | None:
+    """A line's ``bust``, or None when it has none (older lines) or not a readable one."""
+    if not isinstance(value, dict):
+        return None
+    return {str(k): str(v) for k, v in value.items()}
 
 
 LAYOUT = 2
@@ -438,4 +462,6 @@ def record_from_report(
         ratio=report.ratio,
         summarizer=summarizer,
         layout=LAYOUT,
+        instructions_hash=report.instructions_hash,
+        tools_hash=report.tools_hash,
     )

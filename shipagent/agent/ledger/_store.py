@@ -22,6 +22,7 @@ from typing import Any
 from ... import jsonl
 from ..._cache import BoundedCache
 from ...chatkeys import ShipPaths
+from ._encode import WHOLE_EVERY
 from ._records import LedgerItem, RequestRecord, record_label
 
 __all__ = ["LedgerStore", "Mark"]
@@ -159,6 +160,36 @@ class LedgerStore:
                 bases[record.id] = record.items
                 unreadable.pop(record.id, None)
         return out, unreadable
+
+    def last(self, chat_key: str) -> RequestRecord | None:
+        """The chat's newest record, or None when there is none or it cannot be read (blocking).
+
+        Reads the current file (or, when it is empty, the previous generation) backwards only to
+        the whole line the newest one is written against: at most :data:`~._encode.WHOLE_EVERY`
+        lines or so, however long the file. Why: a process's first turn of a chat compares its
+        requests with the chat's last one (cache busts), and must not read the whole ledger for it.
+        """
+        for path in (self.path(chat_key), self.previous_path(chat_key)):
+            chain: list[dict[str, Any]] = []
+            for data in jsonl.iter_objects_backward(path):
+                if not isinstance(data, dict):
+                    continue
+                chain.append(data)
+                if "base" not in data or len(chain) > 2 * WHOLE_EVERY:
+                    break
+            if not chain:
+                continue
+            bases: dict[str, list[LedgerItem]] = {}
+            record: RequestRecord | None = None
+            for data in reversed(chain):
+                try:
+                    record = RequestRecord.from_json(data, bases)
+                except (KeyError, TypeError, ValueError):
+                    record = None
+                    continue
+                bases[record.id] = record.items
+            return record
+        return None
 
     def blob(self, chat_key: str, key: str) -> str:
         return self.blob_path(chat_key, key).read_text(encoding="utf-8")

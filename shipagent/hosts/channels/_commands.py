@@ -1,9 +1,14 @@
-"""The chat commands every channel understands (``/start``, ``/help``, ``/new``, ``/status``, ``/stop``).
+"""The chat commands every channel understands (``/start``, ``/help``, ``/new``, ``/status``,
+``/stop``, ``/pin``, ``/unpin``).
 
 ``/status`` reads only what does not grow with the chat's age: the ledger's last record (the
 last request's tokens and budget), the chat's current history (its newest compaction summary
 counts the compactions folded into it; loading it reads back to that summary only) and the
-newest :data:`UNDELIVERED_SCAN` transcript lines (answers recorded as undelivered).
+newest :data:`UNDELIVERED_SCAN` transcript lines (answers recorded as undelivered), and the chat's
+pins (``pins.json``, a few hundred tokens at most).
+
+``/pin <fact>`` and ``/unpin <id>`` keep a fact in every request of the chat or remove it
+(:mod:`shipagent.store.pins`): what the user pins is never compacted away.
 """
 
 from __future__ import annotations
@@ -14,13 +19,24 @@ from typing import TYPE_CHECKING
 
 import anyio.to_thread
 
+from ...errors import ShipAgentError
+from ...store.pins import PinError, pin_lines, pins_tokens
 from ...window.compaction import summary_compactions
 
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
     from ._types import ChannelHealth
 
-__all__ = ["COMMANDS", "UNDELIVERED_SCAN", "Command", "help_text", "parse_command", "status_text"]
+__all__ = [
+    "COMMANDS",
+    "PIN_COMMANDS",
+    "UNDELIVERED_SCAN",
+    "Command",
+    "help_text",
+    "parse_command",
+    "pin_command",
+    "status_text",
+]
 
 UNDELIVERED_SCAN = 200
 """How many of the newest transcript lines ``/status`` looks through for undelivered answers."""
@@ -31,8 +47,13 @@ COMMANDS: dict[str, str] = {
     "new": "Start afresh: empty the model's context (the transcript is kept)",
     "status": "Model and context use of this chat",
     "stop": "Stop the answer being written",
+    "pin": "Keep a fact in every request of this chat: /pin <fact>",
+    "unpin": "Remove a pinned fact: /unpin <id>",
 }
 """Command name → one-line description (what ``setMyCommands`` registers)."""
+
+PIN_COMMANDS = frozenset({"pin", "unpin"})
+"""The commands that change the chat's pins (answered at once, like ``/status``)."""
 
 _ALIASES = {"clear": "new"}
 
@@ -89,6 +110,7 @@ async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health:
     history = (await store.load(chat_key)).messages
     compactions = summary_compactions(history[0]) if history else 0
     lines.append(f"Compactions since the context was last emptied: {compactions}")
+    lines.extend(await _pins_status(agent, chat_key))
     page = await store.transcript_page(chat_key, None, UNDELIVERED_SCAN)
     lost = [r.data for r in page if r.data.get("event") == "undelivered"]
     if lost:
@@ -100,3 +122,38 @@ async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health:
     if health.undelivered:
         lines.append(f"{health.undelivered} answer(s) could not be delivered since the start.")
     return "\n".join(lines)
+
+
+async def _pins_status(agent: ShipAgent, chat_key: str) -> list[str]:
+    """``/status``'s pins: how many, their tokens against ``context.pins.maxTokens``, then each."""
+    try:
+        pins = await agent.pins(chat_key)
+    except ShipAgentError as exc:  # a damaged pins.json: say so, the rest of /status stands
+        return [f"Pins: unreadable ({exc})"]
+    if not pins:
+        return ["Pins: none (/pin <fact> keeps one in every request)"]
+    limit = agent.config.context.pins.max_tokens
+    return [f"Pins: {len(pins)} ({pins_tokens(pins)} of {limit} tokens)", pin_lines(pins)]
+
+
+async def pin_command(agent: ShipAgent, chat_key: str, command: Command) -> str:
+    """The answer to ``/pin <fact>`` or ``/unpin <id>`` (without an argument: how to use it)."""
+    argument = command.argument
+    try:
+        if argument and command.name == "pin":
+            pin = await agent.pin(chat_key, argument, by="user")
+            return f"Pinned {pin.id}: {pin.text}"
+        if argument and await agent.unpin(chat_key, argument):
+            return f"Unpinned {argument}."
+        current = await agent.pins(chat_key)
+    except PinError as exc:
+        return f"Not pinned: {exc}"
+    except ShipAgentError as exc:  # a damaged pins.json: left as it is, and said
+        return f"The pins of this chat cannot be changed: {exc}"
+    if argument:
+        have = ", ".join(p.id for p in current) or "none"
+        return f"This chat has no pin {argument!r} (its pins: {have})."
+    usage = (
+        "/pin <fact> keeps a fact in every request" if command.name == "pin" else "/unpin <id> removes one"
+    )
+    return f"{usage}. Pinned now:\n{pin_lines(current)}" if current else f"{usage}. Nothing is pinned."

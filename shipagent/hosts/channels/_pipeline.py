@@ -26,7 +26,7 @@ import anyio.to_thread
 from ...events import ApprovalRequired, Done, TextDelta, ToolFinished, ToolStarted
 from ._access import NOT_ADDRESSED, AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
-from ._commands import Command, help_text, parse_command, status_text
+from ._commands import PIN_COMMANDS, Command, help_text, parse_command, pin_command, status_text
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
 from ._durable import enqueue_turn
@@ -245,7 +245,7 @@ class Pipeline:
             self._spawn(self._say, message, _pairing_text(decision.code.code, self.channel))
         elif command is not None and command.name == "stop":
             self._stop(message)
-        elif command is not None and command.name in ("start", "help", "status"):
+        elif command is not None and command.name in ("start", "help", "status", *PIN_COMMANDS):
             self._spawn(self._command, message, command)
         else:
             self._enqueue(message, command)
@@ -325,6 +325,8 @@ class Pipeline:
             await self._say(message, "Hello! " + help_text())
         elif command.name == "help":
             await self._say(message, help_text())
+        elif command.name in PIN_COMMANDS:
+            await self._say(message, await pin_command(self.agent, message.chat_key, command))
         else:
             await self._say(message, await self._status(message.chat_key))
 

@@ -33,6 +33,7 @@ from rich.markup import escape
 from rich.status import Status
 
 from ...agent._agent import ShipAgent
+from ...errors import ShipAgentError
 from ...events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from ...results import AgentResult, StepEvent, cut_notice
 from ...tools.execution import ReplyChannel
@@ -43,6 +44,8 @@ COMMANDS = {
     "/help": "show these commands",
     "/history": "show what the model currently sees of this chat",
     "/clear": "empty the model's context (the transcript on disk is kept)",
+    "/pin": "keep a fact in every request of this chat: /pin <fact> (alone: list the pins)",
+    "/unpin": "remove a pinned fact: /unpin <id>",
     "/exit": "leave (Ctrl-D or Ctrl-C at the prompt also do)",
 }
 _COMMAND = re.compile(r"/[A-Za-z][\w-]*")
@@ -157,18 +160,21 @@ class ChatLoop:
                 if not text:
                     continue
                 if _COMMAND.fullmatch(text.split()[0]):
-                    if not self._command(text.split()[0], portal):
+                    if not self._command(text, portal):
                         return
                     continue
                 self._turn(portal, text)
 
-    def _command(self, name: str, portal: BlockingPortal) -> bool:
-        """Run a /command; ``False`` means leave."""
+    def _command(self, text: str, portal: BlockingPortal) -> bool:
+        """Run a /command (``text``: the whole line); ``False`` means leave."""
+        name, _, argument = text.partition(" ")
         if name in ("/exit", "/quit"):
             return False
         if name == "/clear":
             portal.call(self.agent.clear, self.chat_key)
             self.console.print("[dim]context cleared (the transcript on disk is kept)[/]")
+        elif name in ("/pin", "/unpin"):
+            self._pins(name, argument.strip(), portal)
         elif name == "/history":
             lines = render_context(self.agent.history(self.chat_key))
             if not lines:
@@ -185,6 +191,29 @@ class ChatLoop:
             for command, what in COMMANDS.items():
                 self.console.print(f"  {command:<9} {escape(what)}")
         return True
+
+    def _pins(self, name: str, argument: str, portal: BlockingPortal) -> None:
+        """``/pin <fact>``, ``/unpin <id>``, and either alone: the chat's pins."""
+        try:
+            if name == "/pin" and argument:
+                pin = portal.call(lambda: self.agent.pin(self.chat_key, argument, by="user"))
+                self.console.print(f"[dim]pinned {pin.id}: {escape(pin.text)}[/]")
+            elif argument:
+                gone = portal.call(self.agent.unpin, self.chat_key, argument)
+                self.console.print(
+                    f"[dim]unpinned {escape(argument)}[/]"
+                    if gone
+                    else f"[yellow]no pin {escape(argument)}[/]"
+                )
+            pins = portal.call(self.agent.pins, self.chat_key)
+        except ShipAgentError as exc:  # refused (empty, no room: the message says what to unpin)
+            self.console.print(f"[yellow]{escape(str(exc))}[/]")
+            return
+        if not argument or name == "/unpin":
+            for pin in pins:
+                self.console.print("  " + escape(f"[{pin.id}] {pin.text}"), highlight=False)
+            if not pins:
+                self.console.print("[dim](nothing is pinned in this chat)[/]")
 
     def _turn(self, portal: BlockingPortal, text: str) -> None:
         questions: queue.Queue[ApprovalRequired] = queue.Queue()

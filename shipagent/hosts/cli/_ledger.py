@@ -1,7 +1,8 @@
 """``shipagent inspect CHAT_KEY``: what the model saw, request by request (read-only).
 
-Reads ``.ship/chats/<key>/requests.jsonl`` (and its previous generation) without building the
-agent, starting anything or writing a byte. Mistakes print one ``error:`` line and exit 2.
+Reads ``.ship/chats/<key>/requests.jsonl`` (and its previous generation) and the chat's pins
+(``pins.json``) without building the agent, starting anything or writing a byte. Mistakes print
+one ``error:`` line and exit 2.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from ...agent.ledger._inspect import diff_records, find_record, ledger_stats, pr
 from ...agent.ledger._records import SECTION_NAMES, LedgerItem, RequestRecord
 from ...agent.ledger._store import LedgerStore
 from ...chatkeys import ShipPaths, validate_chat_key
+from ...config import PinsConfig, load_config
 from ...errors import ShipAgentError
+from ...store.pins import PinStore, pins_tokens
 from ._opts import ProjectOpt, fail, out
 
 __all__ = ["inspect_command"]
@@ -59,7 +62,7 @@ def _show(record: RequestRecord) -> None:
     out.print(
         f"[bold]request {record.request_id} step {record.step}[/] · {record.ts} · {escape(record.model)}\n"
         f"prefix {record.prefix_hash} · message budget {record.budget.get('total')} · "
-        f"estimate {record.estimate}{usage}"
+        f"estimate {record.estimate}{usage}\n{_bust_line(record)}"
     )
     sections = Table(title="sections", title_justify="left")
     sections.add_column("section")
@@ -69,6 +72,41 @@ def _show(record: RequestRecord) -> None:
     sections.add_row("[bold]total[/]", f"[bold]{record.total_tokens}[/]")
     out.print(sections)
     out.print(_items_table(record))
+
+
+def _show_pins(root: Path, chat_key: str) -> None:
+    """The chat's pinned facts, which every request's instructions end with."""
+    try:
+        config = load_config(root).context.pins
+    except ShipAgentError:  # a broken ship.json does not hide the ledger: the defaults' budget
+        config = PinsConfig()
+    try:
+        pins = PinStore(ShipPaths(root), config).load_sync(chat_key)
+    except ShipAgentError as exc:
+        out.print(f"[red]pins: {escape(str(exc))}[/]")
+        return
+    if not pins:
+        out.print("[dim]no pinned facts[/]")
+        return
+    table = Table(
+        title=f"pinned facts: {len(pins)}, {pins_tokens(pins)} of {config.max_tokens} tokens",
+        title_justify="left",
+    )
+    for column in ("id", "text", "by", "created"):
+        table.add_column(column)
+    for pin in pins:
+        table.add_row(pin.id, escape(pin.text), pin.by, pin.created)
+    out.print(table)
+
+
+def _bust_line(record: RequestRecord) -> str:
+    """What the request did to the chat's cacheable prefix (its ``bust``)."""
+    if record.bust:
+        section, reason = record.bust.get("section", "?"), record.bust.get("reason", "?")
+        return f"[yellow]cache bust: {escape(section)} ({escape(reason)})[/]"
+    if not record.tools_hash:  # written before the ledger compared requests
+        return "cache bust: not recorded"
+    return "cache bust: none (appended to the chat's previous request)"
 
 
 def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: bool) -> None:
@@ -85,7 +123,14 @@ def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: boo
             for c in changes
         ]
         print(
-            json.dumps({"request": record.id, "previous": before.id if before else None, "changes": payload})
+            json.dumps(
+                {
+                    "request": record.id,
+                    "previous": before.id if before else None,
+                    "bust": record.bust,
+                    "changes": payload,
+                }
+            )
         )
         return
     title = f"changes from {before.id if before else '(nothing)'} to {record.id}"
@@ -99,15 +144,30 @@ def _show_diff(records: list[RequestRecord], record: RequestRecord, as_json: boo
     out.print(table)
     if before is not None and before.prefix_hash != record.prefix_hash:
         out.print("[yellow]the instructions/tools prefix changed[/]")
+    out.print(_bust_line(record))
 
 
 def _show_stats(stats: dict[str, Any]) -> None:
     table = Table(title="ledger stats", title_justify="left")
     table.add_column("what")
     table.add_column("value", justify="right")
-    for key in ("requests", "turns", "distinctPrefixes", "prefixStableShare", "cachedTokenShare"):
+    for key in (
+        "requests",
+        "turns",
+        "distinctPrefixes",
+        "prefixStableShare",
+        "inputTokens",
+        "cachedTokens",
+        "cachedTokenShare",
+    ):
         value = stats[key]
-        table.add_row(key, "n/a" if value is None else f"{value:.1%}" if "Share" in key else str(value))
+        table.add_row(key, "n/a" if value is None else f"{value:.1%}" if "Share" in key else f"{value:,}")
+    busts = stats["busts"]
+    table.add_row("busts", str(busts["total"]))
+    for reason, count in busts["byReason"].items():
+        table.add_row(f"busts, reason: {reason}", str(count))
+    for section, count in busts["bySection"].items():
+        table.add_row(f"busts, section: {section}", str(count))
     for name, mean in stats["meanTokens"].items():
         table.add_row(f"mean tokens: {name}", f"{mean:,.1f}")
     table.add_row("mean tokens: total", f"{stats['meanTotalTokens']:,.1f}")
@@ -125,7 +185,11 @@ def inspect_command(
     diff: Annotated[bool, typer.Option("--diff", help="What changed from the previous request.")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     stats: Annotated[
-        bool, typer.Option("--stats", help="Per-chat statistics over every kept request.")
+        bool,
+        typer.Option(
+            "--stats",
+            help="Per-chat statistics over every kept request: tokens, cache busts, provider-cached tokens.",
+        ),
     ] = False,
 ) -> None:
     """Show what the model saw: sections and items of a request, with source, edit and tokens."""
@@ -153,3 +217,4 @@ def inspect_command(
         print(json.dumps(record.to_json(), ensure_ascii=False))
     else:
         _show(record)
+        _show_pins(project.resolve(), chat_key)

@@ -25,7 +25,7 @@ async def test_dm_round_trip_registers_commands_and_never_logs_the_token(
         assert channel.health.connected and channel.health.last_inbound_at is not None
         assert fake.called("deleteWebhook") and fake.called("setMyCommands")
         names = {c["command"] for c in fake.called("setMyCommands")[0].params["commands"]}
-        assert names == {"start", "help", "new", "status", "stop"}
+        assert names == {"start", "help", "new", "status", "stop", "pin", "unpin"}
     assert len(fake.shown()) == 1  # one message, edited into the answer: never a duplicate
     assert agent.paths.transcript("telegram:chat:42").exists()
     assert any("getUpdates" in r.getMessage() for r in caplog.records)  # the HTTP log was there…
