@@ -3,15 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic_ai.usage import RunUsage
 
-__all__ = ["AgentResult", "FinishReason", "Sender", "StepEvent", "StepType", "ToolCallRecord", "cut_notice"]
+__all__ = [
+    "AgentResult",
+    "BudgetRefusal",
+    "FinishReason",
+    "Sender",
+    "StepEvent",
+    "StepType",
+    "ToolCallRecord",
+    "cut_notice",
+]
 
 StepType = Literal["assistant", "step_finish", "compaction", "retry", "done"]
 
-FinishReason = Literal["stop", "length", "timeout", "content_filter", "error"]
+FinishReason = Literal["stop", "length", "timeout", "content_filter", "error", "budget"]
 """Why a turn's answer ended (see :attr:`AgentResult.finish_reason`)."""
 
 
@@ -69,6 +79,70 @@ class ToolCallRecord:
     error: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class BudgetRefusal:
+    """Why a turn was refused before it ran: its chat used up one of its budgets (``context.budgets``).
+
+    ``setting`` names the budget as ship.json spells it (``context.budgets.tokensPerDay``);
+    ``used`` and ``limit`` are tokens or cost (``unit``); ``resets_at`` is when the period ends
+    (00:00 UTC of the next day or month) and ``retry_after`` the seconds from the refusal until
+    then, rounded up (an HTTP host's ``Retry-After``).
+    """
+
+    setting: str
+    unit: Literal["tokens", "cost"]
+    period: Literal["day", "month"]
+    used: float
+    limit: float
+    resets_at: datetime
+    retry_after: int
+
+    def message(self) -> str:
+        """The refusal in words for the user: the budget, its use, when it resets and how soon."""
+        if self.unit == "tokens":
+            what = f"used {self.used:,.0f} of its {self.limit:,.0f} tokens"
+        else:
+            what = f"spent {_amount(self.used)} of its {_amount(self.limit)}"
+        when = (
+            f"{self.resets_at:%H:%M} UTC"
+            if self.period == "day"
+            else f"{self.resets_at:%Y-%m-%d} at 00:00 UTC"
+        )
+        span = "today" if self.period == "day" else "this month"
+        return (
+            f"This chat has {what} for {span} ({self.setting}); it resets "
+            f"{'at' if self.period == 'day' else 'on'} {when} (in {_duration(self.retry_after)})."
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The refusal as camelCase JSON (the HTTP API's error body carries it)."""
+        return {
+            "budget": self.setting,
+            "unit": self.unit,
+            "period": self.period,
+            "used": self.used,
+            "limit": self.limit,
+            "resetsAt": self.resets_at.isoformat().replace("+00:00", "Z"),
+            "retryAfterSeconds": self.retry_after,
+        }
+
+
+def _amount(value: float) -> str:
+    return f"{value:,.6f}".rstrip("0").rstrip(".")
+
+
+def _duration(seconds: int) -> str:
+    """``3 d 17 h``, ``3 h 12 min``, ``5 min``: how long until a budget resets, to the minute."""
+    minutes = max((seconds + 59) // 60, 1)
+    days, rest = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rest, 60)
+    if days:
+        return f"{days} d {hours} h" if hours else f"{days} d"
+    if hours:
+        return f"{hours} h {mins} min" if mins else f"{hours} h"
+    return f"{mins} min"
+
+
 @dataclass(slots=True)
 class AgentResult:
     """The outcome of :meth:`ShipAgent.run`.
@@ -87,7 +161,10 @@ class AgentResult:
       text that had arrived is the answer;
     - ``"content_filter"``: the provider withheld the rest;
     - ``"error"``: the run failed (``success`` is ``False``), or the provider ended the answer
-      with an error of its own after sending part of it.
+      with an error of its own after sending part of it;
+    - ``"budget"``: the turn was refused before it ran, because its chat used up a budget
+      (``context.budgets``); :attr:`budget` says which and when it resets, ``output`` says it
+      in words, and nothing of the turn is in the chat.
     """
 
     success: bool
@@ -97,6 +174,8 @@ class AgentResult:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     usage: RunUsage = field(default_factory=RunUsage)
     finish_reason: FinishReason = "stop"
+    budget: BudgetRefusal | None = None
+    """Set when the turn was refused for its chat's budget (``finish_reason == "budget"``)."""
 
     @property
     def cut(self) -> bool:
@@ -124,6 +203,7 @@ class AgentResult:
                 "outputTokens": self.usage.output_tokens,
                 "toolCalls": self.usage.tool_calls,
             },
+            **({"budget": self.budget.to_json()} if self.budget is not None else {}),
         }
 
 

@@ -51,6 +51,7 @@ from ..store.cards import SqliteCardBoxStore
 from ..store.chats import ChatHistories, marks_of
 from ..store.pins import Pin, PinAuthor, PinStore
 from ..store.reconcile import reconcile
+from ..store.usage import UsageStore
 from ..tools import SkillsCache, builtin_toolset, load_tool_modules
 from ..tools._deps import TurnDeps, TurnStores
 from ..tools.context import ProviderRuntime
@@ -67,6 +68,7 @@ from ..window.summarizer import model_summarizer
 from ..window.tokens import TokenCalibration
 from . import instructions as _instructions
 from ._assembly import build_instructions, context_window, guarded, one_toolset
+from ._budgets import Budgets, ChatUsageReport
 from ._cache_policy import cache_ttl, summarizes_with_model
 from ._commit import commit_turn
 from ._explain import explain_failure
@@ -183,7 +185,15 @@ class ShipAgent:
         self.token_calibration = TokenCalibration()
         self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
-        """Today's date in the instructions comes from here (tests move it)."""
+        """Today's date in the instructions and the budgets' day come from here (tests move it)."""
+        # ship.json context.budgets: each response counted into its chat's usage.json; a turn over refused
+        self.budgets = Budgets(
+            config.context.budgets,
+            UsageStore(self.paths),
+            now=lambda: self.clock(),
+            model_names=lambda: (config.llm.model or "", self.model.model_name),
+            replays=config.durable.enabled,
+        )
         # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
         # ``_context_window``
         self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
@@ -285,6 +295,7 @@ class ShipAgent:
         # another set of server processes per sub-agent (a fork_join of four would start four of each).
         sub.mcp = self.mcp
         sub._parent_stores = self._tool_stores  # its history tools read where ours do
+        sub.budgets = self.budgets  # what it uses counts into the delegating chat
         return sub
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -489,9 +500,10 @@ class ShipAgent:
             # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
             return CatalogToolset(one_toolset(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
 
+        meter = self.budgets.turn()  # counts the turn's responses once its admit lets it run
         return TurnParts(
             loop=self._pa_agent,
-            model=hooks.model(self.model),
+            model=meter.wrap(hooks.model(self.model)),
             toolset=toolset,
             model_settings=build_model_settings(self.config.llm) or None,
             instructions=self._instructions,
@@ -509,6 +521,7 @@ class ShipAgent:
             explain=self._explain,
             compact_idle=self.chats.early_compaction,
             overflowed=self.chats.note_overflow,
+            admit=meter.admit,
         )
 
     def _explain(self, exc: BaseException) -> str:
@@ -636,6 +649,14 @@ class ShipAgent:
     async def pins(self, chat_key: str) -> list[Pin]:
         """The chat's pins, oldest first."""
         return await self.pin_store.load(validate_chat_key(chat_key))
+
+    async def usage(self, chat_key: str) -> ChatUsageReport:
+        """The chat's use today and this month against its budgets (ship.json ``context.budgets``).
+
+        Raises:
+            UsageFileError: the chat's ``usage.json`` is not usage data (the message names it).
+        """
+        return await self.budgets.report(validate_chat_key(chat_key))
 
     async def clear(self, chat_key: str) -> None:
         """Empty the chat's model context (``/clear``); transcript and logs stay on disk."""

@@ -67,6 +67,8 @@ _LoopResult = tuple[str, list[ModelMessage], str, Any]
 _Outcome = tuple[_LoopResult, list[ModelMessage], CompactionResult | None]
 """A tool loop's result, the history it ran on, and the compaction that produced that history."""
 MAX_OVERFLOW_RETRIES = 3
+Admit = Callable[[str, str], Awaitable[AgentResult | None]]
+"""``(chat key, request id)`` → ``None`` if the turn may run, else the result that refuses it."""
 _OVERFLOW_MARKERS = (
     "context_length_exceeded",
     "maximum context length",
@@ -106,6 +108,8 @@ class TurnParts:
             first (``None``: none; see ``ChatHistories.early_compaction``).
         overflowed: told the history a request overflowed the model's window with, so later
             compactions come before it (``ChatHistories.note_overflow``).
+        admit: ``(chat key, request id)`` → ``None`` if the turn may run, else the result that
+            refuses it (a chat over its budget); asked before anything of the turn runs.
     """
 
     loop: Agent[TurnDeps, str]
@@ -127,6 +131,7 @@ class TurnParts:
     explain: Callable[[BaseException], str]
     compact_idle: Callable[[str, list[ModelMessage]], Awaitable[CompactionResult | None]] | None = None
     overflowed: Callable[[list[ModelMessage]], None] | None = None
+    admit: Admit | None = None
 
 
 def is_context_overflow(exc: BaseException) -> bool:
@@ -186,6 +191,8 @@ async def run_turn(
     async with parts.lock(chat_key):
         history = await parts.load(chat_key)
         request_id = parts.request_id(turn.request_id)
+        if parts.admit is not None and (refused := await parts.admit(chat_key, request_id)) is not None:
+            return refused  # over a budget: no model request, nothing committed
         ctx = parts.tool_context(chat_key, request_id, channel)
         if emit is not None and ask:  # a streamed turn asks its consumer
             # (an agent-wide callback, which the tool context carries, still decides)

@@ -113,6 +113,7 @@ def test_result_types() -> None:
         "tool_calls",
         "usage",
         "finish_reason",
+        "budget",
     ]
     assert _fields(ToolCallRecord) == ["tool", "input", "output", "success", "error"]
     assert _fields(StepEvent) == ["type", "text", "data"]

@@ -87,8 +87,11 @@ def help_text() -> str:
 
 
 async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health: ChannelHealth) -> str:
-    """The ``/status`` answer: the model, the chat's last request against its budget, how often
-    its context was compacted, answers that never arrived, the state."""
+    """The ``/status`` answer: the model, the chat's last request against its budget, the chat's
+    use today and this month (against ``context.budgets``), how often its context was compacted,
+    answers that never arrived, the state."""
+    from ...store.usage import UsageFileError  # (here: this function is all budgets adds to the file)
+
     model = getattr(agent.model, "model_name", "?")
     records = await anyio.to_thread.run_sync(partial(agent.ledger, chat_key, last=1))
     lines = [f"Model: {model}"]
@@ -99,6 +102,10 @@ async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health:
         lines.append(f"Last request: {used} tokens" + (f" of a {budget}-token budget" if budget else ""))
     else:
         lines.append("No model request in this chat yet.")
+    try:
+        lines += (await agent.usage(chat_key)).lines()
+    except UsageFileError as exc:
+        lines.append(f"Usage: unknown ({exc})")
     store = agent.turn_hooks.store(agent)
     history = (await store.load(chat_key)).messages
     compactions = summary_compactions(history[0]) if history else 0

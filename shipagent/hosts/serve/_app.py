@@ -147,6 +147,7 @@ def create_app(
         Route(f"{chat}/messages", _handle(api.post_message), methods=["POST"]),
         Route(f"{chat}/transcript", _handle(api.transcript)),
         Route(f"{chat}/context", _handle(api.clear_context), methods=["DELETE"]),
+        Route(f"{chat}/usage", _handle(api.usage)),
         Route(f"{chat}/context-files", _handle(api.context_files)),
         Route(f"{chat}/context-files/{{ref_id}}", _handle(api.context_file)),
         Route("/v1/chat/completions", _handle(api.chat_completions), methods=["POST"]),

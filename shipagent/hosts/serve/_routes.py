@@ -17,8 +17,10 @@ from starlette.responses import Response
 from ...chatkeys import validate_chat_key
 from ...errors import NotFoundError
 from ...events import ApprovalRequired
+from ...results import AgentResult, BudgetRefusal
 from ...store import PgStores
 from ...store._pg_cluster import chat_activity
+from ...store.usage import UsageFileError
 from ._auth import ApiKey
 from ._body import read_json
 from ._chats import list_chats, read_transcript_page, shared_chats
@@ -62,6 +64,27 @@ def _idempotency_key(request: Request) -> str | None:
             400, "invalid_request", "the Idempotency-Key header must be 1-200 printable characters"
         )
     return key
+
+
+def _over_budget(refusal: BudgetRefusal, message: str, request_id: str | None, *, openai: bool) -> Response:
+    """HTTP 429 for a turn refused by its chat's budget: ``Retry-After`` says when it resets.
+
+    The body names the budget in the dialect of the endpoint. The OpenAI SDKs wait out a short
+    ``Retry-After`` (a reset a minute away) and retry, and give up at once on a long one.
+    """
+    headers = {"Retry-After": str(refusal.retry_after)}
+    detail = refusal.to_json()
+    if openai:
+        error = {"message": message, "type": "budget_exceeded", "param": None, "code": "budget_exceeded"}
+        return JSONResponse({"error": {**error, **detail}}, status_code=429, headers=headers)
+    body = {"type": "budget_exceeded", "message": message, "requestId": request_id, **detail}
+    return JSONResponse({"error": body}, status_code=429, headers=headers)
+
+
+def _refused(result: AgentResult, *, openai: bool) -> Response | None:
+    if result.budget is None:
+        return None
+    return _over_budget(result.budget, result.output, result.request_id, openai=openai)
 
 
 class _TurnApprovals:
@@ -169,6 +192,27 @@ class Api:
             }
         )
 
+    async def usage(self, request: Request) -> Response:
+        chat_key = _chat_key(request)
+        self.state.caller(request, chat_key)
+        try:
+            report = await self.agent.usage(chat_key)
+        except UsageFileError as exc:
+            raise ApiError(500, "usage_unreadable", str(exc)) from None
+        return JSONResponse(report.to_json())
+
+    async def _check_budget(self, chat_key: str, *, openai: bool) -> Response | None:
+        """A streamed turn's 429 before its ``200`` goes out (the turn itself checks again)."""
+        if not self.agent.budgets.limited:
+            return None
+        try:
+            refusal = (await self.agent.usage(chat_key)).refused
+        except UsageFileError:  # the turn itself says so, as its result
+            return None
+        if refusal is None:
+            return None
+        return _over_budget(refusal, refusal.message(), None, openai=openai)
+
     async def clear_context(self, request: Request) -> Response:
         chat_key = _chat_key(request)
         self.state.caller(request, chat_key)
@@ -195,6 +239,8 @@ class Api:
         idempotency_key = _idempotency_key(request)
         if stream or "text/event-stream" in request.headers.get("accept", ""):
             self.state.check_open()  # before the 200 of an event stream goes out
+            if (over := await self._check_budget(chat_key, openai=False)) is not None:
+                return over
             events = self.agent.run_stream(
                 chat_key,
                 text,
@@ -214,7 +260,7 @@ class Api:
                 result = claim.settle(await self.agent.run(chat_key, text, request_id=idempotency_key))
         finally:
             self.state.turn_ended()
-        return JSONResponse(result_json(result))
+        return _refused(result, openai=False) or JSONResponse(result_json(result))
 
     async def chat_completions(self, request: Request) -> Response:
         key = self.state.caller(request)
@@ -226,6 +272,8 @@ class Api:
         idempotency_key = _idempotency_key(request)
         if turn.stream:
             self.state.check_open()
+            if (over := await self._check_budget(turn.chat_key, openai=True)) is not None:
+                return over
             events = self.agent.run_stream(
                 turn.chat_key,
                 turn.text,
@@ -246,6 +294,8 @@ class Api:
                 )
         finally:
             self.state.turn_ended()
+        if (over := _refused(result, openai=True)) is not None:
+            return over
         if not result.success:
             error = {"message": result.output, "type": "run_failed", "requestId": result.request_id}
             return JSONResponse({"error": error}, status_code=502, headers=headers)

@@ -101,6 +101,7 @@ async def openai_chunks(
                 if result.success:
                     yield sse(None, chunk(completion_id, model, created, result=result))
                 else:
-                    error = {"message": result.output, "type": "run_failed", "requestId": result.request_id}
+                    kind = "budget_exceeded" if result.budget is not None else "run_failed"
+                    error = {"message": result.output, "type": kind, "requestId": result.request_id}
                     yield sse(None, {"error": error})
     yield sse(None, "[DONE]")
