@@ -43,7 +43,7 @@ class ChatHistoryConfig(_Model):
 
     in_memory_max_messages: int = Field(default=200, ge=4)
     """The high mark in messages: a commit past it compacts."""
-    compact_keep_last_messages: int = Field(default=16, ge=1)
+    compact_keep_last_messages: int = Field(default=12, ge=1)
     """The low mark in messages: a compaction keeps at most this many of the newest."""
     compact_at_tokens: int | None = Field(default=None, ge=256)
     """The high mark in tokens (summary + messages). Default: three quarters of the history's
@@ -52,7 +52,7 @@ class ChatHistoryConfig(_Model):
     """The low mark in tokens: a compaction keeps the newest messages up to it. Default: a quarter
     of the high mark."""
     max_history_tokens: int = Field(default=32000, ge=256)
-    summary_max_tokens: int = Field(default=600, ge=100)
+    summary_max_tokens: int = Field(default=400, ge=100)
     """The longest a compaction summary gets; the oldest lines of the extract go first."""
     summarizer: Literal["auto", "extract", "model"] = "auto"
     """Who writes a compaction summary: ``extract`` (mechanical lines), ``model`` (falls back to

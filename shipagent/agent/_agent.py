@@ -48,7 +48,7 @@ from ..store._pg_cluster import PgClusterStore
 from ..store._protocols import ChatStore
 from ..store._select import open_stores
 from ..store.cards import SqliteCardBoxStore
-from ..store.chats import ChatHistories, marks_of
+from ..store.chats import ChatHistories
 from ..store.pins import Pin, PinAuthor, PinStore
 from ..store.reconcile import reconcile
 from ..store.usage import UsageStore
@@ -63,6 +63,7 @@ from ..tools.handover._resources import ResolvedProfile
 from ..tools.handover._runtime import Handover
 from ..tools.mcp import McpManager
 from ..tools.pins import pins_toolset
+from ..window.marks import marks_of
 from ..window.placement import ContextWindow, PriorItems
 from ..window.summarizer import model_summarizer
 from ..window.tokens import TokenCalibration
@@ -140,6 +141,8 @@ class ShipAgent:
         )
         self.chats = ChatHistories(self.paths, config.context.chat_history, marks_of(config.context))
         self.chats.cache_ttl = cache_ttl(config, model_in_code=model is not None)
+        if (budget := config.context.budget).max_tokens is not None:  # the model's window
+            self.chats.window = budget.max_tokens - budget.reserve_output
         self.chats.log = files.message_log
         self.chats.store = self.store
         # Context files: spilled tool output, compacted history and the catalog, per

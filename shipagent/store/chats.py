@@ -5,7 +5,7 @@ interleave while different chats run concurrently. It decides how a turn is comm
 (:meth:`ChatHistories.plan`: numbering and compaction, before anything is written) and holds the
 result in memory once the store has it (:meth:`ChatHistories.committed`); the writes are the
 store's (``shipagent.store.ChatStore.commit``). The history in memory stays under its high mark
-through compaction (see :class:`~shipagent.window.compaction.Marks`).
+through compaction (see :class:`~shipagent.window.marks.Marks`).
 """
 
 from __future__ import annotations
@@ -23,49 +23,19 @@ import anyio
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
-from ..config import ChatHistoryConfig, ContextConfig
-from ..window.compaction import (
-    CompactionResult,
-    Marks,
-    Summarizer,
-    compact,
-    compaction_input,
-    history_tokens,
-)
+from ..config import ChatHistoryConfig
+from ..window.compaction import CompactionResult, Summarizer, compact, compaction_input
 from ..window.injections import strip_injections
+from ..window.marks import Marks, history_tokens, window_full
 from ._record import CommitReport, TurnRecord
 from .logs import MessageLog
 
-__all__ = ["ChatHistories", "ChatWriter", "PlannedTurn", "Reconciler", "Summarizer", "marks_of"]
+__all__ = ["ChatHistories", "ChatWriter", "PlannedTurn", "Reconciler", "Summarizer"]
 
 log = logging.getLogger("shipagent.window")
 EARLY_SHARE = 0.25
 """An idle chat is compacted early only when past its low mark by this share of the marks' gap:
 a compaction that folds a message or two would cost a summary for almost nothing."""
-
-
-def marks_of(context: ContextConfig) -> Marks:
-    """The compaction marks ship.json ``context`` sets, token defaults filled in.
-
-    The high mark in tokens defaults to three quarters of the history's budget (the request's
-    ``budget.maxTokens`` less ``reserveOutput`` when set, else ``chatHistory.maxHistoryTokens``),
-    so compaction comes before the budget would have to drop messages from every request (which
-    would change the request's start on every turn); the low mark to a quarter of the high one.
-    Unless ``compactAtTokens`` is set, the requests' room lowers them further (``Marks.within``).
-    """
-    history = context.chat_history
-    budget = context.budget
-    room = budget.max_tokens - budget.reserve_output if budget.max_tokens else history.max_history_tokens
-    high = history.compact_at_tokens or max(room * 3 // 4, 256)
-    low = history.compact_to_tokens or high // 4
-    return Marks(
-        history.in_memory_max_messages,
-        history.compact_keep_last_messages,
-        high,
-        min(low, high),
-        history.summary_max_tokens,
-        fixed=history.compact_at_tokens is not None,
-    )
 
 
 class ChatWriter(Protocol):
@@ -178,6 +148,10 @@ class ChatHistories:
         self.room: int | None = None
         """The tokens the messages of a request may use, as the last request's budget said
         (:meth:`note_room`); the token marks stay within it."""
+        self.window: int | None = None
+        """The model's window less the answer's room (``context.budget``), when ship.json says it."""
+        self.reported = False
+        """Whether the provider reports usage (then its count, not ours, says when the window fills)."""
         self.overflow_room: int | None = None
         """The smallest history (tokens) a request overflowed the model's window with."""
         self.cache_ttl: float = 0
@@ -349,15 +323,26 @@ class ChatHistories:
 
     @property
     def marks_now(self) -> Marks:
-        """The marks as they apply now: the configured ones within the last request's room and
-        below any history that overflowed the model's window."""
-        return self.marks.within(self.room, self.overflow_room)
+        """The marks as they apply now: the configured ones below any history that overflowed
+        the model's window and, while the provider reports no usage, within the room our own
+        count gives a request's messages."""
+        return self.marks.within(None if self.reported else self.room, self.overflow_room)
+
+    def due(self, history: list[ModelMessage]) -> bool:
+        """Whether committing ``history`` compacts: it is past a high mark, or its newest request
+        filled the model's window (``WINDOW_SHARE``, by the provider's count)."""
+        full = window_full(history, self.window) if self.window is not None else None
+        if full is not None:
+            self.reported = True
+            if full:
+                return True
+        return self.marks_now.over(history)
 
     def compaction_of(
         self, history: list[ModelMessage], sources: list[str], body: str | None
     ) -> CompactionResult | None:
-        """The compaction committing ``history`` triggers; ``None`` while it is under the high mark."""
-        if not self.marks_now.over(history):
+        """The compaction committing ``history`` triggers; ``None`` while it is not :meth:`due`."""
+        if not self.due(history):
             return None
         return self._compact(history, sources, body)
 
@@ -413,9 +398,9 @@ class ChatHistories:
 
         Any failure (the model errs, times out, returns nothing) falls back to the extract.
         """
-        marks = self.marks_now
-        if self.summarizer is None or not (force or marks.over(history)):
+        if self.summarizer is None or not (force or self.due(history)):
             return None
+        marks = self.marks_now
         found = compaction_input(history, marks.low_messages, marks.low_tokens)
         if found is None:
             return None
@@ -485,7 +470,7 @@ class ChatHistories:
 
     def over_bound(self, history: list[ModelMessage]) -> bool:
         """Whether ``history`` is compacted when committed (past its high mark)."""
-        return self.marks_now.over(history)
+        return self.due(history)
 
     def committed(self, chat_key: str, plan: PlannedTurn, *, behind: bool = False) -> None:
         """The store holds ``plan``'s turn: it becomes the chat's history in memory.

@@ -1,7 +1,7 @@
 """Compaction of a chat's in-memory history: pure functions, no I/O.
 
 When a chat's history grows past its high mark the older messages are folded into one summary
-message and the newest are kept, down to the low mark (see :class:`Marks`). Far-apart marks keep
+message and the newest are kept, down to the low mark (see :mod:`.marks`). Far-apart marks keep
 compactions rare: between two, every turn only appends to what the provider has cached. Two rules
 the simpler compaction schemes break and we keep:
 
@@ -33,15 +33,16 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
+from .marks import SUMMARY_TOKENS, history_tokens
 from .sections import message_facts
 from .tokens import count_tokens
 
 __all__ = [
     "CompactionResult",
-    "Marks",
     "SummarySpan",
     "compact",
     "compaction_input",
+    "history_tokens",
     "is_summary",
     "message_text",
     "safe_cut_index",
@@ -52,7 +53,6 @@ __all__ = [
 
 MARKER = "shipagent"
 _LINE_CHARS = 300
-_SUMMARY_TOKENS = 600
 _HEADER = (
     "[Summary of the earlier conversation: {count} older messages were compacted. Their full text "
     "is still on disk — call chat_load_history (or search the history context files) when you "
@@ -135,11 +135,6 @@ def _said(message: ModelMessage) -> bool:
     return isinstance(message, ModelRequest) and any(isinstance(p, UserPromptPart) for p in message.parts)
 
 
-def history_tokens(messages: Sequence[ModelMessage]) -> int:
-    """Our o200k count of ``messages`` (remembered per message: a commit recounts nothing)."""
-    return sum(message_facts(m)[0] for m in messages)
-
-
 def safe_cut_index(messages: Sequence[ModelMessage], keep: int, keep_tokens: int | None = None) -> int:
     """Index where the kept tail of ``messages`` starts when keeping about ``keep`` messages.
 
@@ -165,61 +160,6 @@ def safe_cut_index(messages: Sequence[ModelMessage], keep: int, keep_tokens: int
 
 Summarizer = Callable[[str, list[ModelMessage]], Awaitable[str]]
 """``(previous summary body, messages to fold) -> summary body``: a model-written summary."""
-
-
-@dataclass(frozen=True, slots=True)
-class Marks:
-    """When a history is compacted and what the compaction keeps.
-
-    A history past ``high_messages`` messages or ``high_tokens`` tokens is compacted; the kept tail
-    is at most ``low_messages`` messages and ``low_tokens`` tokens (summary not counted). With
-    ``t`` tokens per turn and a summary of ``S`` tokens, one compaction makes a prompt-caching
-    provider evaluate about ``S + low`` tokens again, once every ``(high - low) / t`` turns.
-    """
-
-    high_messages: int
-    low_messages: int
-    high_tokens: int | None = None
-    low_tokens: int | None = None
-    summary_tokens: int = _SUMMARY_TOKENS
-    fixed: bool = False
-    """The token marks were set explicitly: :meth:`within` leaves them as they are."""
-
-    def within(self, room: int | None, limit: int | None = None) -> Marks:
-        """These marks with the token marks lowered to fit.
-
-        ``room``: the tokens a request's messages may use (``None``: unknown); past four fifths of
-        it the chat compacts, before the budget must leave messages out of every request — unless
-        the token marks were set explicitly. ``limit``: a history that overflowed the model's
-        window; the marks always stay below it. The low mark stays at most a quarter of the high, and
-        the high mark at least twice the summary's cap.
-        """
-        bounds = [r for r in ((None if self.fixed else room), limit) if r is not None]
-        if not bounds:
-            return self
-        # never below two summaries' worth: a compacted history must fit under the high mark, or
-        # every commit would compact again
-        cap = max(min(bounds) * 4 // 5, 2 * self.summary_tokens)
-        high = min(self.high_tokens or cap, cap)
-        low = min(self.low_tokens or high // 4, high // 4)
-        if (high, low) == (self.high_tokens, self.low_tokens):
-            return self
-        return Marks(self.high_messages, self.low_messages, high, low, self.summary_tokens, self.fixed)
-
-    def over(self, messages: Sequence[ModelMessage]) -> bool:
-        """Whether ``messages`` is past the high mark."""
-        if len(messages) > self.high_messages:
-            return True
-        return self.high_tokens is not None and history_tokens(messages) > self.high_tokens
-
-    def over_low(self, messages: Sequence[ModelMessage], share: float) -> bool:
-        """Whether ``messages`` is past the low mark by ``share`` of the gap between the marks."""
-        gap = max(self.high_messages - self.low_messages, 1)
-        if len(messages) > self.low_messages + share * gap:
-            return True
-        if self.high_tokens is None or self.low_tokens is None:
-            return False
-        return history_tokens(messages) > self.low_tokens + share * (self.high_tokens - self.low_tokens)
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +341,7 @@ def compact(
     body: str | None = None,
     summarizer: str = "extract",
     keep_tokens: int | None = None,
-    summary_tokens: int = _SUMMARY_TOKENS,
+    summary_tokens: int = SUMMARY_TOKENS,
 ) -> CompactionResult | None:
     """Fold all but about the last ``keep`` messages (and ``keep_tokens`` tokens) into one summary.
 

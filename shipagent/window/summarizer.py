@@ -22,7 +22,7 @@ from .tokens import count_tokens, cut_text
 
 __all__ = ["SUMMARY_INSTRUCTIONS", "SUMMARY_MAX_TOKENS", "model_summarizer"]
 
-SUMMARY_MAX_TOKENS = 600
+SUMMARY_MAX_TOKENS = 400
 """The default cap (ship.json ``context.chatHistory.summaryMaxTokens``)."""
 SUMMARY_INSTRUCTIONS = (
     "You summarize the earlier part of a conversation between a user and an AI agent so the agent "

@@ -10,13 +10,15 @@ from typing import Any
 
 import pytest
 from pydantic_ai.exceptions import ModelHTTPError
-from pydantic_ai.messages import ModelMessage
+from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart
+from pydantic_ai.usage import RequestUsage
 
 from shipagent import ShipAgent
 from shipagent.agent._cache_policy import HOSTED_CACHE_TTL, cache_ttl, summarizes_with_model
 from shipagent.config import parse_config
 from shipagent.events import Compacted
-from shipagent.window.compaction import Marks, history_tokens, is_summary, summary_compactions
+from shipagent.window.compaction import is_summary, summary_compactions
+from shipagent.window.marks import Marks, history_tokens
 
 from ..support.core import ScriptedModel, answer, make_agent, make_project, render, user_texts
 
@@ -232,3 +234,24 @@ async def test_after_one_overflow_the_chat_compacts_before_the_window_again(tmp_
         assert (await agent.run("chat", f"{n}: {words}")).success
     assert len(overflows) == 1  # once, then every compaction came first
     assert summary_compactions(agent.history("chat")[0]) >= 3
+
+
+async def test_the_provider_count_of_a_full_window_compacts_and_nothing_earlier(tmp_path: Path) -> None:
+    # ship.json names the window (2,048) and the answer's room (48): 2,000 for the prompt. The
+    # provider counts 100 prompt tokens more each turn (a template we cannot count ourselves).
+    ship = {"llm": {"maxTokens": 48}, "context": {"budget": {"maxTokens": 2048}}}
+
+    def reply(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
+        said = len(user_texts(messages))
+        return ModelResponse(
+            parts=[TextPart("ok")], usage=RequestUsage(input_tokens=100 * said, output_tokens=10)
+        )
+
+    agent = make_agent(make_project(tmp_path, ship), ScriptedModel(reply).model)
+    first = None
+    for n in range(1, 25):
+        assert (await agent.run("chat", f"note {n}")).success
+        if first is None and is_summary(agent.history("chat")[0]):
+            first = n
+    # turn 17 reported 1,700 + 10 > 85 % of 2,000: its commit compacts; turn 16 (1,610) did not
+    assert first == 17

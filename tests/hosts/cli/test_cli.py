@@ -146,7 +146,7 @@ def test_schema_prints_json_schema() -> None:
     schema = json.loads(result.output)
     history = schema["$defs"]["ChatHistoryConfig"]["properties"]
     assert history["inMemoryMaxMessages"]["default"] == 200
-    assert history["compactKeepLastMessages"]["default"] == 16
+    assert history["compactKeepLastMessages"]["default"] == 12
     assert schema["additionalProperties"] is False
 
 
