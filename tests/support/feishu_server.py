@@ -15,7 +15,11 @@ acknowledged in time.
 
 REST keeps what Feishu keeps (the bot's messages, their content and every version of it), checks
 what it checks (the app's credentials, the bearer token, a message kind and JSON content, at most
-20 edits of a message) and records every call.
+20 edits of a message) and records every call. It also knows people's names (the contact API, which
+answers only while the app has its scope: :attr:`FakeFeishu.contact_scope`), the files users sent
+(``…/messages/:id/resources/:key``) and the images and files the bot uploaded (``/im/v1/images``,
+``/im/v1/files``, multipart, with Feishu's size limits), which a bot's image or file message must
+name.
 """
 
 from __future__ import annotations
@@ -43,6 +47,20 @@ DM_CHAT = "oc_dm0000000000000001"
 GROUP_CHAT = "oc_group00000000000001"
 SERVICE_ID = 7
 MAX_EDITS = 20
+MAX_IMAGE = 10 * 1024 * 1024
+MAX_FILE = 30 * 1024 * 1024
+FILE_TYPES = ("opus", "mp4", "pdf", "doc", "xls", "ppt", "stream")
+NO_SCOPE = 99991672
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """An image or file the bot uploaded: its key, ``image`` or a file type, name and bytes."""
+
+    key: str
+    kind: str
+    name: str
+    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +94,8 @@ class BotMessage:
             return "\n".join(e["content"] for e in data["elements"] if e["tag"] == "markdown")
         if self.msg_type == "text":
             return str(data["text"])
+        if self.msg_type in ("image", "file"):
+            return f"[{self.msg_type} {data.get('image_key') or data.get('file_key')}]"
         body = data.get("zh_cn") or next(iter(data.values()))
         return "\n".join("".join(e.get("text", "") for e in line) for line in body["content"])
 
@@ -113,6 +133,13 @@ class FakeFeishu:
         self.acked: dict[str, int] = {}  # frame message id -> the code the client answered
         self.answers: dict[str, dict[str, Any]] = {}  # frame message id -> a callback's answer
         self.presses: dict[str, str] = {}  # event id of a press -> its frame message id
+        self.users: dict[str, str] = {}  # open_id -> name, what the contact API answers
+        self.contact_scope = True
+        """Whether the app has ``contact:user.base:readonly`` (without it, lookups are refused)."""
+        self.resources: dict[
+            tuple[str, str], tuple[str, bytes, str]
+        ] = {}  # (message, key) -> type, bytes, name
+        self.uploads: dict[str, Upload] = {}
         self.pings = 0
         self.connections = 0
         self.endpoint_asked = 0
@@ -153,6 +180,68 @@ class FakeFeishu:
                 {"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": BOT_NAME, "tenant_key": "tk"}
             ]
         content = {"title": "", "content": [[{"tag": "text", "text": text}]]} if post else {"text": text}
+        return self._queue(
+            "post" if post else "text",
+            content,
+            chat_id=chat_id,
+            group=group,
+            user=user,
+            mentions=mentions,
+            message_id=message_id,
+            sender_type=sender_type,
+        )
+
+    def user_file(
+        self,
+        data: bytes,
+        *,
+        kind: str = "file",
+        name: str = "notes.txt",
+        caption: str = "",
+        chat_id: str = DM_CHAT,
+        group: bool = False,
+        user: str = USER,
+        mention: bool = False,
+    ) -> dict[str, Any]:
+        """Queue a message carrying ``data``: an ``image`` message, a ``file`` message (``name``), or
+        (``kind="post"``) a rich-text message with ``caption`` and the image inline, as Feishu sends
+        a picture pasted into text. The bytes are served at ``…/messages/:id/resources/:key``."""
+        message_id = self._next("om_user_")
+        key = self._next("img_v3_" if kind in ("image", "post") else "file_v3_")
+        self.resources[(message_id, key)] = ("file" if kind == "file" else "image", data, name)
+        mentions = []
+        at: list[dict[str, Any]] = []
+        if mention:
+            mentions = [
+                {"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": BOT_NAME, "tenant_key": "tk"}
+            ]
+            at = [{"tag": "at", "user_id": "@_user_1", "user_name": BOT_NAME}]
+        content: dict[str, Any]
+        if kind == "image":
+            content = {"image_key": key}
+        elif kind == "file":
+            content = {"file_key": key, "file_name": name}
+        else:
+            content = {
+                "title": "",
+                "content": [[*at, {"tag": "text", "text": caption}], [{"tag": "img", "image_key": key}]],
+            }
+        return self._queue(
+            kind, content, chat_id=chat_id, group=group, user=user, mentions=mentions, message_id=message_id
+        )
+
+    def _queue(
+        self,
+        message_type: str,
+        content: dict[str, Any],
+        *,
+        chat_id: str,
+        group: bool,
+        user: str,
+        mentions: list[dict[str, Any]],
+        message_id: str | None = None,
+        sender_type: str = "user",
+    ) -> dict[str, Any]:
         event = {
             "schema": "2.0",
             "header": {
@@ -170,7 +259,7 @@ class FakeFeishu:
                     "create_time": "1700000000000",
                     "chat_id": chat_id,
                     "chat_type": "group" if group else "p2p",
-                    "message_type": "post" if post else "text",
+                    "message_type": message_type,
                     "content": json.dumps(content),
                     "mentions": mentions,
                 },
@@ -320,7 +409,15 @@ class FakeFeishu:
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["path"]
         body: dict[str, Any] = {}
-        if request.can_read_body:
+        files: dict[str, tuple[str, bytes]] = {}
+        if request.content_type.startswith("multipart/"):
+            for key, value in (await request.post()).items():
+                if isinstance(value, web.FileField):
+                    files[key] = (value.filename, value.file.read())
+                    body[key] = {"filename": value.filename, "size": len(files[key][1])}
+                else:
+                    body[key] = value
+        elif request.can_read_body:
             body = await request.json()
         self.calls.append(Call(request.method, path, body, time.monotonic()))
         self._wake()
@@ -341,6 +438,12 @@ class FakeFeishu:
                 }
             )
         parts = path.strip("/").split("/")  # im v1 messages [id [reply]]
+        if parts[:3] == ["contact", "v3", "users"] and len(parts) == 4 and request.method == "GET":
+            return self._user(parts[3], request.query.get("user_id_type"))
+        if parts[:2] == ["im", "v1"] and parts[2:] in (["images"], ["files"]) and request.method == "POST":
+            return self._upload(parts[2], body, files)
+        if parts[:3] == ["im", "v1", "messages"] and len(parts) == 6 and parts[4] == "resources":
+            return self._resource(parts[3], parts[5], request.query.get("type"))
         if parts[:3] != ["im", "v1", "messages"]:
             return web.json_response({"code": 404, "msg": f"no such API: {path}"}, status=404)
         if len(parts) == 3 and request.method == "POST":
@@ -384,6 +487,58 @@ class FakeFeishu:
             return web.json_response({"code": 0, "msg": "success", "data": {}})
         return web.json_response({"code": 404, "msg": f"no such API: {request.method} {path}"}, status=404)
 
+    def _user(self, user_id: str, id_type: str | None) -> web.Response:
+        if not self.contact_scope:
+            return web.json_response(
+                {
+                    "code": NO_SCOPE,
+                    "msg": "Access denied. One of the following scopes is required: "
+                    "[contact:user.base:readonly]",
+                },
+                status=400,
+            )
+        if id_type != "open_id":
+            return web.json_response(
+                {"code": 99992402, "msg": "user_id_type must be open_id here"}, status=400
+            )
+        name = self.users.get(user_id)
+        if name is None:
+            return web.json_response({"code": 41050, "msg": "no user authority error"}, status=400)
+        return web.json_response(
+            {"code": 0, "msg": "success", "data": {"user": {"open_id": user_id, "name": name}}}
+        )
+
+    def _resource(self, message_id: str, key: str, kind: str | None) -> web.Response:
+        found = self.resources.get((message_id, key))
+        if found is None or found[0] != kind:
+            return web.json_response(
+                {"code": 234003, "msg": "the file is not in the message, or the type is wrong"}, status=400
+            )
+        return web.Response(
+            body=found[1],
+            content_type="application/octet-stream",
+            headers={"Content-Disposition": f'attachment; filename="{found[2]}"'},
+        )
+
+    def _upload(self, what: str, body: dict[str, Any], files: dict[str, tuple[str, bytes]]) -> web.Response:
+        field, limit = ("image", MAX_IMAGE) if what == "images" else ("file", MAX_FILE)
+        if field not in files:
+            return web.json_response({"code": 234001, "msg": f"{field} is required"}, status=400)
+        name, data = files[field]
+        if not data or len(data) > limit:
+            return web.json_response({"code": 234006, "msg": "the file is empty or too large"}, status=400)
+        if what == "images":
+            if body.get("image_type") != "message":
+                return web.json_response({"code": 234001, "msg": "image_type must be message"}, status=400)
+            upload = Upload(self._next("img_v3_bot_"), "image", name, data)
+            self.uploads[upload.key] = upload
+            return web.json_response({"code": 0, "msg": "success", "data": {"image_key": upload.key}})
+        if body.get("file_type") not in FILE_TYPES or not body.get("file_name"):
+            return web.json_response({"code": 234001, "msg": "file_type or file_name is wrong"}, status=400)
+        upload = Upload(self._next("file_v3_bot_"), str(body["file_type"]), str(body["file_name"]), data)
+        self.uploads[upload.key] = upload
+        return web.json_response({"code": 0, "msg": "success", "data": {"file_key": upload.key}})
+
     def _chat_of(self, message_id: str) -> str | None:
         """The chat of a message (a user's or the bot's), ``None`` if there is none."""
         for event in self.events:
@@ -391,14 +546,28 @@ class FakeFeishu:
                 return str(event["event"]["message"]["chat_id"])
         return next((m.chat_id for m in self.messages if m.id == message_id and not m.deleted), None)
 
-    @staticmethod
-    def _invalid(body: dict[str, Any]) -> web.Response | None:
-        if body.get("msg_type") not in ("text", "post", "interactive"):
+    def _invalid(self, body: dict[str, Any]) -> web.Response | None:
+        kind = body.get("msg_type")
+        if kind not in ("text", "post", "interactive", "image", "file"):
             return web.json_response({"code": 230001, "msg": "invalid msg_type"}, status=400)
         try:
-            json.loads(str(body.get("content")))
+            content = json.loads(str(body.get("content")))
         except json.JSONDecodeError:
             return web.json_response({"code": 230001, "msg": "content is not JSON"}, status=400)
+        keys: list[Any] = []
+        if kind == "image":
+            keys = [content.get("image_key")]
+        elif kind == "file":
+            keys = [content.get("file_key")]
+        elif kind == "post":
+            body_ = content.get("zh_cn") or next(iter(content.values()), {})
+            keys = [
+                e.get("image_key") for line in body_.get("content", []) for e in line if e.get("tag") == "img"
+            ]
+        for key in keys:
+            upload = self.uploads.get(str(key))
+            if upload is None or (upload.kind == "image") != (kind != "file"):
+                return web.json_response({"code": 230001, "msg": f"no uploaded {kind} {key}"}, status=400)
         return None
 
     def _send(self, chat_id: str, body: dict[str, Any], reply_to: str | None) -> web.Response:
@@ -453,6 +622,7 @@ __all__ = [
     "BotMessage",
     "Call",
     "FakeFeishu",
+    "Upload",
     "buttons_of",
     "feishu_server",
 ]

@@ -51,12 +51,7 @@ async def bot(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield running
 
 
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("feishu", "test_an_approval_by_button_is_the_askers_and_refused_to_anyone_else"): (
-        "the Feishu channel names people by open_id (Feishu's events carry no name and the channel "
-        "looks none up), so the refusal reads 'Only ou_… can answer this.' instead of naming Ada"
-    ),
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 """Scenarios an adapter fails today, by (channel, scenario): strict xfail with the reason (a fix
 makes the case pass, which fails it until the entry goes)."""
 

@@ -11,7 +11,16 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from tests.support.channels.base import Delivery, Feature, Person, Place, Shown, fenced_code_lines
+from tests.support.channels.base import (
+    EVE,
+    KNOWN,
+    Delivery,
+    Feature,
+    Person,
+    Place,
+    Shown,
+    fenced_code_lines,
+)
 from tests.support.feishu_server import (
     APP_ID,
     APP_SECRET,
@@ -53,6 +62,7 @@ class FeishuDriver:
     async def serve(self) -> AsyncIterator[None]:
         async with feishu_server() as fake:
             self._fake = fake
+            fake.users.update({self.user_id(p): p.name for p in (*KNOWN, EVE)})  # the contact API's names
             yield
 
     def ship_json(self, known: Sequence[Person]) -> dict[str, Any]:

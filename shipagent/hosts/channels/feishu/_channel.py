@@ -21,6 +21,7 @@ Not yet: files in and out (an image or file message arrives as a line saying so)
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,7 @@ from .._types import (
     TransientSendError,
 )
 from ._link import LongConnection
+from ._names import Names
 from ._rest import FeishuRest
 from ._wire import to_inbound, to_press
 
@@ -105,6 +107,8 @@ class FeishuChannel(FeishuRest):
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._toasts: dict[str, tuple[anyio.Event, list[str]]] = {}  # press id -> its notice
         self.bot_open_id = ""
+        self.names = Names(self._client, self._clean)
+        """People's names by ``open_id`` (Feishu's events carry none)."""
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -190,6 +194,7 @@ class FeishuChannel(FeishuRest):
         press = to_press(callback)
         if press is None:
             return ""
+        press = replace(press, sender_name=await self.names.of(press.sender_id))
         waiting = self._toasts[press.press_id] = (anyio.Event(), [])
         try:
             await self.pipeline.press(press)
@@ -203,6 +208,8 @@ class FeishuChannel(FeishuRest):
         message = to_inbound(event.get("event") or {}, self.bot_open_id)
         if message is None or message.sender_id == self.bot_open_id:
             return
+        if not message.sender_is_bot:
+            message = replace(message, sender_name=await self.names.of(message.sender_id))
         await self.pipeline.accept(message)
 
     async def acknowledge(self, press: ButtonPress, text: str) -> None:
