@@ -15,7 +15,10 @@ toast for the one who pressed (refused, approved, denied). The answered card is 
 ``PATCH`` (the only edit a card takes) into the verdict without buttons. Cards can be updated
 after a press only when the app's card has ``update_multi`` (set here).
 
-Not yet: files in and out (an image or file message arrives as a line saying so).
+Files: one sent to the bot is downloaded into the chat's context files (the pipeline's
+``receive_file``; this channel's part is :meth:`FeishuRest.download`), one the model sends is
+uploaded and sent (:meth:`FeishuRest.send_file`). People are named through the contact API
+(:mod:`._names`), since Feishu's events carry only the sender's ``open_id``.
 """
 
 from __future__ import annotations
@@ -57,7 +60,8 @@ log = logging.getLogger("shipagent.hosts.channels.feishu")
 WHERE = (
     "This chat is on Feishu (Lark). Your answers are shown with Markdown: **bold**, *italics*, "
     "~~strikethrough~~, `inline code`, fenced code blocks, lists and [links](https://example.com) "
-    "render; tables, images and HTML do not (write a list instead of a table). A long answer is "
+    "render; tables, images and HTML do not (write a list instead of a table; send an image or any "
+    "other file of the project with `chat_send_file`). A long answer is "
     "split into messages of about {limit} characters, so prefer short answers. In a group, each "
     "user line starts with who wrote it."
 )
