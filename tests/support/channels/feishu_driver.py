@@ -109,6 +109,13 @@ class FeishuDriver:
         )
         return Delivery(place, person, text, event)
 
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` sends the file ``name`` (a ``file`` message; Feishu serves it from there)."""
+        event = self.fake.user_file(
+            data, name=name, chat_id=self._chat(place), group=place.kind != "dm", user=self.user_id(person)
+        )
+        return Delivery(place, person, name, event)
+
     async def replay(self, delivery: Delivery) -> None:
         """The long connection drops; once the client is back, Feishu sends the event (and any
         after it) again; returns once the client acknowledged the event's second frame."""
