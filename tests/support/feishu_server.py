@@ -37,6 +37,8 @@ import anyio
 from aiohttp import WSMsgType, web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
+from tests.support.feishu_server_files import FilesAndPeople, Upload
+
 APP_ID = "cli_test_app"
 APP_SECRET = "feishu-s3cret-never-shown"
 TENANT_TOKEN = "t-tenant-token-1"
@@ -47,20 +49,6 @@ DM_CHAT = "oc_dm0000000000000001"
 GROUP_CHAT = "oc_group00000000000001"
 SERVICE_ID = 7
 MAX_EDITS = 20
-MAX_IMAGE = 10 * 1024 * 1024
-MAX_FILE = 30 * 1024 * 1024
-FILE_TYPES = ("opus", "mp4", "pdf", "doc", "xls", "ppt", "stream")
-NO_SCOPE = 99991672
-
-
-@dataclass(frozen=True, slots=True)
-class Upload:
-    """An image or file the bot uploaded: its key, ``image`` or a file type, name and bytes."""
-
-    key: str
-    kind: str
-    name: str
-    data: bytes
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +109,7 @@ def _frame(method: int, headers: dict[str, str], payload: bytes = b"", seq: int 
     return frame.SerializeToString()
 
 
-class FakeFeishu:
+class FakeFeishu(FilesAndPeople):
     """The server's state: REST routes, the long connection, and what tests inject."""
 
     def __init__(self) -> None:
@@ -133,13 +121,7 @@ class FakeFeishu:
         self.acked: dict[str, int] = {}  # frame message id -> the code the client answered
         self.answers: dict[str, dict[str, Any]] = {}  # frame message id -> a callback's answer
         self.presses: dict[str, str] = {}  # event id of a press -> its frame message id
-        self.users: dict[str, str] = {}  # open_id -> name, what the contact API answers
-        self.contact_scope = True
-        """Whether the app has ``contact:user.base:readonly`` (without it, lookups are refused)."""
-        self.resources: dict[
-            tuple[str, str], tuple[str, bytes, str]
-        ] = {}  # (message, key) -> type, bytes, name
-        self.uploads: dict[str, Upload] = {}
+        self._init_files()
         self.pings = 0
         self.connections = 0
         self.endpoint_asked = 0
@@ -487,58 +469,6 @@ class FakeFeishu:
             return web.json_response({"code": 0, "msg": "success", "data": {}})
         return web.json_response({"code": 404, "msg": f"no such API: {request.method} {path}"}, status=404)
 
-    def _user(self, user_id: str, id_type: str | None) -> web.Response:
-        if not self.contact_scope:
-            return web.json_response(
-                {
-                    "code": NO_SCOPE,
-                    "msg": "Access denied. One of the following scopes is required: "
-                    "[contact:user.base:readonly]",
-                },
-                status=400,
-            )
-        if id_type != "open_id":
-            return web.json_response(
-                {"code": 99992402, "msg": "user_id_type must be open_id here"}, status=400
-            )
-        name = self.users.get(user_id)
-        if name is None:
-            return web.json_response({"code": 41050, "msg": "no user authority error"}, status=400)
-        return web.json_response(
-            {"code": 0, "msg": "success", "data": {"user": {"open_id": user_id, "name": name}}}
-        )
-
-    def _resource(self, message_id: str, key: str, kind: str | None) -> web.Response:
-        found = self.resources.get((message_id, key))
-        if found is None or found[0] != kind:
-            return web.json_response(
-                {"code": 234003, "msg": "the file is not in the message, or the type is wrong"}, status=400
-            )
-        return web.Response(
-            body=found[1],
-            content_type="application/octet-stream",
-            headers={"Content-Disposition": f'attachment; filename="{found[2]}"'},
-        )
-
-    def _upload(self, what: str, body: dict[str, Any], files: dict[str, tuple[str, bytes]]) -> web.Response:
-        field, limit = ("image", MAX_IMAGE) if what == "images" else ("file", MAX_FILE)
-        if field not in files:
-            return web.json_response({"code": 234001, "msg": f"{field} is required"}, status=400)
-        name, data = files[field]
-        if not data or len(data) > limit:
-            return web.json_response({"code": 234006, "msg": "the file is empty or too large"}, status=400)
-        if what == "images":
-            if body.get("image_type") != "message":
-                return web.json_response({"code": 234001, "msg": "image_type must be message"}, status=400)
-            upload = Upload(self._next("img_v3_bot_"), "image", name, data)
-            self.uploads[upload.key] = upload
-            return web.json_response({"code": 0, "msg": "success", "data": {"image_key": upload.key}})
-        if body.get("file_type") not in FILE_TYPES or not body.get("file_name"):
-            return web.json_response({"code": 234001, "msg": "file_type or file_name is wrong"}, status=400)
-        upload = Upload(self._next("file_v3_bot_"), str(body["file_type"]), str(body["file_name"]), data)
-        self.uploads[upload.key] = upload
-        return web.json_response({"code": 0, "msg": "success", "data": {"file_key": upload.key}})
-
     def _chat_of(self, message_id: str) -> str | None:
         """The chat of a message (a user's or the bot's), ``None`` if there is none."""
         for event in self.events:
@@ -554,20 +484,9 @@ class FakeFeishu:
             content = json.loads(str(body.get("content")))
         except json.JSONDecodeError:
             return web.json_response({"code": 230001, "msg": "content is not JSON"}, status=400)
-        keys: list[Any] = []
-        if kind == "image":
-            keys = [content.get("image_key")]
-        elif kind == "file":
-            keys = [content.get("file_key")]
-        elif kind == "post":
-            body_ = content.get("zh_cn") or next(iter(content.values()), {})
-            keys = [
-                e.get("image_key") for line in body_.get("content", []) for e in line if e.get("tag") == "img"
-            ]
-        for key in keys:
-            upload = self.uploads.get(str(key))
-            if upload is None or (upload.kind == "image") != (kind != "file"):
-                return web.json_response({"code": 230001, "msg": f"no uploaded {kind} {key}"}, status=400)
+        unknown = self._unknown_upload(str(kind), content)
+        if unknown is not None:
+            return web.json_response({"code": 230001, "msg": f"no uploaded {kind} {unknown}"}, status=400)
         return None
 
     def _send(self, chat_id: str, body: dict[str, Any], reply_to: str | None) -> web.Response:
