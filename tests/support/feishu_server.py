@@ -421,6 +421,7 @@ class FakeFeishu(FilesAndPeople):
             )
         parts = path.strip("/").split("/")  # im v1 messages [id [reply]]
         if parts[:3] == ["contact", "v3", "users"] and len(parts) == 4 and request.method == "GET":
+            await anyio.sleep(self.contact_delay)
             return self._user(parts[3], request.query.get("user_id_type"))
         if parts[:2] == ["im", "v1"] and parts[2:] in (["images"], ["files"]) and request.method == "POST":
             return self._upload(parts[2], body, files)

@@ -36,6 +36,8 @@ class FilesAndPeople:
 
     def _init_files(self) -> None:
         self.users: dict[str, str] = {}  # open_id -> name, what the contact API answers
+        self.contact_delay = 0.0
+        """Seconds the contact API takes to answer (a slow or hung Feishu)."""
         self.contact_scope = True
         """Whether the app has ``contact:user.base:readonly`` (without it, lookups are refused)."""
         # (message id, key) -> (``image`` or ``file``, the bytes, the file name)

@@ -202,3 +202,29 @@ async def test_people_are_named_once_per_person_and_by_open_id_without_the_conta
     assert stranger in seen[2] and stranger in seen[3]  # the open_id stands in, the turn goes on
     refused = [r for r in caplog.records if "contact:user.base:readonly" in r.getMessage()]
     assert len(refused) == 1 and APP_SECRET not in caplog.text
+
+
+async def test_names_are_kept_within_a_bound_and_a_slow_lookup_falls_back_to_the_open_id() -> None:
+    from shipagent.hosts.channels.feishu._names import Names
+    from shipagent.hosts.channels.feishu._rest import FeishuRest
+
+    async with feishu_server() as fake:
+        config = parse_config(ship_json(fake), env={"FEISHU_APP_SECRET": APP_SECRET}).channels.feishu
+        rest = FeishuRest(config)
+        people = {f"ou_p{n:020d}": f"Person {n}" for n in range(3)}
+        fake.users.update(people)
+        names = Names(rest._client, rest._clean, keep=2)
+        ids = list(people)
+        assert [await names.of(i) for i in ids] == list(people.values())
+        assert await names.of(ids[2]) == "Person 2" and names.lookups == 3  # kept
+        assert await names.of(ids[0]) == "Person 0" and names.lookups == 4  # pushed out by the bound
+        assert await names.of("not-an-open-id") == "not-an-open-id" and names.lookups == 4
+
+        fresh = Names(rest._client, rest._clean, ttl=0.0)
+        await fresh.of(ids[0])
+        await fresh.of(ids[0])
+        assert fresh.lookups == 2  # past its time, a name is asked again
+
+        fake.contact_delay = 2.0
+        slow = Names(rest._client, rest._clean, wait=0.2)
+        assert await slow.of(ids[1]) == ids[1]  # given up: the open_id stands in

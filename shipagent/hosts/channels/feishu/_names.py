@@ -10,7 +10,8 @@ or when Feishu does not answer, the name is the ``open_id`` (said once in the lo
 message). Names are kept per ``open_id`` (at most :data:`KEEP` of them, each for :data:`TTL`
 seconds, a failed lookup for :data:`RETRY` seconds), so a busy chat asks once per person, and a
 renamed person shows the new name within the hour. The call is blocking (lark-oapi uses
-``requests``), so it runs in a worker thread.
+``requests``), so it runs in a worker thread, and a message waits for it at most :data:`WAIT`
+seconds (the event is acknowledged only once it is recorded, so a hung lookup must not hold it).
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from __future__ import annotations
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import anyio.to_thread
 
-__all__ = ["KEEP", "RETRY", "TTL", "Names"]
+__all__ = ["KEEP", "RETRY", "TTL", "WAIT", "Names"]
 
 log = logging.getLogger("shipagent.hosts.channels.feishu")
 
@@ -32,17 +35,28 @@ TTL = 3600.0
 """A name is asked again after this many seconds."""
 RETRY = 600.0
 """After a failed lookup, the ``open_id`` stands in for the name this many seconds."""
+WAIT = 5.0
+"""A lookup slower than this is given up (the ``open_id`` stands in)."""
 SCOPE = "contact:user.base:readonly"
 
 
 class Names:
     """``await names.of(open_id)``: the person's name, or the ``open_id`` when Feishu will not say."""
 
-    def __init__(self, client: Any, clean: Any, *, keep: int = KEEP, ttl: float = TTL) -> None:
+    def __init__(
+        self,
+        client: Any,
+        clean: Callable[[str], str],
+        *,
+        keep: int = KEEP,
+        ttl: float = TTL,
+        wait: float = WAIT,
+    ) -> None:
         self._client = client
         self._clean = clean  # hides the app secret in what is logged
         self._keep = keep
         self._ttl = ttl
+        self._wait = wait
         self._known: OrderedDict[str, tuple[str, float]] = OrderedDict()  # open_id -> (name, until)
         self._warned = False
         self.lookups = 0
@@ -56,7 +70,10 @@ class Names:
         if kept is not None and kept[1] > now:
             self._known.move_to_end(open_id)
             return kept[0]
-        name, problem = await anyio.to_thread.run_sync(self._ask, open_id)
+        name: str = ""
+        problem: str | None = f"no answer within {self._wait:g} s"
+        with anyio.move_on_after(self._wait):
+            name, problem = await anyio.to_thread.run_sync(self._ask, open_id, abandon_on_cancel=True)
         if problem is not None and not self._warned:
             self._warned = True
             log.warning(
