@@ -15,7 +15,11 @@ acknowledged in time.
 
 REST keeps what Feishu keeps (the bot's messages, their content and every version of it), checks
 what it checks (the app's credentials, the bearer token, a message kind and JSON content, at most
-20 edits of a message) and records every call.
+20 edits of a message) and records every call. It also knows people's names (the contact API, which
+answers only while the app has its scope: :attr:`FakeFeishu.contact_scope`), the files users sent
+(``…/messages/:id/resources/:key``) and the images and files the bot uploaded (``/im/v1/images``,
+``/im/v1/files``, multipart, with Feishu's size limits), which a bot's image or file message must
+name.
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ from typing import Any
 import anyio
 from aiohttp import WSMsgType, web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
+
+from tests.support.feishu_server_files import FilesAndPeople, Upload
 
 APP_ID = "cli_test_app"
 APP_SECRET = "feishu-s3cret-never-shown"
@@ -76,6 +82,8 @@ class BotMessage:
             return "\n".join(e["content"] for e in data["elements"] if e["tag"] == "markdown")
         if self.msg_type == "text":
             return str(data["text"])
+        if self.msg_type in ("image", "file"):
+            return f"[{self.msg_type} {data.get('image_key') or data.get('file_key')}]"
         body = data.get("zh_cn") or next(iter(data.values()))
         return "\n".join("".join(e.get("text", "") for e in line) for line in body["content"])
 
@@ -101,7 +109,7 @@ def _frame(method: int, headers: dict[str, str], payload: bytes = b"", seq: int 
     return frame.SerializeToString()
 
 
-class FakeFeishu:
+class FakeFeishu(FilesAndPeople):
     """The server's state: REST routes, the long connection, and what tests inject."""
 
     def __init__(self) -> None:
@@ -113,6 +121,7 @@ class FakeFeishu:
         self.acked: dict[str, int] = {}  # frame message id -> the code the client answered
         self.answers: dict[str, dict[str, Any]] = {}  # frame message id -> a callback's answer
         self.presses: dict[str, str] = {}  # event id of a press -> its frame message id
+        self._init_files()
         self.pings = 0
         self.connections = 0
         self.endpoint_asked = 0
@@ -153,6 +162,68 @@ class FakeFeishu:
                 {"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": BOT_NAME, "tenant_key": "tk"}
             ]
         content = {"title": "", "content": [[{"tag": "text", "text": text}]]} if post else {"text": text}
+        return self._queue(
+            "post" if post else "text",
+            content,
+            chat_id=chat_id,
+            group=group,
+            user=user,
+            mentions=mentions,
+            message_id=message_id,
+            sender_type=sender_type,
+        )
+
+    def user_file(
+        self,
+        data: bytes,
+        *,
+        kind: str = "file",
+        name: str = "notes.txt",
+        caption: str = "",
+        chat_id: str = DM_CHAT,
+        group: bool = False,
+        user: str = USER,
+        mention: bool = False,
+    ) -> dict[str, Any]:
+        """Queue a message carrying ``data``: an ``image`` message, a ``file`` message (``name``), or
+        (``kind="post"``) a rich-text message with ``caption`` and the image inline, as Feishu sends
+        a picture pasted into text. The bytes are served at ``…/messages/:id/resources/:key``."""
+        message_id = self._next("om_user_")
+        key = self._next("img_v3_" if kind in ("image", "post") else "file_v3_")
+        self.resources[(message_id, key)] = ("file" if kind == "file" else "image", data, name)
+        mentions = []
+        at: list[dict[str, Any]] = []
+        if mention:
+            mentions = [
+                {"key": "@_user_1", "id": {"open_id": BOT_OPEN_ID}, "name": BOT_NAME, "tenant_key": "tk"}
+            ]
+            at = [{"tag": "at", "user_id": "@_user_1", "user_name": BOT_NAME}]
+        content: dict[str, Any]
+        if kind == "image":
+            content = {"image_key": key}
+        elif kind == "file":
+            content = {"file_key": key, "file_name": name}
+        else:
+            content = {
+                "title": "",
+                "content": [[*at, {"tag": "text", "text": caption}], [{"tag": "img", "image_key": key}]],
+            }
+        return self._queue(
+            kind, content, chat_id=chat_id, group=group, user=user, mentions=mentions, message_id=message_id
+        )
+
+    def _queue(
+        self,
+        message_type: str,
+        content: dict[str, Any],
+        *,
+        chat_id: str,
+        group: bool,
+        user: str,
+        mentions: list[dict[str, Any]],
+        message_id: str | None = None,
+        sender_type: str = "user",
+    ) -> dict[str, Any]:
         event = {
             "schema": "2.0",
             "header": {
@@ -170,7 +241,7 @@ class FakeFeishu:
                     "create_time": "1700000000000",
                     "chat_id": chat_id,
                     "chat_type": "group" if group else "p2p",
-                    "message_type": "post" if post else "text",
+                    "message_type": message_type,
                     "content": json.dumps(content),
                     "mentions": mentions,
                 },
@@ -320,7 +391,15 @@ class FakeFeishu:
     async def _rest(self, request: web.Request) -> web.Response:
         path = "/" + request.match_info["path"]
         body: dict[str, Any] = {}
-        if request.can_read_body:
+        files: dict[str, tuple[str, bytes]] = {}
+        if request.content_type.startswith("multipart/"):
+            for key, value in (await request.post()).items():
+                if isinstance(value, web.FileField):
+                    files[key] = (value.filename, value.file.read())
+                    body[key] = {"filename": value.filename, "size": len(files[key][1])}
+                else:
+                    body[key] = value
+        elif request.can_read_body:
             body = await request.json()
         self.calls.append(Call(request.method, path, body, time.monotonic()))
         self._wake()
@@ -341,6 +420,13 @@ class FakeFeishu:
                 }
             )
         parts = path.strip("/").split("/")  # im v1 messages [id [reply]]
+        if parts[:3] == ["contact", "v3", "users"] and len(parts) == 4 and request.method == "GET":
+            await anyio.sleep(self.contact_delay)
+            return self._user(parts[3], request.query.get("user_id_type"))
+        if parts[:2] == ["im", "v1"] and parts[2:] in (["images"], ["files"]) and request.method == "POST":
+            return self._upload(parts[2], body, files)
+        if parts[:3] == ["im", "v1", "messages"] and len(parts) == 6 and parts[4] == "resources":
+            return self._resource(parts[3], parts[5], request.query.get("type"))
         if parts[:3] != ["im", "v1", "messages"]:
             return web.json_response({"code": 404, "msg": f"no such API: {path}"}, status=404)
         if len(parts) == 3 and request.method == "POST":
@@ -391,14 +477,17 @@ class FakeFeishu:
                 return str(event["event"]["message"]["chat_id"])
         return next((m.chat_id for m in self.messages if m.id == message_id and not m.deleted), None)
 
-    @staticmethod
-    def _invalid(body: dict[str, Any]) -> web.Response | None:
-        if body.get("msg_type") not in ("text", "post", "interactive"):
+    def _invalid(self, body: dict[str, Any]) -> web.Response | None:
+        kind = body.get("msg_type")
+        if kind not in ("text", "post", "interactive", "image", "file"):
             return web.json_response({"code": 230001, "msg": "invalid msg_type"}, status=400)
         try:
-            json.loads(str(body.get("content")))
+            content = json.loads(str(body.get("content")))
         except json.JSONDecodeError:
             return web.json_response({"code": 230001, "msg": "content is not JSON"}, status=400)
+        unknown = self._unknown_upload(str(kind), content)
+        if unknown is not None:
+            return web.json_response({"code": 230001, "msg": f"no uploaded {kind} {unknown}"}, status=400)
         return None
 
     def _send(self, chat_id: str, body: dict[str, Any], reply_to: str | None) -> web.Response:
@@ -453,6 +542,7 @@ __all__ = [
     "BotMessage",
     "Call",
     "FakeFeishu",
+    "Upload",
     "buttons_of",
     "feishu_server",
 ]

@@ -535,7 +535,7 @@ class Pipeline:
 
 def _model_text(message: InboundMessage, files: list[str]) -> str:
     """The message's text, then what arrived with it (in a group the agent names the sender)."""
-    return "\n".join([message.text, *files]) if files else message.text
+    return "\n".join([line for line in (message.text, *files) if line]) if files else message.text
 
 
 def _same_burst(waiting: deque[tuple[InboundMessage, Command | None]], first: InboundMessage) -> bool:

@@ -51,12 +51,7 @@ async def bot(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathF
         yield running
 
 
-KNOWN_BUGS: dict[tuple[str, str], str] = {
-    ("feishu", "test_an_approval_by_button_is_the_askers_and_refused_to_anyone_else"): (
-        "the Feishu channel names people by open_id (Feishu's events carry no name and the channel "
-        "looks none up), so the refusal reads 'Only ou_… can answer this.' instead of naming Ada"
-    ),
-}
+KNOWN_BUGS: dict[tuple[str, str], str] = {}
 """Scenarios an adapter fails today, by (channel, scenario): strict xfail with the reason (a fix
 makes the case pass, which fails it until the entry goes)."""
 
@@ -191,6 +186,19 @@ async def test_an_approval_by_button_is_the_askers_and_refused_to_anyone_else(bo
     assert approved.read_text() == "ok\n"
     settled = next(m for m in bot.after(GROUP, before) if m.id == question.id)
     assert settled.buttons == () and "Ada" in settled.text
+
+
+async def test_an_attachment_in_reaches_the_model_as_a_context_file(bot: Bot) -> None:
+    say_file = getattr(bot.driver, "say_file", None)  # drivers that can send a file have it
+    if say_file is None:
+        pytest.skip(f"the {bot.driver.name} driver does not send files to the bot yet")
+    where = Place.dm(MALLORY)
+    say_file(where, MALLORY, "attached-notes.txt", b"launch at noon\n")
+    await bot.answered("attached-notes.txt")
+    [said] = [last_user_text(r) for r in bot.model.saw("attached-notes.txt")]
+    assert "Mallory attached" in said and "(15 bytes)" in said and 'context_read(id="' in said
+    refs = bot.agent.context_files.list(bot.driver.chat_key(where))
+    assert [r.name for r in refs if r.kind == "artifact"] == ["attached-notes.txt"]
 
 
 async def test_an_event_sent_again_is_answered_once(bot: Bot) -> None:

@@ -11,7 +11,16 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
-from tests.support.channels.base import Delivery, Feature, Person, Place, Shown, fenced_code_lines
+from tests.support.channels.base import (
+    EVE,
+    KNOWN,
+    Delivery,
+    Feature,
+    Person,
+    Place,
+    Shown,
+    fenced_code_lines,
+)
 from tests.support.feishu_server import (
     APP_ID,
     APP_SECRET,
@@ -53,6 +62,7 @@ class FeishuDriver:
     async def serve(self) -> AsyncIterator[None]:
         async with feishu_server() as fake:
             self._fake = fake
+            fake.users.update({self.user_id(p): p.name for p in (*KNOWN, EVE)})  # the contact API's names
             yield
 
     def ship_json(self, known: Sequence[Person]) -> dict[str, Any]:
@@ -98,6 +108,13 @@ class FeishuDriver:
             mention=mention,
         )
         return Delivery(place, person, text, event)
+
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` sends the file ``name`` (a ``file`` message; Feishu serves it from there)."""
+        event = self.fake.user_file(
+            data, name=name, chat_id=self._chat(place), group=place.kind != "dm", user=self.user_id(person)
+        )
+        return Delivery(place, person, name, event)
 
     async def replay(self, delivery: Delivery) -> None:
         """The long connection drops; once the client is back, Feishu sends the event (and any

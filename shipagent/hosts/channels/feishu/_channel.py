@@ -15,12 +15,16 @@ toast for the one who pressed (refused, approved, denied). The answered card is 
 ``PATCH`` (the only edit a card takes) into the verdict without buttons. Cards can be updated
 after a press only when the app's card has ``update_multi`` (set here).
 
-Not yet: files in and out (an image or file message arrives as a line saying so).
+Files: one sent to the bot is downloaded into the chat's context files (the pipeline's
+``receive_file``; this channel's part is :meth:`FeishuRest.download`), one the model sends is
+uploaded and sent (:meth:`FeishuRest.send_file`). People are named through the contact API
+(:mod:`._names`), since Feishu's events carry only the sender's ``open_id``.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +44,7 @@ from .._types import (
     TransientSendError,
 )
 from ._link import LongConnection
+from ._names import Names
 from ._rest import FeishuRest
 from ._wire import to_inbound, to_press
 
@@ -55,7 +60,8 @@ log = logging.getLogger("shipagent.hosts.channels.feishu")
 WHERE = (
     "This chat is on Feishu (Lark). Your answers are shown with Markdown: **bold**, *italics*, "
     "~~strikethrough~~, `inline code`, fenced code blocks, lists and [links](https://example.com) "
-    "render; tables, images and HTML do not (write a list instead of a table). A long answer is "
+    "render; tables, images and HTML do not (write a list instead of a table; send an image or any "
+    "other file of the project with `chat_send_file`). A long answer is "
     "split into messages of about {limit} characters, so prefer short answers. In a group, each "
     "user line starts with who wrote it."
 )
@@ -105,6 +111,8 @@ class FeishuChannel(FeishuRest):
         self._token: anyio.lowlevel.EventLoopToken | None = None
         self._toasts: dict[str, tuple[anyio.Event, list[str]]] = {}  # press id -> its notice
         self.bot_open_id = ""
+        self.names = Names(self._client, self._clean)
+        """People's names by ``open_id`` (Feishu's events carry none)."""
 
     # -- lifecycle --------------------------------------------------------------------------------
 
@@ -190,6 +198,7 @@ class FeishuChannel(FeishuRest):
         press = to_press(callback)
         if press is None:
             return ""
+        press = replace(press, sender_name=await self.names.of(press.sender_id))
         waiting = self._toasts[press.press_id] = (anyio.Event(), [])
         try:
             await self.pipeline.press(press)
@@ -203,6 +212,8 @@ class FeishuChannel(FeishuRest):
         message = to_inbound(event.get("event") or {}, self.bot_open_id)
         if message is None or message.sender_id == self.bot_open_id:
             return
+        if not message.sender_is_bot:
+            message = replace(message, sender_name=await self.names.of(message.sender_id))
         await self.pipeline.accept(message)
 
     async def acknowledge(self, press: ButtonPress, text: str) -> None:

@@ -14,6 +14,15 @@ answer in a group is a reply to the message it answers (``…/messages/:message_
 busy group sees who is answered. A question with buttons is an interactive card, changed by
 ``PATCH`` (the only edit a card takes) into the verdict without buttons.
 
+Files: a file sent to the bot is fetched from the message that carries it
+(``GET …/messages/:message_id/resources/:file_key``); lark-oapi reads it whole (Feishu serves up to
+100 MB), and one over ``maxAttachmentBytes`` is refused before anything is written. A file the model
+sends (``chat_send_file``) is uploaded first, then sent as a message naming it: an image (PNG, JPEG,
+GIF, WebP, BMP, TIFF, ICO, at most 10 MB) through ``POST /open-apis/im/v1/images`` and shown
+inline (with its caption, one ``post`` holding the caption and the image), anything else through
+``POST /open-apis/im/v1/files`` (at most 30 MB, Feishu's limit) as a ``file`` message, its caption
+in a ``post`` after it.
+
 All calls run in worker threads: lark-oapi's client sends with ``requests`` (blocking), and even
 its ``a…`` methods fetch the token with it. lark-oapi keeps the tenant access token per App ID for
 the life of the process (about two hours).
@@ -21,12 +30,15 @@ the life of the process (about two hours).
 
 from __future__ import annotations
 
+import io
 import json
+import mimetypes
 import uuid
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+import anyio
 import anyio.to_thread
 
 from .._types import (
@@ -39,13 +51,21 @@ from .._types import (
     SentMessage,
     TransientSendError,
 )
-from ._wire import card_content, post_content, send_error
+from ._wire import card_content, post_content, resource_of, send_error
 
 if TYPE_CHECKING:
     from ...._channels_config import FeishuConfig
     from ....tools.execution import OutgoingFile
 
 __all__ = ["STREAM_EDITS", "FeishuRest", "FeishuSender"]
+
+IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".gif", ".webp", ".bmp", ".tif", ".tiff", ".ico"})
+MAX_IMAGE = 10 * 1024 * 1024
+"""Feishu's limit for an uploaded image; a larger picture goes as a file."""
+MAX_FILE = 30 * 1024 * 1024
+"""Feishu's limit for an uploaded file."""
+_FILE_TYPES = {".pdf": "pdf", ".doc": "doc", ".docx": "doc", ".xls": "xls", ".xlsx": "xls"}
+_FILE_TYPES |= {".ppt": "ppt", ".pptx": "ppt"}  # anything else is a "stream"
 
 STREAM_EDITS = 17
 """Edits of one message while it is streamed (Feishu allows 20: three stay for the end, the final
@@ -61,7 +81,7 @@ def _says_failure(text: str) -> bool:
 class FeishuRest:
     """The pipeline's :class:`~shipagent.hosts.channels.Outbound` on Feishu's REST API."""
 
-    capabilities = Capabilities(send_text=True, edit=True, buttons=True)
+    capabilities = Capabilities(send_text=True, edit=True, buttons=True, send_file=True)
 
     def __init__(self, config: FeishuConfig) -> None:
         if not (config.app_id and config.app_secret):
@@ -85,10 +105,10 @@ class FeishuRest:
         secret = self.config.app_secret or ""
         return text.replace(secret, "[secret]") if secret else text
 
-    async def _call(self, operation: str, request: Any) -> Any:
-        """``self._client.im.v1.message.<operation>(request)`` in a worker thread, as the pipeline's
+    async def _call(self, operation: str, request: Any, *, api: str = "message") -> Any:
+        """``self._client.im.v1.<api>.<operation>(request)`` in a worker thread, as the pipeline's
         errors when it fails."""
-        method = getattr(self._client.im.v1.message, operation)
+        method = getattr(getattr(self._client.im.v1, api), operation)
         try:
             response = await anyio.to_thread.run_sync(method, request)
         except OSError as exc:  # requests' connection errors are OSErrors
@@ -129,6 +149,15 @@ class FeishuRest:
         self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
     ) -> SentMessage:
         """A ``post`` message; a question with ``buttons`` goes as an interactive card."""
+        kind = "interactive" if buttons else "post"
+        content = card_content(text, buttons) if buttons else post_content(text, formatted=formatted)
+        sent = await self._deliver(chat, kind, content)
+        if buttons:
+            self._cards.add(sent.message_id)
+        return sent
+
+    async def _deliver(self, chat: InboundMessage, kind: str, content: str) -> SentMessage:
+        """Send one message of ``kind``; in a group, the first of an answer replies to its message."""
         from lark_oapi.api.im.v1 import (  # type: ignore[import-untyped]
             CreateMessageRequest,
             CreateMessageRequestBody,
@@ -136,8 +165,6 @@ class FeishuRest:
             ReplyMessageRequestBody,
         )
 
-        kind = "interactive" if buttons else "post"
-        content = card_content(text, buttons) if buttons else post_content(text, formatted=formatted)
         key = str(uuid.uuid4())  # Feishu sends a request with the same uuid once (a retry is safe)
         if chat.is_group and chat.message_id not in self._answered:
             self._answered.add(chat.message_id)
@@ -157,10 +184,7 @@ class FeishuRest:
             response = await self._call("create", request)
         if len(self._answered) > 1000:
             self._answered.clear()
-        sent = str(response.data.message_id)
-        if buttons:
-            self._cards.add(sent)
-        return SentMessage(sent)
+        return SentMessage(str(response.data.message_id))
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         """Replace the message's text (``PUT …/messages/:id``); a streamed (plain) edit past
@@ -201,10 +225,68 @@ class FeishuRest:
         await self._call("delete", DeleteMessageRequest.builder().message_id(message.message_id).build())
 
     async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
-        raise PermanentSendError("the Feishu channel does not send files yet")
+        """Upload ``file``, then send it: an image inline (with its caption in the same ``post``),
+        anything else as a ``file`` message followed by its caption."""
+        from lark_oapi.api.im.v1 import (
+            CreateFileRequest,
+            CreateFileRequestBody,
+            CreateImageRequest,
+            CreateImageRequestBody,
+        )
+
+        size = len(file.data)
+        if not size:
+            raise PermanentSendError(f"{file.name} is empty; Feishu does not take empty files")
+        suffix = PurePosixPath(file.name).suffix.lower()
+        mime = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        part = (file.name, io.BytesIO(file.data), mime)  # a (name, bytes, type) form part
+        if suffix in IMAGE_SUFFIXES and size <= MAX_IMAGE:
+            body = CreateImageRequestBody.builder().image_type("message").image(part).build()
+            response = await self._call(
+                "create", CreateImageRequest.builder().request_body(body).build(), api="image"
+            )
+            image = str(response.data.image_key)
+            if not file.caption:
+                return await self._deliver(chat, "image", json.dumps({"image_key": image}))
+            caption = (
+                {"tag": "md", "text": file.caption} if formatted else {"tag": "text", "text": file.caption}
+            )
+            content = {"zh_cn": {"title": "", "content": [[caption], [{"tag": "img", "image_key": image}]]}}
+            return await self._deliver(chat, "post", json.dumps(content, ensure_ascii=False))
+        if size > MAX_FILE:
+            raise PermanentSendError(
+                f"{file.name} is {size:,} bytes; Feishu takes files up to {MAX_FILE:,} bytes"
+            )
+        body = (
+            CreateFileRequestBody.builder()
+            .file_type(_FILE_TYPES.get(suffix, "stream"))
+            .file_name(file.name)
+            .file(part)
+            .build()
+        )
+        response = await self._call(
+            "create", CreateFileRequest.builder().request_body(body).build(), api="file"
+        )
+        sent = await self._deliver(chat, "file", json.dumps({"file_key": str(response.data.file_key)}))
+        if file.caption:
+            await self._deliver(chat, "post", post_content(file.caption, formatted=formatted))
+        return sent
 
     async def download(self, attachment: Attachment, target: Path) -> None:
-        raise PermanentSendError("the Feishu channel does not download files yet")
+        """Fetch a file sent to the bot from its message; over ``maxAttachmentBytes`` is refused
+        (nothing is written)."""
+        from lark_oapi.api.im.v1 import GetMessageResourceRequest
+
+        message_id, key, kind = resource_of(attachment)
+        if not (message_id and key):
+            raise PermanentSendError(f"the attachment {attachment.file_id!r} names no Feishu message")
+        request = GetMessageResourceRequest.builder().message_id(message_id).file_key(key).type(kind).build()
+        response = await self._call("get", request, api="message_resource")
+        data = response.file.read() if response.file is not None else b""
+        limit = self.config.max_attachment_bytes
+        if len(data) > limit:
+            raise PermanentSendError(f"the file is {len(data):,} bytes, over maxAttachmentBytes ({limit:,})")
+        await anyio.Path(target).write_bytes(data)
 
     async def typing(self, chat: InboundMessage) -> None:
         return None  # Feishu has no typing indicator for bots

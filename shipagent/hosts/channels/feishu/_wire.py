@@ -7,9 +7,12 @@ and pairing use.
 
 In: ``text`` messages (``{"text": "@_user_1 hi"}``, the ``@_user_N`` placeholders resolved to the
 names in ``mentions``) and ``post`` messages (rich text: paragraphs of ``text``, ``a``, ``at``,
-``code_block`` … elements, sometimes under a locale key) become plain text; other kinds
-(images, files, stickers) arrive as a line saying what was sent, since the channel does not
-download them yet.
+``code_block`` … elements, sometimes under a locale key) become plain text. Files come as
+attachments: an ``image`` message, a ``file``, ``audio`` or ``media`` (video) message, and the
+``img`` / ``media`` elements of a ``post``. Feishu serves a file only through the message that
+carries it (``…/messages/:message_id/resources/:file_key?type=image|file``), so an attachment's
+``file_id`` is ``<file_key>:<message_id>`` (see :func:`resource_of`). Other kinds (stickers, shared
+chats, …) arrive as a line saying what was sent.
 
 Out: every message the bot sends is a ``post`` (the same ``msg_type`` throughout, so an update
 never changes a message's kind): formatted text as one ``md`` element, which Feishu renders as
@@ -23,9 +26,26 @@ import json
 import re
 from typing import Any
 
-from .._types import Button, ButtonPress, InboundMessage, PermanentSendError, TransientSendError
+from .._types import (
+    Attachment,
+    Button,
+    ButtonPress,
+    InboundMessage,
+    PermanentSendError,
+    TransientSendError,
+)
 
-__all__ = ["card_content", "chat_key_of", "post_content", "send_error", "text_of", "to_inbound", "to_press"]
+__all__ = [
+    "attachments_of",
+    "card_content",
+    "chat_key_of",
+    "post_content",
+    "resource_of",
+    "send_error",
+    "text_of",
+    "to_inbound",
+    "to_press",
+]
 
 _PLACEHOLDER = re.compile(r"@_user_\d+")
 _RATE_LIMITED = {99991400, 11232, 230020}  # request frequency limits (app, chat, message)
@@ -104,8 +124,6 @@ def _post_text(content: dict[str, Any]) -> str:
                 parts.append(f"@{element.get('user_name') or element.get('user_id', '')}")
             elif tag == "code_block":
                 parts.append(f"```{element.get('language', '')}\n{element.get('text', '')}\n```")
-            elif tag in ("img", "media"):
-                parts.append("[an image]")
         lines.append("".join(parts))
     return "\n".join(lines).strip()
 
@@ -120,9 +138,61 @@ def text_of(message_type: str, content: str, names: dict[str, str]) -> str:
         text = str(data.get("text", ""))
     elif message_type == "post":
         text = _post_text(data if isinstance(data, dict) else {})
+    elif message_type in _FILE_KINDS:
+        return ""  # the file itself is an attachment
     else:
         return f"[sent a {message_type} message, which this chat cannot read yet]"
     return _PLACEHOLDER.sub(lambda m: f"@{names.get(m.group(0), 'someone')}", text).strip()
+
+
+_FILE_KINDS = {"image": "image", "file": "file", "audio": "audio", "media": "video"}
+"""Message kinds that carry a file, and what the model is told it is."""
+
+
+def _post_files(content: dict[str, Any]) -> list[dict[str, Any]]:
+    body = content
+    if "content" not in body:
+        body = next((v for v in content.values() if isinstance(v, dict) and "content" in v), {})
+    found = []
+    for paragraph in body.get("content") or []:
+        for element in paragraph if isinstance(paragraph, list) else []:
+            if isinstance(element, dict) and element.get("tag") in ("img", "media"):
+                found.append(element)
+    return found
+
+
+def attachments_of(message_type: str, content: str, message_id: str) -> tuple[Attachment, ...]:
+    """The files a message carries (not downloaded): an image, file, audio or video message, or the
+    images and videos inside a ``post``."""
+    try:
+        data = json.loads(content) if content else {}
+    except json.JSONDecodeError:
+        return ()
+    if not isinstance(data, dict):
+        return ()
+    items: list[tuple[str, str, str | None]]
+    if message_type == "post":
+        items = [
+            ("image", str(e.get("image_key") or ""), None)
+            if e.get("tag") == "img"
+            else ("video", str(e.get("file_key") or ""), None)
+            for e in _post_files(data)
+        ]
+    elif message_type == "image":
+        items = [("image", str(data.get("image_key") or ""), None)]
+    elif message_type in _FILE_KINDS:
+        name = data.get("file_name")
+        items = [(_FILE_KINDS[message_type], str(data.get("file_key") or ""), str(name) if name else None)]
+    else:
+        return ()
+    return tuple(Attachment(f"{key}:{message_id}", kind, name) for kind, key, name in items if key)
+
+
+def resource_of(attachment: Attachment) -> tuple[str, str, str]:
+    """``(message_id, file_key, type)`` of an attachment, for ``…/messages/:id/resources/:key``
+    (Feishu's ``type`` is ``image`` for images, ``file`` for files, audio and video)."""
+    key, _, message_id = attachment.file_id.partition(":")
+    return message_id, key, "image" if attachment.kind == "image" else "file"
 
 
 def to_inbound(event: dict[str, Any], bot_open_id: str) -> InboundMessage | None:
@@ -136,7 +206,8 @@ def to_inbound(event: dict[str, Any], bot_open_id: str) -> InboundMessage | None
     mentions = message.get("mentions") or []
     names = {str(m.get("key")): str(m.get("name") or "") for m in mentions}
     mentioned = any((m.get("id") or {}).get("open_id") == bot_open_id for m in mentions if bot_open_id)
-    text = text_of(str(message.get("message_type") or ""), str(message.get("content") or ""), names)
+    kind, content = str(message.get("message_type") or ""), str(message.get("content") or "")
+    text = text_of(kind, content, names)
     if mentioned:  # "@ship /new" is the command /new
         for m in mentions:
             if (m.get("id") or {}).get("open_id") == bot_open_id:
@@ -155,6 +226,7 @@ def to_inbound(event: dict[str, Any], bot_open_id: str) -> InboundMessage | None
         mentions_bot=mentioned,
         sender_is_bot=sender.get("sender_type") not in (None, "user"),
         reply_to=str(message["parent_id"]) if message.get("parent_id") else None,
+        attachments=attachments_of(kind, content, str(message_id)),
     )
 
 
