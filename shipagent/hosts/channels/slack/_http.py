@@ -98,6 +98,7 @@ class EventsListener:
         handle: called with each request's kind and payload (see :data:`Handler`).
         on_error: told what went wrong when ``handle`` fails (the channel's health).
         clock: the time the request timestamps are compared with (``time.time`` if not given).
+        ack_within: seconds a request waits for its handling (see :data:`ACK_WITHIN`).
     """
 
     def __init__(
@@ -110,8 +111,10 @@ class EventsListener:
         handle: Handler,
         on_error: Callable[[str], None],
         clock: Callable[[], float] | None = None,
+        ack_within: float = ACK_WITHIN,
     ) -> None:
         self.path = path
+        self.ack_within = ack_within
         self.address = address
         self.listen = listen
         self._verifier = SignatureVerifier(signing_secret, _Clock(clock) if clock else Clock())
@@ -198,7 +201,7 @@ class EventsListener:
                 done.set()
 
         self._tasks.start_soon(work)
-        with anyio.move_on_after(ACK_WITHIN):
+        with anyio.move_on_after(self.ack_within):
             await done.wait()
         if failed:
             return PlainTextResponse("not accepted; send again", 500)
