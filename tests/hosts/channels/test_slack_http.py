@@ -8,8 +8,6 @@ refused, for five minutes and a second before it): nothing reads the wall clock.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import logging
 from collections.abc import AsyncIterator
@@ -28,6 +26,7 @@ from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost
 from shipagent.hosts.channels.slack import SlackChannel
 from shipagent.hosts.channels.slack._http import EventsListener
+from tests.support.channels.slack_driver import NOW, SIGNING_SECRET, signed
 from tests.support.core import last_user_text, make_project
 from tests.support.net import free_port
 from tests.support.slack_server import BOT_TOKEN, TEAM, BotMessage, Envelope, FakeSlack, slack_server
@@ -35,16 +34,8 @@ from tests.support.stream import StreamScript
 
 pytestmark = pytest.mark.anyio
 
-SECRET = "8f742231b10e8888abcd99yyyzzz85a5-test-signing-secret"
-NOW = 1_800_000_000  # the channel's clock in these tests
+SECRET = SIGNING_SECRET
 STALE = NOW - 5 * 60 - 1  # a second past the five minutes a signature is good for
-
-
-def signed(body: bytes, *, timestamp: int = NOW, secret: str = SECRET) -> dict[str, str]:
-    """Slack's signing headers for ``body``: ``v0=`` + HMAC-SHA256(secret, ``v0:{ts}:{body}``)."""
-    base = f"v0:{timestamp}:".encode() + body
-    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-    return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": f"v0={digest}"}
 
 
 class Poster:
