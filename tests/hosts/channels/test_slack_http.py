@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
+from typer.testing import CliRunner
 
 from shipagent import ShipAgent
 from shipagent.config import parse_config
@@ -26,6 +28,7 @@ from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost
 from shipagent.hosts.channels.slack import SlackChannel
 from shipagent.hosts.channels.slack._http import EventsListener
+from shipagent.hosts.cli._app import app
 from tests.support.channels.slack_driver import NOW, SIGNING_SECRET, signed
 from tests.support.core import last_user_text, make_project
 from tests.support.net import free_port
@@ -354,3 +357,18 @@ async def test_an_address_in_use_stops_the_start_with_the_key_named(
             with pytest.raises(OSError, match=r"channels\.slack\.httpListen"):
                 await host.__aenter__()
             assert not host.health["slack"].connected
+
+
+async def test_check_names_the_listener_and_asks_for_no_socket_url(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)
+    async with slack_server() as fake:
+        root = make_project(tmp_path / "p", ship_json(fake, 3999))
+        result = await anyio.to_thread.run_sync(
+            lambda: CliRunner().invoke(app, ["check", "--offline", "-C", str(root)])
+        )
+    assert f"slack: @ship (user U0SHIPBOT, team {TEAM})" in result.output
+    assert "Events API over HTTP on 127.0.0.1:3999/slack/events" in result.output
+    assert fake.called("auth.test") and not fake.called("apps.connections.open")
+    assert SECRET not in result.output
