@@ -31,6 +31,7 @@ __all__ = [
 DEFAULT_TELEGRAM_API_ROOT = "https://api.telegram.org"
 DEFAULT_SLACK_API_ROOT = "https://slack.com/api"
 DEFAULT_WEBHOOK_LISTEN = "127.0.0.1:8443"
+DEFAULT_SLACK_HTTP_LISTEN = "127.0.0.1:3000"
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook's secret_token
 
 
@@ -202,14 +203,26 @@ def _slack_token(value: str | None, prefix: str, what: str) -> str | None:
 
 
 class SlackConfig(_Model):
-    """``channels.slack``: the agent as a Slack app, connected by Socket Mode (no public URL)."""
+    """``channels.slack``: the agent as a Slack app, by Socket Mode (no public URL) or the Events API."""
 
     enabled: bool = False
+    mode: Literal["socket", "http"] = "socket"
+    """How events arrive: ``socket`` (Socket Mode: the app opens a WebSocket to Slack with
+    ``appToken``; nothing to expose) or ``http`` (the Events API: Slack POSTs each event, click and
+    slash command to ``httpPath`` on a public HTTPS URL, signed with ``signingSecret``)."""
     bot_token: str | None = Field(default=None, repr=False)
     """The bot token (``xoxb-…``, OAuth & Permissions); write ``"${SLACK_BOT_TOKEN}"``."""
     app_token: str | None = Field(default=None, repr=False)
-    """The app-level token with ``connections:write`` (``xapp-…``) that opens the Socket Mode
+    """Socket Mode: the app-level token with ``connections:write`` (``xapp-…``) that opens the
     connection; write ``"${SLACK_APP_TOKEN}"``."""
+    signing_secret: str | None = Field(default=None, repr=False)
+    """HTTP mode: the app's Signing Secret (Basic Information), which every request from Slack is
+    checked against, so nobody else can post fake events; write ``"${SLACK_SIGNING_SECRET}"``."""
+    http_listen: str = DEFAULT_SLACK_HTTP_LISTEN
+    """HTTP mode: where the listener binds, ``host:port`` (loopback by default: put a TLS reverse
+    proxy or tunnel in front of it)."""
+    http_path: str = "/slack/events"
+    """HTTP mode: the path of the Request URL (events, interactivity and slash commands share it)."""
     api_root: str = DEFAULT_SLACK_API_ROOT
     """The Web API's base URL (a test server can be named here)."""
     dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
@@ -252,8 +265,41 @@ class SlackConfig(_Model):
     def _app_token(cls, value: str | None) -> str | None:
         return _slack_token(value, "xapp-", "an app-level token")
 
+    @field_validator("signing_secret")
+    @classmethod
+    def _signing_secret(cls, value: str | None) -> str | None:
+        return value.strip() if value is not None else None  # the value is never echoed
+
+    @field_validator("http_listen")
+    @classmethod
+    def _http_listen(cls, value: str) -> str:
+        parse_listen(value)
+        return value.strip()
+
+    @field_validator("http_path")
+    @classmethod
+    def _http_path(cls, value: str) -> str:
+        if not value.startswith("/") or any(c in value for c in "?# "):
+            raise ValueError('must be a path starting with "/", without ? or # (e.g. "/slack/events")')
+        return value
+
+    @property
+    def http_address(self) -> tuple[str, int]:
+        """``httpListen`` as the host and port the listener binds."""
+        return parse_listen(self.http_listen)
+
     @model_validator(mode="after")
     def _tokens_when_enabled(self) -> SlackConfig:
+        if self.mode == "socket" and self.signing_secret:
+            raise ValueError(
+                'signingSecret is set but channels.slack.mode is "socket": set "mode": "http" to '
+                "receive events over HTTP, or remove signingSecret"
+            )
+        if self.mode == "http" and self.app_token:
+            raise ValueError(
+                'appToken is set but channels.slack.mode is "http": the app-level token is for '
+                'Socket Mode; remove appToken, or set "mode": "socket" and remove signingSecret'
+            )
         if not self.enabled:
             return self
         if not self.bot_token:
@@ -261,10 +307,15 @@ class SlackConfig(_Model):
                 "botToken is required when channels.slack.enabled is true "
                 '(e.g. "botToken": "${SLACK_BOT_TOKEN}")'
             )
-        if not self.app_token:
+        if self.mode == "http" and not self.signing_secret:
+            raise ValueError(
+                'signingSecret is required when channels.slack.mode is "http": every request from '
+                'Slack is checked with it (e.g. "signingSecret": "${SLACK_SIGNING_SECRET}")'
+            )
+        if self.mode == "socket" and not self.app_token:
             raise ValueError(
                 "appToken is required when channels.slack.enabled is true: Socket Mode connects with it "
-                '(e.g. "appToken": "${SLACK_APP_TOKEN}")'
+                '(e.g. "appToken": "${SLACK_APP_TOKEN}"; or "mode": "http" with a signingSecret)'
             )
         return self
 

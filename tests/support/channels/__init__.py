@@ -13,7 +13,7 @@ from tests.support.channels.base import ChannelDriver
 from tests.support.channels.discord_driver import DiscordDriver
 from tests.support.channels.feishu_driver import FeishuDriver
 from tests.support.channels.qq_driver import QQDriver
-from tests.support.channels.slack_driver import SlackDriver
+from tests.support.channels.slack_driver import SlackDriver, SlackHttpDriver
 from tests.support.channels.telegram_driver import TelegramDriver
 
 __all__ = ["DRIVERS"]
@@ -21,6 +21,7 @@ __all__ = ["DRIVERS"]
 DRIVERS: dict[str, Callable[[], ChannelDriver]] = {
     "telegram": TelegramDriver,
     "slack": SlackDriver,
+    "slack-http": SlackHttpDriver,
     "discord": DiscordDriver,
     "qq": QQDriver,
     "feishu": FeishuDriver,

@@ -1,10 +1,17 @@
-"""The Slack driver: slack-sdk's Socket Mode and Web API clients against :mod:`tests.support.slack_server`."""
+"""The Slack drivers: slack-sdk's Socket Mode and Web API clients against :mod:`tests.support.slack_server`,
+and the same over the Events API (the server's envelopes POSTed, signed, to the channel's listener)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
+import json
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
+
+import anyio
+import httpx
 
 from tests.support.channels.base import (
     ADA,
@@ -17,6 +24,7 @@ from tests.support.channels.base import (
     Shown,
     fenced_code_lines,
 )
+from tests.support.net import free_port
 from tests.support.slack_server import (
     APP_TOKEN,
     BOT_TOKEN,
@@ -31,7 +39,27 @@ if TYPE_CHECKING:
     from shipagent import ShipAgent
     from shipagent.hosts.channels import Channel
 
-__all__ = ["SlackDriver"]
+__all__ = ["NOW", "SIGNING_SECRET", "SlackDriver", "SlackHttpDriver", "signed"]
+
+SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5-test-signing-secret"
+NOW = 1_800_000_000
+"""The HTTP-mode channel's clock in the tests: requests are signed for this time, not the wall clock."""
+
+
+def signed(body: bytes, *, timestamp: int = NOW, secret: str = SIGNING_SECRET) -> dict[str, str]:
+    """Slack's signing headers for ``body``: ``v0=`` + HMAC-SHA256(secret, ``v0:{ts}:{body}``)."""
+    base = f"v0:{timestamp}:".encode() + body
+    digest = hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    return {"X-Slack-Request-Timestamp": str(timestamp), "X-Slack-Signature": f"v0={digest}"}
+
+
+def request_of(envelope: Envelope) -> tuple[bytes, str]:
+    """The Events API request Slack makes of ``envelope``: its body and content type."""
+    if envelope.type == "events_api":
+        return json.dumps(envelope.payload).encode(), "application/json"
+    form = {"payload": json.dumps(envelope.payload)} if envelope.type == "interactive" else envelope.payload
+    return str(httpx.QueryParams(form)).encode(), "application/x-www-form-urlencoded"
+
 
 CHANNEL = "C0GEN"
 THREAD_TS = "1700000000.000100"
@@ -151,3 +179,73 @@ def _shown(m: BotMessage) -> Shown:
         deleted=m.deleted,
         raw=m,
     )
+
+
+class SlackHttpDriver(SlackDriver):
+    """Slack in HTTP mode: the server's envelopes go out as signed POSTs to the channel's Request URL.
+
+    A loop posts every envelope not yet answered 200, in order, as Slack does; one that gets
+    anything else (or no answer) is sent again with ``X-Slack-Retry-Num``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.port = free_port()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/slack/events"
+
+    @asynccontextmanager
+    async def serve(self) -> AsyncIterator[None]:
+        async with (
+            super().serve(),
+            httpx.AsyncClient(timeout=10) as client,
+            anyio.create_task_group() as tasks,
+        ):
+            tasks.start_soon(self._deliver, client)
+            yield
+            tasks.cancel_scope.cancel()
+
+    async def post(self, client: httpx.AsyncClient, envelope: Envelope, retry: int = 0) -> bool:
+        """POST ``envelope`` as Slack would; whether the app answered 200."""
+        body, content_type = request_of(envelope)
+        headers = {"Content-Type": content_type, **signed(body)}
+        if retry:
+            headers |= {"X-Slack-Retry-Num": str(retry), "X-Slack-Retry-Reason": "http_error"}
+        try:
+            return (await client.post(self.url, content=body, headers=headers)).status_code == 200
+        except httpx.TransportError:  # not listening yet
+            return False
+
+    async def _deliver(self, client: httpx.AsyncClient) -> None:
+        while True:
+            for envelope in list(self.fake.envelopes):
+                if envelope.acked:
+                    continue
+                if not await self.post(client, envelope, envelope.retry_attempt):
+                    envelope.retry_attempt += 1
+                    break  # in order: try this one again first
+                envelope.acked = True
+            await anyio.sleep(0.02)
+
+    def ship_json(self, known: Sequence[Person]) -> dict[str, Any]:
+        config = super().ship_json(known)
+        slack = config["channels"]["slack"]
+        del slack["appToken"]
+        slack |= {"mode": "http", "signingSecret": SIGNING_SECRET, "httpListen": f"127.0.0.1:{self.port}"}
+        return config
+
+    def channels(self, agent: ShipAgent) -> list[Channel]:
+        from shipagent.hosts.channels.slack import SlackChannel
+
+        state = agent.paths.ship_dir / "channels"
+        config = agent.config.channels.slack
+        return [SlackChannel(agent, config, state_dir=state, edit_interval=0.05, clock=lambda: float(NOW))]
+
+    async def replay(self, delivery: Delivery) -> None:
+        """Slack's retry of a request it already had an answer to (``X-Slack-Retry-Num: 1``)."""
+        envelope: Envelope = delivery.raw
+        await self.wait_for(lambda: envelope.acked)
+        async with httpx.AsyncClient(timeout=10) as client:
+            assert await self.post(client, envelope, retry=1)

@@ -1,4 +1,4 @@
-"""The Slack channel: events by Socket Mode, answers through the Web API (slack-sdk on aiohttp).
+"""The Slack channel: events by Socket Mode (or the Events API), answers through the Web API.
 
 Why Socket Mode: the app opens a WebSocket to Slack (``apps.connections.open`` with the app-level
 token hands out its URL), so the agent needs no public URL, no TLS certificate and no request
@@ -10,11 +10,17 @@ the message on disk, so a message is never lost between Slack and the agent: Sla
 envelope that was not acknowledged, and the pipeline's dedupe, keyed by channel and message ``ts``,
 answers it once however often it comes. Slack has no typing indicator for bots and no toast for a
 button click: a refused click gets an ephemeral message that only the clicker sees.
+
+In HTTP mode (``mode: http``) there is no socket: Slack POSTs events, clicks and slash commands to
+a listener the channel owns (:mod:`._http`), which checks each request's signature and hands the
+same payloads to the same handling, so dedupe, access rules and approvals are the same.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +39,7 @@ from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
 from .._types import Capabilities, ChannelHealth
+from ._http import EventsListener
 from ._sender import SlackOutbound, token_cleaner
 from ._wire import is_conversation, send_error, slash_to_inbound, to_inbound, to_press
 
@@ -64,6 +71,7 @@ class SlackChannel:
         edit_interval: at most one send or ``chat.update`` per chat this often (seconds).
         ping_interval: seconds between the Socket Mode client's pings (a dead socket is noticed
             after four missed ones and reconnected).
+        clock: HTTP mode: the time request timestamps are checked against (``time.time``).
     """
 
     name = "slack"
@@ -77,15 +85,21 @@ class SlackChannel:
         state_dir: Path,
         edit_interval: float = 1.0,
         ping_interval: float = 5.0,
+        clock: Callable[[], float] = time.time,
     ) -> None:
-        if not config.bot_token or not config.app_token:
-            raise ValueError("channels.slack.botToken and channels.slack.appToken must be set")
+        if not config.bot_token:
+            raise ValueError("channels.slack.botToken must be set")
+        if config.mode == "socket" and not config.app_token:
+            raise ValueError('channels.slack.appToken must be set (channels.slack.mode is "socket")')
+        if config.mode == "http" and not config.signing_secret:
+            raise ValueError('channels.slack.signingSecret must be set (channels.slack.mode is "http")')
         self.config = config
         self.agent = agent
         self.health = ChannelHealth()
         self.ping_interval = ping_interval
-        self._tokens = (config.bot_token, config.app_token)
-        self._clean = token_cleaner(*self._tokens)
+        self.clock = clock
+        self._tokens = (config.bot_token, config.app_token or "")
+        self._clean = token_cleaner(*self._tokens, config.signing_secret)
         self.outbound = SlackOutbound(
             lambda: self.web, config, self._clean, http=lambda: self._http, receives=True
         )
@@ -110,6 +124,8 @@ class SlackChannel:
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._web: AsyncWebClient | None = None
         self._socket: SocketModeClient | None = None
+        self.listener: EventsListener | None = None
+        """HTTP mode's listener (made by :meth:`start` in HTTP mode)."""
         self._http: aiohttp.ClientSession | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
         self._accepting = anyio.Lock()  # envelopes are handled in tasks of their own: one at a time
@@ -135,7 +151,8 @@ class SlackChannel:
     # -- lifecycle --------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Check the bot token (``auth.test``), open the Socket Mode connection, start answering.
+        """Check the bot token (``auth.test``), open the Socket Mode connection (or, in HTTP mode,
+        start the listener), start answering.
 
         A token Slack refuses stops the start with an error naming the ship.json key.
         """
@@ -150,6 +167,9 @@ class SlackChannel:
         self.team, self.bot_user = str(auth.get("team_id") or ""), str(auth.get("user_id") or "")
         self.bot_name = str(auth.get("user") or "bot")
         self.pipeline.bot_username = self.bot_name
+        if self.config.mode == "http":
+            await self._start_http()
+            return
         socket = SocketModeClient(
             app_token,
             logger=logging.getLogger("shipagent.hosts.channels.slack.socket"),
@@ -183,9 +203,52 @@ class SlackChannel:
         self._tasks.start_soon(self._watch)
         log.info("slack: connected by Socket Mode as @%s (team %s)", self.bot_name, self.team)
 
-    async def stop(self) -> None:
-        """Close the socket (nothing new comes in), finish the answers already accepted, clean up."""
+    async def _start_http(self) -> None:
+        """Start the pipeline, then the listener (Slack may post as soon as it answers)."""
+        assert self.config.signing_secret is not None  # the config checks
+        self._http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=300))
+        self.agent.instruction_sources.append(self._where_it_is)
+        await self.pipeline.__aenter__()
+        self._open = True
+        self._tasks = anyio.create_task_group()
+        await self._tasks.__aenter__()
+        self.listener = EventsListener(
+            path=self.config.http_path,
+            signing_secret=self.config.signing_secret,
+            address=self.config.http_address,
+            listen=self.config.http_listen,
+            handle=self._on_post,
+            on_error=self._fail,
+            clock=self.clock,
+        )
         try:
+            await self.listener.start(self._tasks)
+        except BaseException as exc:
+            self.listener = None
+            if isinstance(exc, Exception):
+                self._fail(f"could not start: {type(exc).__name__}: {exc}")
+            await self.stop()
+            raise
+        self.health.details["bot"] = f"@{self.bot_name}"
+        self.health.details["team"] = self.team
+        self.health.details["events"] = f"listening on {self.config.http_listen}{self.config.http_path}"
+        self.health.connected = True
+        log.info(
+            "slack: @%s (team %s) receives events over HTTP on %s%s",
+            self.bot_name,
+            self.team,
+            self.config.http_listen,
+            self.config.http_path,
+        )
+
+    async def stop(self) -> None:
+        """Close the socket or the listener (nothing new comes in), finish the answers already
+        accepted, clean up."""
+        try:
+            if self.listener is not None:  # requests in flight finish first
+                self._open = False
+                await self.listener.stop()
+                self.listener = None
             if self._socket is not None:
                 self._open = False
                 await self._socket.close()  # type: ignore[no-untyped-call]
@@ -238,14 +301,7 @@ class SlackChannel:
             if not self._open:
                 return  # stopping: not acknowledged, so Slack sends it again to the next process
             try:
-                if request.type == "events_api":
-                    await self._event(request.payload)
-                elif request.type == "interactive":
-                    await self._interactive(request.payload)
-                elif request.type == "slash_commands":
-                    slash = slash_to_inbound(request.payload, self.team)
-                    if slash is not None:
-                        await self.pipeline.accept(slash)
+                await self._dispatch(request.type, request.payload)
             except OSError as exc:  # the dedupe record could not be written: Slack will resend it
                 self._fail(f"could not record envelope {request.envelope_id}: {exc}; not acknowledged")
                 return
@@ -253,6 +309,30 @@ class SlackChannel:
                 self._fail(f"envelope {request.envelope_id} was dropped: {type(exc).__name__}: {exc}")
                 log.exception("slack: envelope %s could not be handled", request.envelope_id)
         await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+
+    async def _on_post(self, kind: str, payload: dict[str, Any]) -> None:
+        """One signed request of HTTP mode: recorded when this returns; an ``OSError`` makes a 500."""
+        async with self._accepting:
+            if not self._open:
+                raise OSError("the channel is stopping")  # a 500: Slack sends it again
+            try:
+                await self._dispatch(kind, payload)
+            except OSError:
+                raise
+            except Exception as exc:  # a bug or a broken state file: say so, do not stall the chat
+                self._fail(f"a {kind} request was dropped: {type(exc).__name__}: {exc}")
+                log.exception("slack: a %s request could not be handled", kind)
+
+    async def _dispatch(self, kind: str, payload: dict[str, Any]) -> None:
+        """A Socket Mode envelope's or an HTTP request's payload, by its kind, to the pipeline."""
+        if kind == "events_api":
+            await self._event(payload)
+        elif kind == "interactive":
+            await self._interactive(payload)
+        elif kind == "slash_commands":
+            slash = slash_to_inbound(payload, self.team)
+            if slash is not None:
+                await self.pipeline.accept(slash)
 
     async def _event(self, payload: dict[str, Any]) -> None:
         event = payload.get("event") or {}

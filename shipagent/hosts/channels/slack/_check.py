@@ -2,7 +2,8 @@
 
 The bot token is checked by asking Slack who the bot is; the app-level token by asking for a
 Socket Mode URL (the URL is not connected to, so a running agent is not disturbed). Neither token
-is ever printed.
+is ever printed. In HTTP mode there is no app-level token, and the signing secret cannot be checked
+from here (only Slack's requests prove it): the check names where the listener will be.
 """
 
 from __future__ import annotations
@@ -51,7 +52,8 @@ async def _ask(slack: SlackConfig) -> str:
         with anyio.fail_after(15):
             auth = await AsyncWebClient(token=slack.bot_token, base_url=root).auth_test()
             key = "appToken"
-            await AsyncWebClient(base_url=root).apps_connections_open(app_token=slack.app_token or "")
+            if slack.mode == "socket":
+                await AsyncWebClient(base_url=root).apps_connections_open(app_token=slack.app_token or "")
     except TimeoutError:
         raise ValueError(f"channels.slack.{key}: no answer within 15 s") from None
     except Exception as exc:
@@ -69,6 +71,9 @@ def check_slack(slack: SlackConfig, console: _Printer) -> None:
             highlight=False,
         )
         raise typer.Exit(1) from None
-    console.print(
-        escape(f"slack: {who} via {slack.api_root}, Socket Mode ready; {_access(slack)}"), highlight=False
+    how = (
+        "Socket Mode ready"
+        if slack.mode == "socket"
+        else f"Events API over HTTP on {slack.http_listen}{slack.http_path}"
     )
+    console.print(escape(f"slack: {who} via {slack.api_root}, {how}; {_access(slack)}"), highlight=False)

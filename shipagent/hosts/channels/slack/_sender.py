@@ -231,7 +231,7 @@ class SlackSender:
         return SlackOutbound(
             self._the_client,
             self._config,
-            token_cleaner(self._config.bot_token, self._config.app_token),
+            token_cleaner(self._config.bot_token, self._config.app_token, self._config.signing_secret),
             receives=False,
         )
 
