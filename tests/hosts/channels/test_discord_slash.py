@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic_ai.messages import ModelRequest, UserPromptPart
+from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
 from shipagent import ShipAgent
 from shipagent.hosts.channels import ChannelHost, channels_from_config
@@ -94,6 +94,7 @@ async def test_a_refused_registration_is_reported_and_text_commands_still_work(t
         async with running(tmp_path / "p", fake, StreamScript().model) as channel:
             problem = channel.health.details["slash commands"]
             assert problem.startswith("not registered:") and "50001" in problem  # Discord's code
+            assert "50001" in (channel.health.last_error or "")
             fake.user_message("/help")
             await fake.wait_for(lambda: fake.shown() and "/status" in fake.shown()[-1].content)
     assert TOKEN not in channel.health.details["slash commands"]
@@ -182,3 +183,22 @@ async def test_a_new_interaction_starts_a_new_context(tmp_path: Path) -> None:
     assert not any("tangerine" in str(p) for p in prompts) and any(
         "what was the word?" in str(p) for p in prompts
     )
+
+
+async def test_stop_stops_the_answer_being_written_and_says_so_and_says_when_nothing_runs(
+    tmp_path: Path,
+) -> None:
+    long = " ".join(f"word{i}" for i in range(400))
+    script = StreamScript(lambda _m, _i, _n: ModelResponse(parts=[TextPart(long)]), delay=0.05)
+    async with discord_server() as fake, running(tmp_path / "p", fake, script.model):
+        idle = fake.slash("stop")
+        await fake.wait_for(lambda: _texts(fake, idle))
+        fake.user_message("write a lot")
+        await script.started.wait()
+        await fake.wait_for(lambda: fake.shown())  # the answer is being streamed
+        stop = fake.slash("stop")
+        await fake.wait_for(lambda: _texts(fake, stop))
+        await fake.wait_for(lambda: "Stopped." in fake.shown()[-1].content)  # the turn was cancelled
+    assert _texts(fake, idle) == ["Nothing is running."]
+    assert _texts(fake, stop) == ["Stopping the answer being written."]
+    assert long not in fake.shown()[-1].content  # cut short

@@ -222,13 +222,14 @@ class DiscordChannel:
 
     async def _register_commands(self) -> None:
         """Register the chat commands as global slash commands (see :mod:`._slash`); a refusal is
-        logged and kept in the health, and the text commands still work."""
+        logged and is the health's last error, and the text commands still work."""
         tree = command_tree(self.client, in_guilds=self.config.guilds.policy != "disabled")
         try:
             synced = await tree.sync()
         except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
             problem = send_error(exc, self.config.bot_token or "")
             self.health.details["slash commands"] = f"not registered: {problem}"
+            self.health.last_error = f"the slash commands could not be registered: {problem}"
             log.warning("discord: the slash commands could not be registered: %s", problem)
             return
         self.health.details["slash commands"] = " ".join(f"/{c.name}" for c in synced)
