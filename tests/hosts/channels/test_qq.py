@@ -20,6 +20,7 @@ from shipagent.config import ConfigError, parse_config
 from shipagent.hosts.channels import ChannelHost, InboundMessage, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.qq import INTENTS, QQChannel, plain_text
+from shipagent.hosts.channels.qq._wire import FILE, IMAGE, VIDEO, VOICE, media_type
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.qq_server import (
@@ -455,3 +456,30 @@ async def test_in_a_group_an_image_is_sent_and_a_plain_file_is_refused_with_the_
     assert len(fake.uploads) == 1  # the pdf never went to QQ
     assert "only images (png, jpg)" in refused.content and "notes.pdf" in refused.content
     assert refused.media is None and '"success": false' in refused.content
+
+
+async def test_a_guild_channel_is_told_it_takes_no_files_and_nothing_is_uploaded(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    async with qq_server() as fake:
+        make_project(root, ship_json(fake))
+        (root / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+        script = StreamScript(_sends_file("chart.png"))
+        async with running(root, fake, script.model) as _:
+            fake.channel_message("the chart please")
+            await fake.wait_for(lambda: fake.to("channels", CHANNEL))
+    [answer] = fake.to("channels", CHANNEL)
+    assert "guild channels do not take files" in answer.content and '"success": false' in answer.content
+    assert fake.uploads == [] and fake.called("POST", "/v2/") == []
+
+
+def test_the_file_type_follows_the_extension_as_qq_documents_it() -> None:
+    assert [media_type(n) for n in ("a.PNG", "b.jpeg", "c.mp4", "d.silk", "e.mp3", "f.pdf", "noext")] == [
+        IMAGE,
+        IMAGE,
+        VIDEO,
+        VOICE,
+        VOICE,
+        FILE,
+        FILE,
+    ]
+    assert (IMAGE, VIDEO, VOICE, FILE) == (1, 2, 3, 4)
