@@ -366,6 +366,9 @@ class DiscordConfig(_Model):
     """A message longer than this is split (Discord's own limit is 2,000 characters)."""
     max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
     """Attachments larger than this are refused (Discord's upload limit without Nitro is 10 MB)."""
+    slash_commands: bool = True
+    """Register the chat commands as Discord slash commands on start (replacing the application's
+    global commands); ``false``: text commands only."""
 
     @field_validator("api_root")
     @classmethod

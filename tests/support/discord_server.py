@@ -94,6 +94,12 @@ class FakeDiscord:
         self._pending: list[dict[str, Any]] = []  # dispatches not yet sent on the open socket
         self._next_id = _snowflakes()
         self._changed = anyio.Event()
+        self.commands: list[dict[str, Any]] = []  # the application's global commands (the last PUT)
+        self.guild_commands: dict[int, list[dict[str, Any]]] = {}
+        self.responses: dict[str, list[dict[str, Any]]] = {}  # interaction id -> its callbacks
+        self.followups: dict[str, list[BotMessage]] = {}  # interaction id -> its followup messages
+        self.refuse_commands = False  # answer a command registration with 403 (Missing Access)
+        self._interaction_types: dict[str, int] = {}
         self.guilds: dict[int, dict[str, Any]] = {
             GUILD: {"channels": [GUILD_CHANNEL], "threads": [THREAD]},
             OTHER_GUILD: {"channels": [OTHER_CHANNEL], "threads": []},
@@ -189,6 +195,53 @@ class FakeDiscord:
             data["member"] = member(presser)
         else:
             data["user"] = presser
+        self._queue("INTERACTION_CREATE", data)
+        return interaction_id
+
+    def slash(
+        self,
+        name: str,
+        *,
+        options: dict[str, str] | None = None,
+        user_id: int = USER,
+        user_name: str = "Ada",
+        channel_id: int = DM_CHANNEL,
+        guild_id: int | None = None,
+    ) -> str:
+        """Dispatch an INTERACTION_CREATE: a user ran the slash command ``/name`` (with string
+        ``options``) in ``channel_id``; the command must be registered (else Discord offers none)."""
+        registered = self.guild_commands.get(guild_id, []) if guild_id is not None else []
+        command = next((c for c in [*self.commands, *registered] if c["name"] == name), None)
+        assert command is not None, f"/{name} is not registered with the application"
+        interaction_id = str(self._next_id())
+        caller = user(user_id, user_name)
+        data: dict[str, Any] = {
+            "id": interaction_id,
+            "application_id": str(APP_ID),
+            "type": 2,
+            "token": f"itoken-{interaction_id}",
+            "version": 1,
+            "channel_id": str(channel_id),
+            "channel": partial_channel(channel_id, guild_id, self._parent_of(channel_id)),
+            "data": {
+                "id": command["id"],
+                "name": name,
+                "type": 1,
+                "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()],
+            },
+            "locale": "en-US",
+            "app_permissions": "0",
+            "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 0 if guild_id is not None else 1,
+            "attachment_size_limit": 10 * 1024 * 1024,
+        }
+        if guild_id is not None:
+            data["guild_id"] = str(guild_id)
+            data["member"] = member(caller)
+        else:
+            data["user"] = caller
+        self._interaction_types[interaction_id] = 2
         self._queue("INTERACTION_CREATE", data)
         return interaction_id
 
@@ -318,7 +371,8 @@ class FakeDiscord:
         path = "/" + request.match_info["path"]
         body: dict[str, Any] = {}
         if request.can_read_body and request.content_type == "application/json":
-            body = await request.json()
+            data = await request.json()
+            body = data if isinstance(data, dict) else {"items": data}  # a bulk command update
         elif request.can_read_body and request.content_type == "multipart/form-data":  # an upload
             body = {"files": []}
             async for part in await request.multipart():
@@ -339,13 +393,27 @@ class FakeDiscord:
         if path == "/gateway/bot":
             limit = {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}
             return _json({"url": self.gateway_url, "shards": 1, "session_start_limit": limit})
+        if parts[0] == "applications" and parts[-1] == "commands" and request.method == "PUT":
+            return self._register(parts, body.get("items") or [])
         if parts[0] == "webhooks" and len(parts) == 3 and request.method == "POST":  # a followup
             if parts[1] != str(APP_ID) or not parts[2].startswith("itoken-"):
                 return _json({"message": "Unknown Webhook", "code": 10015}, status=404)
+            if (problem := self._invalid(body.get("content") or "")) is not None:
+                return problem
             notice = BotMessage(0, self._next_id(), body.get("content") or "", int(body.get("flags") or 0))
+            self.followups.setdefault(parts[2].removeprefix("itoken-"), []).append(notice)
             return _json({**self._message_json(notice), "webhook_id": str(APP_ID)})
         if parts[0] == "interactions" and parts[-1] == "callback":
-            return _json({"interaction": {"id": parts[1], "type": 3, "response_message_ephemeral": True}})
+            self.responses.setdefault(parts[1], []).append(body)
+            kind = self._interaction_types.get(parts[1], 3)
+            flags = int((body.get("data") or {}).get("flags") or 0)
+            answer = {
+                "id": parts[1],
+                "type": kind,
+                "response_message_loading": body.get("type") == 5,
+                "response_message_ephemeral": bool(flags & 64) or kind == 3,
+            }
+            return _json({"interaction": answer})
         if parts[0] == "channels" and len(parts) >= 3:
             channel_id = int(parts[1])
             if parts[2] == "typing":
@@ -355,6 +423,29 @@ class FakeDiscord:
             if parts[2] == "messages" and len(parts) == 4:
                 return self._message(request.method, channel_id, int(parts[3]), body)
         return _json({"message": "404: Not Found", "code": 0}, status=404)
+
+    def _register(self, parts: list[str], commands: list[dict[str, Any]]) -> web.Response:
+        """``PUT /applications/{id}/commands`` (or ``…/guilds/{guild}/commands``): the new list."""
+        if parts[1] != str(APP_ID):
+            return _json({"message": "Unknown Application", "code": 10002}, status=404)
+        if self.refuse_commands:
+            return _json({"message": "Missing Access", "code": 50001}, status=403)
+        made = [
+            {
+                **command,
+                "id": str(self._next_id()),
+                "application_id": str(APP_ID),
+                "version": str(self._next_id()),
+                "type": command.get("type", 1),
+                "options": command.get("options", []),
+            }
+            for command in commands
+        ]
+        if len(parts) == 5:
+            self.guild_commands[int(parts[3])] = made
+        else:
+            self.commands = made
+        return _json(made)
 
     @staticmethod
     def _invalid(content: str) -> web.Response | None:

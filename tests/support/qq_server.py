@@ -12,11 +12,14 @@ interval, answers every heartbeat with an ACK, checks IDENTIFY (token, intents) 
 SESSION (op 9) on request, and answers RESUME by sending what the client missed after its
 sequence (plus, on request, some it already had) then RESUMED. Replies are passive: each must name
 an inbound message (``msg_id``) and, in groups and direct chats, a ``msg_seq`` not used before for
-that message (else QQ's error 40054005).
+that message (else QQ's error 40054005). Files go in two steps, as QQ's rich media does: an upload
+(``POST /v2/{groups|users}/{id}/files``, base64 ``file_data``) returns a ``file_info``, then a reply
+of ``msg_type`` 7 carries it; a plain file (``file_type`` 4) is refused in groups.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import time
@@ -61,6 +64,19 @@ class Reply:
     content: str
     msg_id: str
     msg_seq: int | None
+    media: Upload | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """A file uploaded with ``POST /v2/{groups|users}/{id}/files``: its ``file_type``, bytes, name."""
+
+    where: str
+    target: str
+    file_type: int
+    data: bytes
+    file_name: str | None
+    file_info: str
 
 
 class FakeQQ:
@@ -76,6 +92,7 @@ class FakeQQ:
         self.frames: list[dict[str, Any]] = []  # every frame the client sent to the gateway
         self.sent: list[dict[str, Any]] = []  # every dispatch this server sent, replays included
         self.files: dict[str, bytes] = {}
+        self.uploads: list[Upload] = []
         self.identified = 0
         self.resumed = 0
         self.connections = 0
@@ -329,15 +346,49 @@ class FakeQQ:
         parts = path.strip("/").split("/")
         if path == "/gateway":
             return web.json_response({"url": self.gateway_url})
+        if request.method == "POST" and len(parts) == 4 and parts[0] == "v2" and parts[3] == "files":
+            return self._upload(parts[1], parts[2], body)
         if request.method == "POST" and len(parts) == 4 and parts[0] == "v2" and parts[3] == "messages":
             return self._reply(parts[1], parts[2], body)
         if request.method == "POST" and len(parts) == 3 and parts[0] == "channels" and parts[2] == "messages":
             return self._reply("channels", parts[1], body)
         return web.json_response({"code": 404, "message": "not found"}, status=404)
 
+    def _upload(self, where: str, target: str, body: dict[str, Any]) -> web.Response:
+        """Rich media, step one: take the file (``url`` or base64 ``file_data``), hand out a
+        ``file_info``. QQ opens ``file_type`` 4 (a plain file) in direct chats only."""
+        kind, data = body.get("file_type"), body.get("file_data")
+        if where not in ("groups", "users") or kind not in (1, 2, 3, 4):
+            return web.json_response({"code": 40034001, "message": "file_type invalid"}, status=400)
+        if where == "groups" and kind == 4:
+            return web.json_response({"code": 40034007, "message": "file_type not supported"}, status=400)
+        if not isinstance(data, str) or not isinstance(body.get("srv_send_msg"), bool):
+            return web.json_response({"code": 40034003, "message": "file_data invalid"}, status=400)
+        upload = Upload(
+            where,
+            target,
+            kind,
+            base64.b64decode(data, validate=True),
+            body.get("file_name"),
+            self._next_id("fileinfo-"),
+        )
+        self.uploads.append(upload)
+        self._wake()
+        return web.json_response(
+            {"file_uuid": upload.file_info[9:], "file_info": upload.file_info, "ttl": 3600}
+        )
+
     def _reply(self, where: str, target: str, body: dict[str, Any]) -> web.Response:
         content, msg_id = str(body.get("content") or ""), str(body.get("msg_id") or "")
-        if not content.strip() or len(content) > self.reply_limit:
+        media: Upload | None = None
+        if body.get("msg_type") == 7:  # rich media: a file_info uploaded for this kind of chat
+            info = (body.get("media") or {}).get("file_info")
+            media = next((u for u in self.uploads if u.file_info == info and u.where == where), None)
+            if media is None:
+                return web.json_response({"code": 40034010, "message": "file_info invalid"}, status=400)
+        elif not content.strip():
+            return web.json_response({"code": 40034002, "message": "content length invalid"}, status=400)
+        if len(content) > self.reply_limit:
             return web.json_response({"code": 40034002, "message": "content length invalid"}, status=400)
         if msg_id not in self._inbound:
             return web.json_response({"code": 40034024, "message": "msg_id invalid"}, status=400)
@@ -348,7 +399,9 @@ class FakeQQ:
             if (msg_id, seq) in self._seqs:
                 return web.json_response({"code": 40054005, "message": "msg_seq duplicated"}, status=400)
             self._seqs.add((msg_id, seq))
-        self.replies.append(Reply(where, target, content, msg_id, seq if isinstance(seq, int) else None))
+        self.replies.append(
+            Reply(where, target, content, msg_id, seq if isinstance(seq, int) else None, media)
+        )
         self._wake()
         if self.lose_answers:
             self.lose_answers -= 1
@@ -391,5 +444,6 @@ __all__ = [
     "Call",
     "FakeQQ",
     "Reply",
+    "Upload",
     "qq_server",
 ]

@@ -250,6 +250,11 @@ class Pipeline:
         else:
             self._enqueue(message, command)
 
+    def running(self, chat_key: str) -> bool:
+        """Whether an answer is being written in the chat (what ``/stop`` would stop)."""
+        chat = self._chats.get(chat_key)
+        return chat is not None and chat.running is not None
+
     def _within_rate(self, message: InboundMessage) -> bool:
         """Whether the sender is within ``rate_per_minute``; the first message over it gets a notice."""
         limit = self.options.rate_per_minute

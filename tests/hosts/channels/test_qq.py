@@ -20,6 +20,7 @@ from shipagent.config import ConfigError, parse_config
 from shipagent.hosts.channels import ChannelHost, InboundMessage, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.qq import INTENTS, QQChannel, plain_text
+from shipagent.hosts.channels.qq._wire import FILE, IMAGE, VIDEO, VOICE, media_type
 from shipagent.hosts.cli._app import app
 from tests.support.core import last_user_text, make_project
 from tests.support.qq_server import (
@@ -393,3 +394,92 @@ def test_plain_text_takes_the_markdown_out_and_never_makes_a_text_longer() -> No
     shown = plain_text(text)
     assert shown == "Title\n\nbold and code and docs https://example.com\nx = **y**"
     assert len(shown) <= len(text)
+
+
+def _sends_file(path: str, caption: str | None = None, **paths: str) -> Any:
+    """A model that calls ``chat_send_file`` once (``path``, or ``paths[word]`` when the user's
+    message has that word), then answers with what the tool returned."""
+
+    def reply(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
+        returns = [p for p in getattr(messages[-1], "parts", []) if isinstance(p, ToolReturnPart)]
+        if returns:
+            return ModelResponse(parts=[TextPart(f"done: {json.dumps(returns[0].content)[:300]}")])
+        asked = last_user_text(messages)
+        chosen = next((p for word, p in paths.items() if word in asked), path)
+        args = {"path": chosen, **({"caption": caption} if caption else {})}
+        return ModelResponse(parts=[ToolCallPart("chat_send_file", args, tool_call_id="f1")])
+
+    return reply
+
+
+async def test_chat_send_file_uploads_the_bytes_then_replies_with_the_file_info(tmp_path: Path) -> None:
+    pdf = b"%PDF-1.7\n" + bytes(range(256)) * 8
+    root = tmp_path / "p"
+    async with qq_server() as fake:
+        make_project(root, ship_json(fake))
+        (root / "reports").mkdir()
+        (root / "reports" / "q3.pdf").write_bytes(pdf)
+        script = StreamScript(_sends_file("reports/q3.pdf", "**The** Q3 report"))
+        async with running(root, fake, script.model) as _:
+            asked = fake.c2c_message("send me the report")
+            await fake.wait_for(lambda: len(fake.to("users", USER)) == 2)
+        told = script.requests[0][-1].instructions or ""  # type: ignore[union-attr]
+    assert "`chat_send_file`" in told
+    [upload] = fake.uploads
+    assert (upload.where, upload.target, upload.file_type, upload.file_name) == ("users", USER, 4, "q3.pdf")
+    assert upload.data == pdf
+    assert fake.called("POST", f"/v2/users/{USER}/files")[0].body["srv_send_msg"] is False
+    sent, answer = fake.to("users", USER)
+    assert sent.media == upload and sent.content == "The Q3 report"  # the caption, as plain text
+    assert [(r.msg_id, r.msg_seq) for r in (sent, answer)] == [(asked["id"], 1), (asked["id"], 2)]
+    assert answer.content.startswith("done:") and '"success": true' in answer.content
+
+
+async def test_in_a_group_an_image_is_sent_and_a_plain_file_is_refused_with_the_reason(
+    tmp_path: Path,
+) -> None:
+    png = b"\x89PNG\r\n\x1a\n" + bytes(64)
+    root = tmp_path / "p"
+    async with qq_server() as fake:
+        make_project(root, ship_json(fake))
+        (root / "chart.png").write_bytes(png)
+        (root / "notes.pdf").write_bytes(b"%PDF-1.7\n")
+        script = StreamScript(_sends_file("chart.png", notes="notes.pdf"))
+        async with running(root, fake, script.model) as _:
+            fake.group_message("the chart please")
+            await fake.wait_for(lambda: len(fake.to("groups", GROUP)) == 2)
+            fake.group_message("and the notes")
+            await fake.wait_for(lambda: len(fake.to("groups", GROUP)) == 3)
+    image, answer, refused = fake.to("groups", GROUP)
+    assert image.media is not None and (image.media.file_type, image.media.data) == (1, png)
+    assert image.content == "" and answer.content.startswith("done:")
+    assert len(fake.uploads) == 1  # the pdf never went to QQ
+    assert "only images (png, jpg)" in refused.content and "notes.pdf" in refused.content
+    assert refused.media is None and '"success": false' in refused.content
+
+
+async def test_a_guild_channel_is_told_it_takes_no_files_and_nothing_is_uploaded(tmp_path: Path) -> None:
+    root = tmp_path / "p"
+    async with qq_server() as fake:
+        make_project(root, ship_json(fake))
+        (root / "chart.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+        script = StreamScript(_sends_file("chart.png"))
+        async with running(root, fake, script.model) as _:
+            fake.channel_message("the chart please")
+            await fake.wait_for(lambda: fake.to("channels", CHANNEL))
+    [answer] = fake.to("channels", CHANNEL)
+    assert "guild channels do not take files" in answer.content and '"success": false' in answer.content
+    assert fake.uploads == [] and fake.called("POST", "/v2/") == []
+
+
+def test_the_file_type_follows_the_extension_as_qq_documents_it() -> None:
+    assert [media_type(n) for n in ("a.PNG", "b.jpeg", "c.mp4", "d.silk", "e.mp3", "f.pdf", "noext")] == [
+        IMAGE,
+        IMAGE,
+        VIDEO,
+        VOICE,
+        VOICE,
+        FILE,
+        FILE,
+    ]
+    assert (IMAGE, VIDEO, VOICE, FILE) == (1, 2, 3, 4)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,12 +35,13 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from discord.gateway import DiscordWebSocket
 
 from ...._channels_config import DEFAULT_DISCORD_API_ROOT, DiscordConfig
-from .._access import AccessRules
+from .._access import AccessRules, decide
 from .._dedupe import Dedupe
 from .._pairing import PairingStore
 from .._pipeline import Pipeline, PipelineOptions
 from .._types import Capabilities, ChannelHealth
 from ._sender import DiscordOutbound, remember
+from ._slash import command_tree, to_command
 from ._wire import guild_of, send_error, to_inbound, to_press
 
 if TYPE_CHECKING:
@@ -193,6 +195,8 @@ class DiscordChannel:
             self._restore()
             raise
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=120))
+        if self.config.slash_commands:
+            await self._register_commands()
         self.health.details["bot"] = f"{self.client.user} (id {self.bot_id})"
         self.pipeline.bot_username = self.client.user.name
         self.agent.instruction_sources.append(self._where_it_is)
@@ -215,6 +219,20 @@ class DiscordChannel:
             await self.stop()
             raise RuntimeError(f"discord: could not connect: {problem}")
         log.info("discord: connected as %s", self.health.details["bot"])
+
+    async def _register_commands(self) -> None:
+        """Register the chat commands as global slash commands (see :mod:`._slash`); a refusal is
+        logged and is the health's last error, and the text commands still work."""
+        tree = command_tree(self.client, in_guilds=self.config.guilds.policy != "disabled")
+        try:
+            synced = await tree.sync()
+        except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            problem = send_error(exc, self.config.bot_token or "")
+            self.health.details["slash commands"] = f"not registered: {problem}"
+            self.health.last_error = f"the slash commands could not be registered: {problem}"
+            log.warning("discord: the slash commands could not be registered: %s", problem)
+            return
+        self.health.details["slash commands"] = " ".join(f"/{c.name}" for c in synced)
 
     def connected(self) -> None:
         """The gateway session is up (READY, or RESUMED after a reconnect)."""
@@ -314,6 +332,9 @@ class DiscordChannel:
 
     async def _take(self, event: discord.Message | discord.Interaction) -> None:
         if isinstance(event, discord.Interaction):
+            if event.type is discord.InteractionType.application_command:
+                await self._slash(event)
+                return
             press = to_press(event)
             if press is not None:
                 await self._defer(event)
@@ -332,6 +353,46 @@ class DiscordChannel:
         for item, attachment in zip(message.attachments, event.attachments, strict=True):
             remember(self.outbound.urls, item.file_id, attachment.url)
         await self.pipeline.accept(message)
+
+    async def _slash(self, interaction: discord.Interaction) -> None:
+        """A slash command, run as the text command it stands for: refused (only its user sees
+        why) when the text command would be ignored, else deferred and answered by followups."""
+        message = to_command(interaction)
+        if message is None:
+            return
+        guilds = self.config.guilds
+        refused: str | None = None
+        guild = interaction.guild_id
+        if guild is not None and guilds.policy == "allowlist" and guild not in guilds.allow:
+            refused = "This bot does not answer in this server."
+        if refused is None:
+            pipeline = self.pipeline
+            decision = await decide(message, pipeline.rules, pipeline.pairing, is_command=True)
+            if decision.action == "ignore":
+                log.info("discord: slash command from %s refused: %s", message.sender_id, decision.reason)
+                refused = "You may not use this bot's commands here."
+        if refused is not None:
+            await self._respond(interaction, interaction.response.send_message(refused, ephemeral=True))
+            return
+        if not await self._respond(interaction, interaction.response.defer(thinking=True)):
+            return
+        remember(self.outbound.followups, message.message_id, interaction)
+        if message.text == "/stop" and self.pipeline.running(message.chat_key):
+            await self._respond(interaction, interaction.followup.send("Stopping the answer being written."))
+        await self.pipeline.accept(message)
+
+    async def _respond(self, interaction: discord.Interaction, call: Awaitable[object]) -> bool:
+        """Make ``call`` (an answer to ``interaction``); a failure is logged, never raised."""
+        try:
+            await call
+        except (discord.DiscordException, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning(
+                "discord: could not answer slash command %s: %s",
+                interaction.id,
+                send_error(exc, self.config.bot_token or ""),
+            )
+            return False
+        return True
 
     async def _defer(self, interaction: discord.Interaction) -> None:
         """Answer a press at once (Discord wants an answer within 3 s; the approval may take longer

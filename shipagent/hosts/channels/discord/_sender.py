@@ -87,6 +87,8 @@ class DiscordOutbound:
         )
         self.interactions: dict[str, discord.Interaction] = {}
         """Press id -> the interaction waiting for its answer (filled by the receiving channel)."""
+        self.followups: dict[str, discord.Interaction] = {}
+        """Slash command (interaction) id -> its deferred interaction: answers to it go as followups."""
         self.urls: dict[str, str] = {}
         """Attachment file id -> the URL seen in the event (filled by the receiving channel)."""
         self._views: dict[str, discord.ui.View] = {}  # message id -> its buttons
@@ -117,6 +119,11 @@ class DiscordOutbound:
                 view.add_item(discord.ui.Button(label=button.label, custom_id=button.data, style=style))
         body = discord_markdown(text) if formatted else text
         kwargs: dict[str, Any] = {"allowed_mentions": _NOBODY, "suppress_embeds": True}
+        interaction = self.followups.get(chat.message_id)
+        if interaction is not None and view is None:  # the answer to a slash command
+            sent = await self._call(interaction.followup.send(body, wait=True, **kwargs))
+            remember(self._contents, str(sent.id), body)
+            return SentMessage(str(sent.id))
         if view is not None:
             kwargs["view"] = view
         sent = await self._call(self._target(chat).send(body, **kwargs))

@@ -23,7 +23,15 @@ import discord
 
 from .._types import Attachment, ButtonPress, InboundMessage, PermanentSendError, TransientSendError
 
-__all__ = ["chat_key_of", "discord_markdown", "guild_of", "send_error", "to_inbound", "to_press"]
+__all__ = [
+    "chat_key_of",
+    "discord_markdown",
+    "guild_of",
+    "place_of",
+    "send_error",
+    "to_inbound",
+    "to_press",
+]
 
 _HANDLED = (discord.MessageType.default, discord.MessageType.reply)
 _DEEP_HEADING = re.compile(r"^#{4,6}[ \t]+(.+?)[ \t#]*$")
@@ -59,7 +67,7 @@ def discord_markdown(text: str) -> str:
     return "\n".join(out)
 
 
-def _where(channel: object, guild_id: int | None, channel_id: int) -> tuple[int, int | None]:
+def place_of(channel: object, guild_id: int | None, channel_id: int) -> tuple[int, int | None]:
     """(channel, thread): the parent channel and the thread when ``channel`` is a thread."""
     if isinstance(channel, discord.Thread) and guild_id is not None:
         return channel.parent_id, channel.id
@@ -108,7 +116,7 @@ def to_inbound(message: discord.Message, bot_id: int) -> InboundMessage | None:
     if message.type not in _HANDLED:
         return None
     guild_id = guild_of(message)
-    channel_id, thread_id = _where(message.channel, guild_id, message.channel.id)
+    channel_id, thread_id = place_of(message.channel, guild_id, message.channel.id)
     author = message.author
     return InboundMessage(
         channel="discord",
@@ -139,7 +147,7 @@ def to_press(interaction: discord.Interaction) -> ButtonPress | None:
     custom_id = dict(interaction.data or {}).get("custom_id")
     if not isinstance(custom_id, str):
         return None
-    channel_id, thread_id = _where(interaction.channel, interaction.guild_id, interaction.channel_id)
+    channel_id, thread_id = place_of(interaction.channel, interaction.guild_id, interaction.channel_id)
     return ButtonPress(
         channel="discord",
         chat_key=chat_key_of(interaction.guild_id, channel_id, thread_id),

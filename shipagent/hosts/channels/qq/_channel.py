@@ -13,12 +13,16 @@ it is long, after any ``chat_send`` texts, each the next ``msg_seq`` of the same
 is used up only once QQ took the reply: a send retried after a network failure goes with the same
 number, and QQ's "already used" answer then means the first attempt arrived (no duplicate).
 
+A file (``chat_send_file``) is uploaded first and then sent as one more passive reply carrying
+what the upload returned (:meth:`QQChannel.send_file`).
+
 QQ shows no buttons, so a shell command in ``ask`` mode is refused with a reply saying so (the
 pipeline does that for every platform without buttons).
 """
 
 from __future__ import annotations
 
+import base64
 import logging
 import math
 from pathlib import Path
@@ -46,7 +50,16 @@ from .._types import (
 )
 from ._auth import AccessToken, CredentialsRefused
 from ._gateway import Gateway, GatewayStopped
-from ._wire import DUPLICATE_SEQ, INTENTS, attachment_url, plain_text, send_error, to_inbound
+from ._wire import (
+    DUPLICATE_SEQ,
+    FILE,
+    INTENTS,
+    attachment_url,
+    media_type,
+    plain_text,
+    send_error,
+    to_inbound,
+)
 
 if TYPE_CHECKING:
     from ...._channels_config import QQConfig
@@ -61,9 +74,10 @@ WHERE = (
     "This chat is on QQ. Your answers are shown as plain text: Markdown does not render (no bold, "
     "headings, tables or code formatting; the markers are taken out), so write plain sentences and "
     "lists. QQ may refuse a reply that contains a link to a site the bot has not registered: name "
-    "sites rather than linking them. A long answer is split into messages of about {limit} "
-    "characters and QQ allows only a few replies to one message, so keep answers short. "
-    "In a group, each user line starts with who wrote it."
+    "sites rather than linking them. You can send a file of the project with `chat_send_file`; in a "
+    "group QQ takes only images (png, jpg), mp4 videos and voice (silk, wav, mp3, flac). A long "
+    "answer is split into messages of about {limit} characters and QQ allows only a few replies "
+    "to one message, so keep answers short. In a group, each user line starts with who wrote it."
 )
 """What the model is told about where it is, in every turn of a QQ chat (a stable paragraph)."""
 
@@ -87,7 +101,7 @@ class QQChannel:
     """The agent as a QQ bot (``channels.qq`` in ship.json)."""
 
     name = "qq"
-    capabilities = Capabilities(send_text=True, edit=False, send_file=False, typing=False, buttons=False)
+    capabilities = Capabilities(send_text=True, edit=False, send_file=True, typing=False, buttons=False)
 
     def __init__(
         self,
@@ -327,11 +341,15 @@ class QQChannel:
             )
             return SentMessage(str(data.get("id") or chat.message_id))
         where = "groups" if chat.is_group else "users"
+        return await self._passive(chat, where, {"content": body, "msg_type": 0})
+
+    async def _passive(self, chat: InboundMessage, where: str, message: dict[str, Any]) -> SentMessage:
+        """Send ``message`` as the next passive reply (``msg_seq``) to ``chat`` in a group or C2C chat."""
         retry = self._retry.pop(chat.message_id, None)
         seq = retry or self._seqs.get(chat.message_id, 1)
         for _ in range(_SKIPS):
             self._take(chat.message_id, seq + 1)
-            payload = {"content": body, "msg_type": 0, "msg_id": chat.message_id, "msg_seq": seq}
+            payload = {**message, "msg_id": chat.message_id, "msg_seq": seq}
             try:
                 data = await self._api("POST", f"/v2/{where}/{chat.chat_id}/messages", payload)
             except TransientSendError:
@@ -357,7 +375,44 @@ class QQChannel:
         raise PermanentSendError("the QQ channel does not delete messages")
 
     async def send_file(self, chat: InboundMessage, file: OutgoingFile, *, formatted: bool) -> SentMessage:
-        raise PermanentSendError("the QQ channel does not send files")  # capabilities.send_file is False
+        """Upload ``file`` to QQ (``POST /v2/{groups|users}/{id}/files``), then reply with it.
+
+        QQ's rich media is two steps: the upload returns a ``file_info``, and a message of
+        ``msg_type`` 7 carrying it is sent as the next passive reply (``msg_seq``) to the message
+        being answered, its caption as the text. The upload goes with ``srv_send_msg: false``: with
+        ``true`` QQ would send the file itself as an active message (a small monthly quota, and no
+        ``msg_seq`` to keep the replies in order). The bytes go as ``file_data`` (base64): the file
+        is in the project, not at a URL QQ could fetch. What QQ does not take is refused here with
+        the reason (the model is told): files other than images, videos and voice in a group, and
+        anything in a guild channel (whose upload is a different, image-only API).
+        """
+        kind = media_type(file.name)
+        if chat.chat_key.startswith("qq:channel:"):
+            raise PermanentSendError(
+                f"QQ guild channels do not take files from this bot; {file.name} was not sent "
+                "(tell the user where the file is instead)"
+            )
+        if chat.is_group and kind == FILE:
+            raise PermanentSendError(
+                f"QQ does not let a bot send {file.name} in a group: only images (png, jpg), videos "
+                "(mp4) and voice (silk, wav, mp3, flac); in a direct chat any file can be sent"
+            )
+        where = "groups" if chat.is_group else "users"
+        upload: dict[str, Any] = {
+            "file_type": kind,
+            "file_data": base64.b64encode(file.data).decode("ascii"),
+            "srv_send_msg": False,
+        }
+        if kind == FILE:
+            upload["file_name"] = file.name
+        data = await self._api("POST", f"/v2/{where}/{chat.chat_id}/files", upload)
+        info = data.get("file_info")
+        if not isinstance(info, str) or not info:
+            raise PermanentSendError(f"QQ's upload of {file.name} gave no file_info")
+        message: dict[str, Any] = {"msg_type": 7, "media": {"file_info": info}}
+        if file.caption:
+            message["content"] = plain_text(file.caption) if formatted else file.caption
+        return await self._passive(chat, where, message)
 
     async def typing(self, chat: InboundMessage) -> None:
         return None  # QQ groups have no typing indicator

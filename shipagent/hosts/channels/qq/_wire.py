@@ -6,6 +6,9 @@ Chat keys: ``qq:group:<group_openid>`` for an @-message in a QQ group (``GROUP_A
 every bot its own openids for users and groups: the ids in ``allowFrom`` and ``groups.allow`` are
 those openids, not QQ numbers.
 
+Files: ``chat_send_file`` uploads the bytes (``file_type`` by the file name's extension, see
+:func:`media_type`) and replies with the ``file_info`` QQ returns (``msg_type`` 7).
+
 Text: a reply is sent as plain text (``msg_type`` 0); QQ renders Markdown only for bots granted
 its Markdown permission, and then only with templates. :func:`plain_text` takes the Markdown
 markers out (emphasis, headings, code fences, link syntax) and never makes a text longer, so a
@@ -24,12 +27,17 @@ import httpx
 from .._types import Attachment, InboundMessage, PermanentSendError, TransientSendError
 
 __all__ = [
+    "FILE",
     "GROUP_AND_C2C_EVENT",
+    "IMAGE",
     "INTENTS",
     "PUBLIC_GUILD_MESSAGES",
+    "VIDEO",
+    "VOICE",
     "attachment_id",
     "attachment_url",
     "chat_key_of",
+    "media_type",
     "plain_text",
     "send_error",
     "to_inbound",
@@ -44,6 +52,19 @@ INTENTS = GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES
 
 DUPLICATE_SEQ = 40054005
 """QQ's error code for a reply whose ``msg_seq`` was already used for that message."""
+
+IMAGE, VIDEO, VOICE, FILE = 1, 2, 3, 4
+"""QQ's ``file_type`` of an upload: what QQ shows the file as."""
+_MEDIA = {
+    ".png": IMAGE,
+    ".jpg": IMAGE,
+    ".jpeg": IMAGE,
+    ".mp4": VIDEO,
+    ".silk": VOICE,
+    ".wav": VOICE,
+    ".mp3": VOICE,
+    ".flac": VOICE,
+}
 
 _FENCE = re.compile(r"^[ \t]*```[^\n]*$")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$")
@@ -68,6 +89,13 @@ def attachment_url(file_id: str) -> str:
 def chat_key_of(kind: str, chat_id: str) -> str:
     """The chat key of a QQ group (``group``), direct chat (``c2c``) or guild channel (``channel``)."""
     return f"qq:{kind}:{chat_id}"
+
+
+def media_type(name: str) -> int:
+    """The ``file_type`` a file named ``name`` is uploaded as: QQ takes png/jpg images, mp4 videos
+    and silk/wav/mp3/flac voice as such; anything else is a plain file (``FILE``)."""
+    dot = name.rfind(".")
+    return _MEDIA.get(name[dot:].lower(), FILE) if dot >= 0 else FILE
 
 
 def plain_text(text: str) -> str:
