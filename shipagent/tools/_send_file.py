@@ -125,7 +125,7 @@ async def chat_send_file(
 ) -> dict[str, Any]:
     """Send a file of the project to the user in this chat (a photo for images, else a document).
 
-    Only in chats that can receive files (Telegram, Slack, Discord); only files inside the project. Send the file
+    Only in chats that can receive files (Telegram, Slack, Discord, Feishu, QQ); only files inside the project. Send the file
     the user asked for or that you made for them, then answer as usual.
 
     Args:
