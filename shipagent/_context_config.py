@@ -41,7 +41,7 @@ class ChatHistoryConfig(_Model):
     ``L`` tokens apart, a compaction costs about ``S + L`` tokens every ``(H - L) / t`` turns.
     """
 
-    in_memory_max_messages: int = Field(default=200, ge=4)
+    in_memory_max_messages: int = Field(default=400, ge=4)
     """The high mark in messages: a commit past it compacts."""
     compact_keep_last_messages: int = Field(default=12, ge=1)
     """The low mark in messages: a compaction keeps at most this many of the newest."""

@@ -35,7 +35,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_defaults_without_ship_json(tmp_path: Path) -> None:
     config = load_config(tmp_path)
     history = config.context.chat_history
-    assert (history.in_memory_max_messages, history.compact_keep_last_messages) == (200, 12)
+    assert (history.in_memory_max_messages, history.compact_keep_last_messages) == (400, 12)
     assert history.summarizer == "auto" and config.context.cache.ttl_seconds is None
     assert history.max_history_tokens == 32000
     assert config.context.agent_context.window_entries == 200
@@ -288,7 +288,7 @@ def test_json_schema(tmp_path: Path) -> None:
         "compactKeepLastMessages",
         "maxHistoryTokens",
     }
-    assert defs["ChatHistoryConfig"]["properties"]["inMemoryMaxMessages"]["default"] == 200
+    assert defs["ChatHistoryConfig"]["properties"]["inMemoryMaxMessages"]["default"] == 400
     assert defs["LlmConfig"]["additionalProperties"] is False
     assert "baseUrl" in defs["LlmConfig"]["properties"]
 

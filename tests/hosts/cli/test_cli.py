@@ -145,7 +145,7 @@ def test_schema_prints_json_schema() -> None:
     assert result.exit_code == 0
     schema = json.loads(result.output)
     history = schema["$defs"]["ChatHistoryConfig"]["properties"]
-    assert history["inMemoryMaxMessages"]["default"] == 200
+    assert history["inMemoryMaxMessages"]["default"] == 400
     assert history["compactKeepLastMessages"]["default"] == 12
     assert schema["additionalProperties"] is False
 
