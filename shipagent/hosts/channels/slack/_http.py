@@ -21,20 +21,19 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import parse_qs
 
 import anyio
 import anyio.abc
 import anyio.to_thread
-import uvicorn
 from slack_sdk.signature import Clock, SignatureVerifier
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
+
+from .._listener import Listener
 
 __all__ = ["ACK_WITHIN", "MAX_BODY_BYTES", "EventsListener"]
 
@@ -58,29 +57,6 @@ class _Clock(Clock):
 
     def now(self) -> float:
         return self._now()
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the host process stops the channel, not the listener."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on ``host:port`` (bound here so an address in use fails the start)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 def _unauthorized() -> Response:
@@ -120,11 +96,10 @@ class EventsListener:
         self._verifier = SignatureVerifier(signing_secret, _Clock(clock) if clock else Clock())
         self._handle = handle
         self._on_error = on_error
-        self._server: _Server | None = None
         self._tasks: anyio.abc.TaskGroup | None = None
-        self._done = anyio.Event()
-        self.port = 0
-        """The port bound (known once :meth:`start` returned)."""
+        self._listener = Listener(
+            self, address, listen=listen, key="channels.slack.httpListen", what="the Slack events listener"
+        )
         self.refused = 0
         """Requests refused for a missing, wrong or stale signature."""
         self.retries = 0
@@ -209,44 +184,17 @@ class EventsListener:
 
     async def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """Bind ``listen`` and serve in ``tasks``; returns once requests are answered."""
-        try:
-            sock = await anyio.to_thread.run_sync(_bind, *self.address)  # a name may need a DNS lookup
-        except OSError as exc:
-            raise OSError(
-                exc.errno, f"could not listen on {self.listen} (channels.slack.httpListen): {exc.strerror}"
-            ) from None
-        self.port = int(sock.getsockname()[1])
         self._tasks = tasks
-        config = uvicorn.Config(
-            self,
-            log_config=None,  # the host process's logging stays as it is
-            access_log=False,
-            lifespan="off",
-            server_header=False,
-            timeout_graceful_shutdown=5,
-        )
-        server = self._server = _Server(config)
+        await self._listener.start(tasks)
 
-        async def serve() -> None:
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                sock.close()
-                self._done.set()
-
-        tasks.start_soon(serve)
-        with anyio.fail_after(20):
-            while not server.started and not self._done.is_set():  # noqa: ASYNC110 - uvicorn offers a flag
-                await anyio.sleep(0.01)
-        if not server.started:
-            raise RuntimeError(f"the Slack events listener on {self.listen} did not start")
+    @property
+    def port(self) -> int:
+        """The port bound (known once :meth:`start` returned)."""
+        return self._listener.port
 
     async def stop(self) -> None:
         """Stop taking requests; the ones in flight finish (uvicorn's graceful shutdown)."""
-        if self._server is not None:
-            self._server.should_exit = True
-            await self._done.wait()
-            self._server = None
+        await self._listener.stop()
 
 
 def _parse(content_type: str, body: bytes) -> tuple[str, dict[str, Any]] | None:

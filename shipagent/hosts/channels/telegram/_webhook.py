@@ -24,23 +24,21 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import socket
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 import anyio.to_thread
-import uvicorn
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.types import Receive, Scope, Send
 from telegram import Bot
 from telegram.error import TelegramError
 
+from .._listener import Listener
 from .._types import ChannelHealth
 from ._wire import ALLOWED_UPDATES
 
@@ -62,29 +60,6 @@ class BadUpdate(ValueError):
 
 Handler = Callable[[dict[str, Any]], Awaitable[None]]
 """Takes one update (its JSON); returns once the pipeline recorded it, raises if it could not."""
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its signal handlers: the host process stops the channel, not the listener."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
-def _bind(host: str, port: int) -> socket.socket:
-    """A listening-ready socket on ``host:port`` (bound here so an address in use fails the start)."""
-    family, kind, proto, _, address = socket.getaddrinfo(
-        host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
-    )[0]
-    sock = socket.socket(family, kind, proto)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind(address)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
 
 
 class WebhookListener:
@@ -115,10 +90,9 @@ class WebhookListener:
         self._secret = secret.encode()
         self._handle = handle
         self._on_error = on_error
-        self._server: _Server | None = None
-        self._done = anyio.Event()
-        self.port = 0
-        """The port bound (known once :meth:`start` returned)."""
+        self._listener = Listener(
+            self, address, listen=listen, key="channels.telegram.webhookListen", what="the webhook listener"
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -163,44 +137,16 @@ class WebhookListener:
 
     async def start(self, tasks: anyio.abc.TaskGroup) -> None:
         """Bind ``listen`` and serve in ``tasks``; returns once requests are answered."""
-        try:
-            sock = await anyio.to_thread.run_sync(_bind, *self.address)  # a name may need a DNS lookup
-        except OSError as exc:
-            raise OSError(
-                exc.errno,
-                f"could not listen on {self.listen} (channels.telegram.webhookListen): {exc.strerror}",
-            ) from None
-        self.port = int(sock.getsockname()[1])
-        config = uvicorn.Config(
-            self,
-            log_config=None,  # the host process's logging stays as it is
-            access_log=False,
-            lifespan="off",
-            server_header=False,
-            timeout_graceful_shutdown=5,
-        )
-        server = self._server = _Server(config)
+        await self._listener.start(tasks)
 
-        async def serve() -> None:
-            try:
-                await server.serve(sockets=[sock])
-            finally:
-                sock.close()
-                self._done.set()
-
-        tasks.start_soon(serve)
-        with anyio.fail_after(20):
-            while not server.started and not self._done.is_set():  # noqa: ASYNC110 - uvicorn offers a flag
-                await anyio.sleep(0.01)
-        if not server.started:
-            raise RuntimeError(f"the webhook listener on {self.listen} did not start")
+    @property
+    def port(self) -> int:
+        """The port bound (known once :meth:`start` returned)."""
+        return self._listener.port
 
     async def stop(self) -> None:
         """Stop taking requests; the ones in flight finish (uvicorn's graceful shutdown)."""
-        if self._server is not None:
-            self._server.should_exit = True
-            await self._done.wait()
-            self._server = None
+        await self._listener.stop()
 
 
 class WebhookMode:
