@@ -338,14 +338,6 @@ class ChatHistories:
                 return True
         return self.marks_now.over(history)
 
-    def compaction_of(
-        self, history: list[ModelMessage], sources: list[str], body: str | None
-    ) -> CompactionResult | None:
-        """The compaction committing ``history`` triggers; ``None`` while it is not :meth:`due`."""
-        if not self.due(history):
-            return None
-        return self._compact(history, sources, body)
-
     def _compact(
         self, history: list[ModelMessage], sources: list[str], body: str | None
     ) -> CompactionResult | None:
@@ -377,7 +369,7 @@ class ChatHistories:
         if self.now() - last <= timedelta(seconds=self.cache_ttl):
             return None
         sources, _ = self.numbering(chat_key)
-        body = await self._model_summary(chat_key, history, force=True)
+        body = await self._model_summary(chat_key, history)
         return self._compact(history, sources if len(sources) == len(history) else [], body)
 
     async def reset(self, chat_key: str, request_id: str) -> None:
@@ -391,14 +383,13 @@ class ChatHistories:
             await self.store.clear(chat_key, request_id)  # the seq counter continues after it
             self.clear_memory(chat_key)  # the next turn reads the cleared chat back, numbered
 
-    async def _model_summary(
-        self, chat_key: str, history: list[ModelMessage], *, force: bool = False
-    ) -> str | None:
-        """A model-written summary body when this commit will compact (or ``force``), else ``None``.
+    async def _model_summary(self, chat_key: str, history: list[ModelMessage]) -> str | None:
+        """A model-written summary body for compacting ``history`` (``None``: use the extract).
 
-        Any failure (the model errs, times out, returns nothing) falls back to the extract.
+        Asked only when the history is compacted. Any failure (the model errs, times out, returns
+        nothing) falls back to the extract.
         """
-        if self.summarizer is None or not (force or self.due(history)):
+        if self.summarizer is None:
             return None
         marks = self.marks_now
         found = compaction_input(history, marks.low_messages, marks.low_tokens)
@@ -428,15 +419,16 @@ class ChatHistories:
         """What committing a turn writes, decided before anything is: numbering and compaction.
 
         ``base`` is the history the run started from (after ``base_compaction`` when the run
-        only fit compacted), ``new`` its messages. Over ``inMemoryMaxMessages`` the history is
-        compacted (a model-written summary when ``chatHistory.summarizer`` is ``model`` and
-        ``summarize`` is on; a turn committed already does not ask the model again).
+        only fit compacted), ``new`` its messages. When it is :meth:`due` the history is compacted
+        (a model-written summary when the agent has a summarizer and ``summarize`` is on; a turn
+        committed already does not ask the model again).
         """
         new = strip_injections(new)  # injections live for one run
         history = [*base, *new]
         before, sources, first_seq = self.turn_numbering(chat_key, base, len(new), base_compaction)
-        body = await self._model_summary(chat_key, history) if summarize else None
-        done = self.compaction_of(history, sources, body)
+        due = self.due(history)  # decided once: the summary and the compaction follow it
+        body = await self._model_summary(chat_key, history) if summarize and due else None
+        done = self._compact(history, sources, body) if due else None
         return PlannedTurn(new, history, before, sources, first_seq, base_compaction, done)
 
     async def seed(

@@ -11,7 +11,7 @@ them at every commit.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pydantic_ai.messages import ModelMessage, ModelResponse
 
@@ -85,7 +85,7 @@ class Marks:
         low = min(self.low_tokens or high // 4, high // 4)
         if (high, low) == (self.high_tokens, self.low_tokens):
             return self
-        return Marks(self.high_messages, self.low_messages, high, low, self.summary_tokens, self.fixed)
+        return replace(self, high_tokens=high, low_tokens=low)
 
     def over(self, messages: Sequence[ModelMessage]) -> bool:
         """Whether ``messages`` is past the high mark."""
