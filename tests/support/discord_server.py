@@ -19,7 +19,6 @@ arrival time (``time.monotonic``).
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -44,6 +43,7 @@ from tests.support.discord_payloads import (
     partial_channel,
     user,
 )
+from tests.support.net import serve_aiohttp
 
 GUILD = 700_000_000_000_000_001
 GUILD_CHANNEL = 710_000_000_000_000_001
@@ -510,22 +510,13 @@ def _json(data: Any, status: int = 200) -> web.Response:
 async def discord_server() -> AsyncIterator[FakeDiscord]:
     """Serve a :class:`FakeDiscord` on 127.0.0.1 (a free port) in the current event loop."""
     fake = FakeDiscord()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    runner = web.AppRunner(fake.app, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.SockSite(runner, sock)
-    await site.start()
-    fake.url = f"http://127.0.0.1:{port}"
-    try:
-        yield fake
-    finally:
-        if fake._ws is not None:
-            await fake._ws.close()
-        await runner.cleanup()
-        sock.close()
+    async with serve_aiohttp(fake.app) as url:
+        fake.url = url
+        try:
+            yield fake
+        finally:
+            if fake._ws is not None:
+                await fake._ws.close()
 
 
 __all__ = [

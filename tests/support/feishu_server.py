@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -38,6 +37,7 @@ from aiohttp import WSMsgType, web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
 from tests.support.feishu_server_files import FilesAndPeople, Upload
+from tests.support.net import serve_aiohttp
 
 APP_ID = "cli_test_app"
 APP_SECRET = "feishu-s3cret-never-shown"
@@ -513,22 +513,13 @@ class FakeFeishu(FilesAndPeople):
 async def feishu_server() -> AsyncIterator[FakeFeishu]:
     """Serve a :class:`FakeFeishu` on 127.0.0.1 (a free port) in the current event loop."""
     fake = FakeFeishu()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    runner = web.AppRunner(fake.app, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.SockSite(runner, sock)
-    await site.start()
-    fake.url = f"http://127.0.0.1:{port}"
-    try:
-        yield fake
-    finally:
-        if fake._ws is not None:
-            await fake._ws.close()
-        await runner.cleanup()
-        sock.close()
+    async with serve_aiohttp(fake.app) as url:
+        fake.url = url
+        try:
+            yield fake
+        finally:
+            if fake._ws is not None:
+                await fake._ws.close()
 
 
 __all__ = [

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -30,6 +29,8 @@ from typing import Any
 
 import anyio
 from aiohttp import WSMsgType, web
+
+from tests.support.net import serve_aiohttp
 
 APP_ID = "102000042"
 SECRET = "qq-secret-0123456789abcdef"
@@ -413,22 +414,13 @@ class FakeQQ:
 async def qq_server() -> AsyncIterator[FakeQQ]:
     """Serve a :class:`FakeQQ` on 127.0.0.1 (a free port) in the current event loop."""
     fake = FakeQQ()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    runner = web.AppRunner(fake.app, handle_signals=False, shutdown_timeout=1.0)
-    await runner.setup()
-    site = web.SockSite(runner, sock)
-    await site.start()
-    fake.url = f"http://127.0.0.1:{port}"
-    try:
-        yield fake
-    finally:
-        if fake._ws is not None:
-            await fake._ws.close()
-        await runner.cleanup()
-        sock.close()
+    async with serve_aiohttp(fake.app) as url:
+        fake.url = url
+        try:
+            yield fake
+        finally:
+            if fake._ws is not None:
+                await fake._ws.close()
 
 
 __all__ = [

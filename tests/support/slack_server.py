@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import time
 from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable
@@ -25,6 +24,8 @@ from typing import Any
 
 import anyio
 from aiohttp import WSMsgType, web
+
+from tests.support.net import serve_aiohttp
 
 BOT_TOKEN = "xoxb-1-TEST-bot-token-do-not-log"
 APP_TOKEN = "xapp-1-TEST-app-token-do-not-log"
@@ -470,20 +471,13 @@ def _error(status: int, error: str, retry_after: int | None = None) -> web.Respo
 async def slack_server() -> AsyncIterator[FakeSlack]:
     """Serve a :class:`FakeSlack` on 127.0.0.1 (a free port) in the current event loop."""
     fake = FakeSlack()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    fake.url = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    runner = web.AppRunner(fake.app, handle_signals=False, access_log=None, shutdown_timeout=1)
-    await runner.setup()
-    await web.SockSite(runner, sock).start()
-    try:
-        yield fake
-    finally:
-        for ws in list(fake._sockets.values()):
-            await ws.close()
-        await runner.cleanup()
-        sock.close()
+    async with serve_aiohttp(fake.app, access_log=None) as url:
+        fake.url = url
+        try:
+            yield fake
+        finally:
+            for ws in list(fake._sockets.values()):
+                await ws.close()
 
 
 __all__ = [
