@@ -76,8 +76,10 @@ ATTEMPTS = [
     Attempt("tee", "ls | tee {out}/new", EROFS),
     Attempt("heredoc-to-python", "{py} - <<'EOF'\nopen('{out}/new', 'w').write('x')\nEOF", EROFS),
     Attempt("herestring-to-bash", "bash <<< 'echo x > {out}/new'", EROFS),
-    # ``wait $!`` waits for the substitution's process, so its error is in the output before the shell ends
-    Attempt("process-substitution", "ls > >(cat > {out}/new); wait $!", EROFS),
+    # The braces make the shell itself open the substitution, so ``$!`` is its pid and ``wait $!``
+    # holds the shell until its error is written. On a bare ``ls > >(...)`` the substitution belongs
+    # to the forked ``ls``, ``$!`` is empty, and the sandbox could end before ``cat`` reported.
+    Attempt("process-substitution", "{{ ls; }} > >(cat > {out}/new); wait $!", EROFS),
     Attempt("python-open-write", "{py} -c \"open('{out}/new', 'w').write('x')\"", EROFS),
     Attempt("cp-out", "cp README.md {out}/new", EROFS),
     Attempt("mv-out", "mv README.md {out}/moved", EROFS),
