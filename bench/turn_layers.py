@@ -46,6 +46,7 @@ from shipagent import ShipAgent
 from shipagent.agent._combined import SequentialCombinedToolset
 from shipagent.agent._turn import _RunWindow
 from shipagent.store.logs import MessageLog
+from shipagent.tools._deps import TurnDeps
 from shipagent.tools.execution import use_tool_context
 from shipagent.tools.files import CatalogToolset
 from shipagent.window.placement import ContextWindow
@@ -59,26 +60,28 @@ def _layer(agent: ShipAgent, instructions: str, name: str, n: int) -> Turn:
     state: dict[str, list[ModelMessage]] = {"history": make_history(n)}
     level = LAYERS.index(name)
 
-    def window() -> ContextWindow:
-        made = agent._context_window()
+    def window(deps: TurnDeps) -> ContextWindow:
+        made = agent._wiring.context_window(deps)
         made.observer = None  # the ledger belongs to the last column
         return made
 
     # as ShipAgent does: the window is an agent-level capability, made afresh by its ``for_run``
     capabilities = [_RunWindow(make=window)] if level >= 3 else []
-    pa: Agent[None, str] = Agent(output_type=str, name="bench", retries=1, capabilities=capabilities)
+    pa = Agent(output_type=str, deps_type=TurnDeps, name="bench", retries=1, capabilities=capabilities)
 
     async def turn(i: int) -> None:
-        ctx = agent._context("bench:layers", f"{name}-{i}", None)
+        ctx = agent._wiring.tool_context("bench:layers", f"{name}-{i}", None)
         with use_tool_context(ctx):
             kwargs: dict[str, Any] = {}
             if level >= 1:
                 kwargs["instructions"] = instructions
             if level >= 2:
-                toolsets = agent.turn_hooks.toolsets(agent._toolsets())
+                toolsets = agent.turn_hooks.toolsets(agent._wiring.toolsets())
                 one = toolsets[0] if len(toolsets) == 1 else SequentialCombinedToolset(toolsets)
-                kwargs["toolsets"] = [CatalogToolset(one, skills=agent._catalog_skills)]
-            result = await pa.run(f"turn {i}", message_history=state["history"], model=model, **kwargs)
+                kwargs["toolsets"] = [CatalogToolset(one, skills=agent._wiring.catalog_skills)]
+            result = await pa.run(
+                f"turn {i}", message_history=state["history"], model=model, deps=TurnDeps(ctx), **kwargs
+            )
         state["history"] = result.all_messages()
 
     return turn
@@ -90,9 +93,9 @@ async def measure(n: int, turns: int, clock: Callable[[], float]) -> dict[str, f
     (root / "ship.json").write_text(json.dumps({"name": "bench", "context": {"chatHistory": bounds}}))
     agent = ShipAgent.from_project(root, model=FunctionModel(instant))
     MessageLog(agent.paths).append_turn("bench:chat", "seed", make_history(n))
-    ctx = agent._context("bench:layers", "instructions", None)
+    ctx = agent._wiring.tool_context("bench:layers", "instructions", None)
     with use_tool_context(ctx):
-        instructions = await agent._instructions(ctx)
+        instructions = await agent._wiring.instructions(ctx)
 
     async def ship(i: int) -> None:
         result = await agent.run("bench:chat", f"turn {i}")

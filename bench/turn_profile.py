@@ -3,7 +3,7 @@
 Runs ``--turns`` turns of one chat (instant model, persistence on, ``--history`` messages) and
 times each phase of ``ShipAgent.run`` by wrapping the methods that implement it:
 
-* ``load history`` (``ChatHistories.aget``), ``instructions`` (``ShipAgent._instructions``),
+* ``load history`` (``ChatHistories.aget``), ``instructions`` (``TurnWiring.instructions``),
   ``toolsets`` (building the guarded toolset list), ``tool loop`` (pydantic-ai's run, including
   the catalog check in ``CatalogToolset.get_tools`` and its tool-definition preparation),
 * ``context window``: shipagent's own work before each model request (the sectioned budget plan,
@@ -41,6 +41,7 @@ from turn_overhead import instant, make_history
 from shipagent import ShipAgent
 from shipagent.agent import _turn as turn_module
 from shipagent.agent._combined import SequentialCombinedToolset
+from shipagent.agent._wiring import TurnWiring
 from shipagent.agent.ledger._ledger import LedgerRecorder
 from shipagent.agent.ledger._store import LedgerStore
 from shipagent.store.chats import ChatHistories
@@ -98,8 +99,8 @@ async def main() -> None:
         await agent.run("bench:chat", "warm up")
 
     timed(ChatHistories, "aget", "load history")
-    timed(ShipAgent, "_instructions", "instructions")
-    timed(ShipAgent, "_toolsets", "toolsets")
+    timed(TurnWiring, "instructions", "instructions")
+    timed(TurnWiring, "toolsets", "toolsets")
     timed(turn_module, "_tool_loop", "tool loop (pydantic-ai)")
     timed(CatalogToolset, "get_tools", "  of which: tool defs + catalog check")
     timed(SequentialCombinedToolset, "get_tools", "    of which: tool defs of shipagent's toolsets")

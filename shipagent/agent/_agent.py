@@ -1,13 +1,12 @@
 """``ShipAgent``: one project directory as an agent, one history per chat key.
 
-One class, no base: the agent is the public face and the wiring of its parts, which live in
-modules of their own — the turn (``_turn``), the commit of a turn as one store record
-(``_commit``), what a turn's toolsets, instructions and context window are made of
-(``_assembly``), starting and stopping what it holds (``_lifecycle``), the chats' store
-(``stores``). It checks a turn's arguments, hands it to the durable queue when one is running,
-and otherwise assembles the turn's parts (:meth:`ShipAgent._parts`) and runs
-:func:`~shipagent.agent._turn.run_turn` on them — the turn itself (lock → load → instructions → tool
-loop → commit → result) reads top to bottom in ``_turn.py`` and never sees the agent.
+One class, no base: the agent is the public face and holds its parts, which live in modules of
+their own — the turn (``_turn``), what a turn runs on, assembled per turn (``_wiring``), the
+commit of a turn as one store record (``_commit``), starting and stopping what it holds
+(``_lifecycle``), the chats' store (``store``). It checks a turn's arguments, hands it to the
+durable queue when one is running, and otherwise runs :func:`~shipagent.agent._turn.run_turn` on
+the turn's parts — the turn itself (lock → load → instructions → tool loop → commit → result)
+reads top to bottom in ``_turn.py`` and never sees the agent.
 
 ``run_stream`` is the same turn with its events (text deltas, tool steps, approvals, ``Done``)
 yielded as they happen; ``run`` drives it without them.
@@ -29,13 +28,11 @@ from types import TracebackType
 from typing import Any, Self
 
 import anyio
-from pydantic_ai import Agent
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
 
 from .. import _quiet  # noqa: F401  (first of ours: pydantic-ai's banner off before any agent exists)
-from .._cache import BoundedCache
 from .._lock import ProjectLock
 from .._steps import StepCallback
 from ..chatkeys import ShipPaths, validate_chat_key
@@ -45,55 +42,34 @@ from ..events import RunEvent
 from ..results import AgentResult, Sender
 from ..store._files import FileStores
 from ..store._pg_cluster import PgClusterStore
-from ..store._protocols import ChatStore
 from ..store._select import open_stores
 from ..store.cards import SqliteCardBoxStore
-from ..store.chats import ChatHistories
 from ..store.pins import Pin, PinAuthor, PinStore
-from ..store.reconcile import reconcile
 from ..store.usage import UsageStore
-from ..tools import SkillsCache, builtin_toolset, load_tool_modules
-from ..tools._deps import TurnDeps, TurnStores
+from ..tools import SkillsCache
 from ..tools.context import ProviderRuntime
-from ..tools.execution import ApprovalCallback, ReplyChannel, ToolExecutionContext, running_tool_context
-from ..tools.files._catalog import CatalogToolset
-from ..tools.files._tools import context_toolset
+from ..tools.execution import ApprovalCallback, ReplyChannel, running_tool_context
 from ..tools.handover._delegation import profile_agent_md
 from ..tools.handover._resources import ResolvedProfile
 from ..tools.handover._runtime import Handover
 from ..tools.mcp import McpManager
-from ..tools.pins import pins_toolset
-from ..window.marks import marks_of
-from ..window.placement import ContextWindow, PriorItems
-from ..window.summarizer import model_summarizer
 from ..window.tokens import TokenCalibration
 from . import instructions as _instructions
-from ._assembly import build_instructions, context_window, guarded, one_toolset
 from ._budgets import Budgets, ChatUsageReport
-from ._cache_policy import cache_ttl, summarizes_with_model
-from ._commit import commit_turn
+from ._cache_policy import chat_histories
 from ._explain import explain_failure
 from ._lifecycle import start_services
 from ._request import TurnRequest
 from ._streaming import Emit, PendingApprovals, stream_turn
-from ._turn import (
-    MAX_OVERFLOW_RETRIES,
-    TurnParts,
-    is_context_overflow,
-    run_turn,
-    tool_loop_agent,
-)
+from ._turn import MAX_OVERFLOW_RETRIES, is_context_overflow, run_turn
+from ._wiring import TurnWiring
 from .ledger import Ledger, RequestRecord
-from .models import build_model, build_model_settings
-from .turns import CommitOutcome, TurnCommit, TurnExecutor, TurnHooks, executor_factories
+from .models import build_model
+from .turns import TurnExecutor, TurnHooks
 
 __all__ = ["MAX_OVERFLOW_RETRIES", "ShipAgent", "is_context_overflow"]
 
 log = logging.getLogger("shipagent")
-
-
-_MINTED = 4096
-"""Request ids minted by an agent and not committed yet, remembered (a failed turn's expire)."""
 
 
 class ShipAgent:
@@ -127,8 +103,6 @@ class ShipAgent:
         self.profile_models = dict(profile_models or {})
         self._model_override = model
         self._model: Model | None = None
-        self._user_toolsets = list(toolsets)
-        self._agent_md = agent_md
         # The chats' store, from ship.json: the project's ``.ship/`` files, or a durable
         # cluster's Postgres database (``open_stores``). Its commit writes a turn's every part.
         self.store: FileStores | PgClusterStore = open_stores(project_root, config)
@@ -139,32 +113,24 @@ class ShipAgent:
                 project_root, window=config.context.agent_context.window_entries, project_id=config.name
             )
         )
-        self.chats = ChatHistories(self.paths, config.context.chat_history, marks_of(config.context))
-        self.chats.cache_ttl = cache_ttl(config, model_in_code=model is not None)
-        if (budget := config.context.budget).max_tokens is not None:  # the model's window
-            self.chats.window = budget.max_tokens - budget.reserve_output
-        self.chats.log = files.message_log
-        self.chats.store = self.store
+        self.chats = chat_histories(
+            self.paths,
+            config,
+            self.store,
+            files,
+            model_in_code=model is not None,
+            summary_model=self._summary_model,
+        )
         # Context files: spilled tool output, compacted history and the catalog, per
         # chat key. Usable without starting the agent (``shipagent context export``).
         self.context_files = self.store.sync_context_files()
-        if summarizes_with_model(config, model_in_code=model is not None):  # falls back to extract
-            self.chats.summarizer = model_summarizer(
-                self._summary_model, config.context.chat_history.summary_max_tokens
-            )
-        self._context_toolset = context_toolset()
         self.pin_store = PinStore(self.paths, config.context.pins)  # pins.json: out of compaction's reach
-        self._pins_toolsets = [pins_toolset()] if config.context.pins.enabled else []
         self.transcript = files.transcript_log
         self.agent_context = files.agent_context_log
-        # a chat hydrated after a crash gets the transcript/log entries its last turns lack
-        self.chats.reconciler = partial(reconcile, self.chats.log, self.transcript, self.agent_context)
         self.instruction_sources: list[_instructions.InstructionSource] = []
-        # Builtin tools and ship.json ``tools.modules``; the skills overview comes first among the
-        # instruction sources (after Agent.md and the default prompt) and shares the tools' cache.
+        # The skills overview comes first among the instruction sources (after Agent.md and the
+        # default prompt) and shares the builtin tools' cache.
         self.skills_cache = SkillsCache()
-        self._builtin_toolset = builtin_toolset(skills_cache=self.skills_cache)
-        self._module_toolsets = load_tool_modules(config, project_root=project_root)
         # ship.json MCP servers: started by ``async with agent``, their tools offered
         # as ``<server>__<tool>``; a server that fails is reported in ``agent.mcp.servers``.
         self.mcp = McpManager(config, project_root)
@@ -186,7 +152,6 @@ class ShipAgent:
         )
         files.ledger_path = self._ledger.store.path  # a re-commit asks the ledger too
         self.token_calibration = TokenCalibration()
-        self._prior_items = PriorItems()  # unedited history items of each chat's last request
         self.clock: Callable[[], datetime] = partial(datetime.now, UTC)
         """Today's date in the instructions and the budgets' day come from here (tests move it)."""
         # ship.json context.budgets: each response counted into its chat's usage.json; a turn over refused
@@ -197,10 +162,10 @@ class ShipAgent:
             model_names=lambda: (config.llm.model or "", self.model.model_name),
             replays=config.durable.enabled,
         )
-        # the pydantic-ai agent whose tool loop a turn runs; each run's context window comes from
-        # ``_context_window``
-        self._pa_agent: Agent[TurnDeps, str] = tool_loop_agent(
-            config.name, self._context_window, otel=config.observability.otel
+        # What a turn runs on: builtin tools, ship.json ``tools.modules``, ``toolsets``, the
+        # instructions, the context window, the commit (assembled per turn by ``_wiring.parts``).
+        self._wiring = TurnWiring(
+            self, ledger=self._ledger, toolsets=toolsets, agent_md=agent_md, explain=self._explain
         )
         # Approvals streamed turns wait for (run_stream without an on_approval callback).
         self.approvals = PendingApprovals()
@@ -217,8 +182,6 @@ class ShipAgent:
         self.turn_hooks: TurnHooks[Any] = TurnHooks()  # handed this agent (durable's take a ShipAgent)
         self.turn_executor: TurnExecutor | None = None
         self.turn_executor_options: dict[str, Any] = {}
-        self._parent_stores: Callable[[], TurnStores] | None = None  # a sub-agent's: where its parent reads
-        self._minted: BoundedCache[str, bool] = BoundedCache(_MINTED)
 
     @classmethod
     def from_project(
@@ -284,7 +247,7 @@ class ShipAgent:
             self.project_root,
             config,
             model=model,
-            toolsets=self._user_toolsets,
+            toolsets=self._wiring.user_toolsets,
             on_approval=self.on_approval,
             profile_models=self.profile_models,
             agent_md=profile_agent_md(self.project_root, profile.config),
@@ -297,7 +260,7 @@ class ShipAgent:
         # ship.json MCP servers are this agent's, already running: a delegation must not spawn
         # another set of server processes per sub-agent (a fork_join of four would start four of each).
         sub.mcp = self.mcp
-        sub._parent_stores = self._tool_stores  # its history tools read where ours do
+        sub._wiring.parent_stores = self._wiring.tool_stores  # its history tools read where ours do
         sub.budgets = self.budgets  # what it uses counts into the delegating chat
         return sub
 
@@ -305,7 +268,7 @@ class ShipAgent:
 
     async def __aenter__(self) -> Self:
         if self._running is None:
-            self._running = await self._start()
+            self._running = await start_services(self)  # see ``_lifecycle``
         self._entered += 1
         return self
 
@@ -319,30 +282,6 @@ class ShipAgent:
         if self._entered == 0 and self._running is not None:
             running, self._running = self._running, None
             await running.aclose()
-
-    async def _start(self) -> AsyncExitStack:
-        """Start what the agent holds (see ``_lifecycle``); the stack stops it again."""
-        return await start_services(
-            config=self.config,
-            project_root=self.project_root,
-            lock=self.project_lock,
-            store=self.store,
-            mcp=self.mcp,
-            providers=self.context_runtime,
-            handover=lambda: self.handover,
-            model=lambda: self.model,
-            executor=self._start_executor,
-        )
-
-    async def _start_executor(self, stack: AsyncExitStack) -> None:
-        """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
-        if not self.config.durable.enabled or self.turn_executor is not None:
-            return
-        factory = executor_factories.get("durable")
-        if factory is None:  # pragma: no cover - registered by the package facade
-            raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
-        self.turn_executor = await stack.enter_async_context(factory(self))
-        stack.callback(setattr, self, "turn_executor", None)  # before the executor stops: no new turns
 
     # -- running ---------------------------------------------------------------------------------
 
@@ -392,15 +331,9 @@ class ShipAgent:
 
     async def _run(self, turn: TurnRequest) -> AgentResult:
         self._check_durable()
-        if self.turn_executor is not None:  # durable seam: the turn runs as a queued workflow
-            return await self.turn_executor.submit(
-                turn.chat_key,
-                turn.prompt,
-                request_id=turn.request_id,
-                on_step=turn.on_step,
-                channel=turn.channel,
-            )
-        return await run_turn(self._parts(), turn, ask=False)
+        if (executor := self.turn_executor) is not None:  # durable seam: the turn runs as a queued workflow
+            return await _queued(executor, turn)
+        return await run_turn(self._wiring.parts(), turn, ask=False)
 
     def _check_durable(self) -> None:
         if self.turn_executor is None and self.config.durable.enabled and running_tool_context() is None:
@@ -430,7 +363,7 @@ class ShipAgent:
         them) for a durable worker to publish; such a turn cannot ask for approval.
         """
         turn = TurnRequest(chat_key, text, on_step, channel, request_id, sender, preface)
-        return await run_turn(self._parts(), turn, emit=emit, ask=False)
+        return await run_turn(self._wiring.parts(), turn, emit=emit, ask=False)
 
     def run_stream(
         self,
@@ -461,103 +394,15 @@ class ShipAgent:
         """
         turn = TurnRequest(chat_key, text, on_step, channel, request_id, sender, preface)
         self._check_durable()
-        executor = self.turn_executor
-        if executor is not None:  # durable seam: the queued turn's events come from its worker
-
-            async def queued(emit: Emit) -> AgentResult:
-                return await executor.submit(
-                    turn.chat_key,
-                    turn.prompt,
-                    request_id=turn.request_id,
-                    on_step=turn.on_step,
-                    channel=turn.channel,
-                    emit=emit,
-                )
-
-            return stream_turn(queued)
-        parts = self._parts()  # (a model ship.json cannot build raises here, before anything runs)
+        if (executor := self.turn_executor) is not None:  # durable seam: the events come from its worker
+            return stream_turn(partial(_queued, executor, turn))
+        parts = self._wiring.parts()  # (a model ship.json cannot build raises here, before anything runs)
         return stream_turn(lambda emit: run_turn(parts, turn, emit=emit, approval_timeout=approval_timeout))
-
-    def _context(self, chat_key: str, request_id: str, channel: ReplyChannel | None) -> ToolExecutionContext:
-        return ToolExecutionContext(
-            chat_key=chat_key,
-            request_id=request_id,
-            project_root=self.project_root,
-            config=self.config,
-            paths=self.paths,
-            max_injected_messages=self.config.context.injection.max_injected_messages,
-            channel=channel,
-            on_approval=self.on_approval,
-            context_files=self.context_files,
-        )
-
-    def _parts(self) -> TurnParts:
-        """What a turn runs on, assembled from this agent's wiring.
-
-        Once per turn: the turn hooks, the model and ``on_approval`` are public attributes a
-        durable worker, a test or the lazily built model may change between turns, never within one.
-        """
-        hooks = self.turn_hooks  # durable seam: inline by default, recorded steps in durable mode
-
-        def toolset() -> AbstractToolset[Any]:
-            # one catalog wrapper sees every tool of the step and keeps the chat's catalog file current
-            return CatalogToolset(one_toolset(hooks.toolsets(self._toolsets())), skills=self._catalog_skills)
-
-        meter = self.budgets.turn()  # counts the turn's responses once its admit lets it run
-        return TurnParts(
-            loop=self._pa_agent,
-            model=meter.wrap(hooks.model(self.model)),
-            toolset=toolset,
-            model_settings=build_model_settings(self.config.llm) or None,
-            instructions=self._instructions,
-            tool_context=self._context,
-            tool_stores=self._tool_stores,
-            request_id=lambda given: hooks.request_id(given, self._mint),
-            lock=self.chats.lock,
-            load=lambda chat_key: hooks.load(self, chat_key, partial(self.chats.aget, chat_key)),
-            commit=partial(self._commit_turn, hooks),
-            keep_sent=self._keep_sent,
-            history_sources=self.chats.sources,
-            keep_last=self.config.context.chat_history.compact_keep_last_messages,
-            is_mcp_tool=self._is_mcp_tool,
-            approvals=self.approvals,
-            explain=self._explain,
-            compact_idle=self.chats.early_compaction,
-            overflowed=self.chats.note_overflow,
-            admit=meter.admit,
-        )
 
     def _explain(self, exc: BaseException) -> str:
         """Why a run failed, in words that name what to change (URL, ship.json key, variable)."""
         url = self._model.base_url if self._model is not None else self.config.llm.base_url
         return explain_failure(exc, url=url, llm=self.config.llm)
-
-    async def _commit_turn(self, hooks: TurnHooks[Any], turn: TurnCommit) -> CommitOutcome:
-        """The turn's commit part: through the turn hooks (durable mode records it) into the stores."""
-        return await hooks.commit(self, turn, self._commit)
-
-    async def _commit(self, turn: TurnCommit, store: ChatStore) -> CommitOutcome:
-        """Write a finished turn as ONE record (see ``_commit.commit_turn``)."""
-        fresh = self._minted.pop(turn.request_id, False)  # minted here: no store can hold it yet
-        return await commit_turn(self.chats, self._ledger, store, turn, fresh=fresh)
-
-    def _mint(self) -> str:
-        """A fresh request id for a turn the caller did not name (remembered until its commit)."""
-        request_id = uuid.uuid4().hex
-        self._minted[request_id] = True
-        return request_id
-
-    async def _keep_sent(
-        self, chat_key: str, request_id: str, text: str, ctx: ToolExecutionContext, sender: Sender | None
-    ) -> None:
-        """A turn that did not commit: what ``chat_send`` already delivered stays in the transcript."""
-        if ctx.sent_texts:
-            try:
-                await self.turn_hooks.store(self).keep_sent(
-                    chat_key, request_id, text, list(ctx.sent_texts), sender=sender
-                )
-            except Exception as exc:  # the turn failed already: say so, do not fail it differently
-                log.error("chat %r: could not keep turn %s's chat_send lines: %s", chat_key, request_id, exc)
 
     # -- assembly --------------------------------------------------------------------------------
 
@@ -572,33 +417,6 @@ class ShipAgent:
         """The model that writes compaction summaries: ``chatHistory.summaryModel`` or the agent's."""
         name = self.config.context.chat_history.summary_model
         return build_model(self.config.llm, name) if name else self.model
-
-    def _toolsets(self) -> list[AbstractToolset[Any]]:
-        """Every toolset a run offers the model (a sub-agent's profile may limit them), guarded."""
-        toolsets: list[AbstractToolset[Any]] = [
-            self._builtin_toolset,
-            self._context_toolset,
-            *self._pins_toolsets,
-            *self._module_toolsets,
-            *self._user_toolsets,
-            self.mcp.toolset,
-            *self.context_runtime.mcp_toolsets(),
-            self.context_runtime.toolset,
-        ]
-        if self.handover.toolset is not None:
-            toolsets.append(self.handover.toolset)
-        return guarded(self.handover.restrict(toolsets))
-
-    def _is_mcp_tool(self, name: str) -> bool:
-        return self.mcp.is_mcp_tool(name) or self.context_runtime.is_mcp_tool(name)
-
-    async def _instructions(self, ctx: ToolExecutionContext) -> str:
-        sources = self.instruction_sources
-        text = await build_instructions(self._agent_md, self.project_root, self.clock(), sources, ctx)
-        pins = await _instructions.pinned_facts(
-            self.pin_store, ctx.chat_key, tool=self.config.context.pins.enabled
-        )
-        return f"{text}\n\n{pins}" if pins else text
 
     # -- history ---------------------------------------------------------------------------------
 
@@ -666,36 +484,18 @@ class ShipAgent:
         key = validate_chat_key(chat_key)
         await self.chats.reset(key, uuid.uuid4().hex)
 
-    # -- the turn's parts -------------------------------------------------------------------------
-
-    def _tool_stores(self) -> TurnStores:
-        """Where this agent's history tools read (a sub-agent: where the delegating agent reads)."""
-        return self._parent_stores() if self._parent_stores is not None else self.turn_hooks.tool_stores(self)
-
-    def _context_window(self, deps: TurnDeps) -> ContextWindow:
-        """The run's context-window capability (``_turn.tool_loop_agent`` asks for one per run)."""
-        key, request_id = deps.tool.chat_key, deps.tool.request_id
-        return context_window(
-            self.config.context,
-            key,
-            keep_result=partial(self._keep_elided, key),
-            history_sources=self.chats.sources(key),
-            observer=self._ledger.recorder(key, request_id),
-            calibration=self.token_calibration,
-            prior_items=self._prior_items,
-            on_room=self.chats.note_room,
-        )
-
-    def _keep_elided(self, chat_key: str, tool_name: str, call_id: str, text: str) -> str:
-        """Keep a tool result the budget elided as a context file, so the model can read it back."""
-        ref = self.context_files.add_artifact(
-            chat_key, text, name=f"{tool_name} result ({call_id})", source=f"tool:{tool_name}"
-        )
-        return ref.id
-
-    async def _catalog_skills(self, ctx: ToolExecutionContext) -> list[Any]:
-        return list(await self.skills_cache.get(ctx.project_root, ctx.config))
-
     def resolve_approval(self, approval_id: str, approved: bool) -> bool:
         """Answer an :class:`ApprovalRequired`; ``False`` if it is not waiting (any more)."""
         return self.approvals.resolve(approval_id, approved)
+
+
+async def _queued(executor: TurnExecutor, turn: TurnRequest, emit: Emit | None = None) -> AgentResult:
+    """``turn`` as a queued durable workflow (``emit`` takes its run events when streamed)."""
+    return await executor.submit(
+        turn.chat_key,
+        turn.prompt,
+        request_id=turn.request_id,
+        on_step=turn.on_step,
+        channel=turn.channel,
+        emit=emit,
+    )

@@ -16,11 +16,25 @@ evaluates a summary request quickly. So:
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..config import ShipConfig
+from pydantic_ai.models import Model
 
-__all__ = ["HOSTED_CACHE_TTL", "cache_ttl", "is_local_model", "summarizes_with_model"]
+from ..chatkeys import ShipPaths
+from ..config import ShipConfig
+from ..store.chats import ChatHistories
+from ..store.reconcile import reconcile
+from ..window.marks import marks_of
+from ..window.summarizer import model_summarizer
+
+if TYPE_CHECKING:
+    from ..store._files import FileStores
+    from ..store._protocols import ChatStore
+
+__all__ = ["HOSTED_CACHE_TTL", "cache_ttl", "chat_histories", "is_local_model", "summarizes_with_model"]
 
 HOSTED_CACHE_TTL = 300.0
 """Seconds a hosted provider keeps an idle prompt cached (OpenAI's and Anthropic's default is ~5 min)."""
@@ -69,3 +83,31 @@ def summarizes_with_model(config: ShipConfig, *, model_in_code: bool) -> bool:
     if chosen != "auto":
         return chosen == "model"
     return _named(config) and not model_in_code and not is_local_model(config)
+
+
+def chat_histories(
+    paths: ShipPaths,
+    config: ShipConfig,
+    store: ChatStore,
+    files: FileStores,
+    *,
+    model_in_code: bool,
+    summary_model: Callable[[], Model],
+) -> ChatHistories:
+    """An agent's chats, with when and how they compact.
+
+    The marks of ship.json ``context``, the cache TTL and the summarizer above, the model's
+    window when ``context.budget.maxTokens`` names it; the message log of this machine's
+    ``files`` (``store`` is where the chats live: the same files, or a cluster's database).
+    """
+    chats = ChatHistories(paths, config.context.chat_history, marks_of(config.context))
+    chats.cache_ttl = cache_ttl(config, model_in_code=model_in_code)
+    if (budget := config.context.budget).max_tokens is not None:
+        chats.window = budget.max_tokens - budget.reserve_output
+    chats.log = files.message_log
+    chats.store = store
+    if summarizes_with_model(config, model_in_code=model_in_code):  # falls back to the extract
+        chats.summarizer = model_summarizer(summary_model, config.context.chat_history.summary_max_tokens)
+    # a chat hydrated after a crash gets the transcript/log entries its last turns lack
+    chats.reconciler = partial(reconcile, files.message_log, files.transcript_log, files.agent_context_log)
+    return chats

@@ -9,63 +9,86 @@ agent; a start that fails stops what had started.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from contextlib import AsyncExitStack
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from pydantic_ai.models import Model
 
 from .._lock import ProjectLock
 from ..config import ShipConfig
+from ..errors import ConfigError
 from ..store._protocols import ChatStore
 from ..tools import warn_if_unsandboxed
 from ..tools.context import ProviderRuntime
 from ..tools.handover._runtime import Handover
 from ..tools.mcp import McpManager
+from ._executors import TurnExecutor, executor_factories
 
-__all__ = ["start_services"]
+__all__ = ["Startable", "start_services"]
 
 
-async def start_services(
-    *,
-    config: ShipConfig,
-    project_root: Path,
-    lock: ProjectLock,
-    store: ChatStore,
-    mcp: McpManager,
-    providers: ProviderRuntime,
-    handover: Callable[[], Handover],
-    model: Callable[[], Model],
-    executor: Callable[[AsyncExitStack], Awaitable[None]],
-) -> AsyncExitStack:
-    """Start everything in order; the stack's ``aclose`` stops it all in reverse.
+class Startable(Protocol):
+    """The agent as starting it reads it (the handover and the model are read when needed: a
+    delegation replaces the handover after the agent is built; the model is built lazily)."""
 
-    ``handover`` and ``model`` are read when needed (a delegation replaces the handover after
-    the agent is built; the model is built lazily), ``executor`` starts the durable executor on
-    the stack when ship.json turns durable mode on.
-    """
+    turn_executor: TurnExecutor | None
+
+    @property
+    def config(self) -> ShipConfig: ...
+    @property
+    def project_root(self) -> Path: ...
+    @property
+    def project_lock(self) -> ProjectLock: ...
+    @property
+    def store(self) -> ChatStore: ...
+    @property
+    def mcp(self) -> McpManager: ...
+    @property
+    def context_runtime(self) -> ProviderRuntime: ...
+    @property
+    def handover(self) -> Handover: ...
+    @property
+    def model(self) -> Model: ...
+
+
+async def start_services(agent: Startable) -> AsyncExitStack:
+    """Start everything in order; the stack's ``aclose`` stops it all in reverse."""
+    config = agent.config
     stack = AsyncExitStack()
     try:
-        await lock.aacquire()  # ProjectLockedError if another process has the project
-        stack.push_async_callback(lock.arelease)
-        stack.push_async_callback(store.close)  # a cluster's database connections
+        await agent.project_lock.aacquire()  # ProjectLockedError if another process has the project
+        stack.push_async_callback(agent.project_lock.arelease)
+        stack.push_async_callback(agent.store.close)  # a cluster's database connections
         # exec_shell without its sandbox is said once, at start (a log warning, or an error when required)
-        await anyio.to_thread.run_sync(warn_if_unsandboxed, config.permissions.exec_shell, project_root)
+        await anyio.to_thread.run_sync(warn_if_unsandboxed, config.permissions.exec_shell, agent.project_root)
+        mcp, providers = agent.mcp, agent.context_runtime
         await mcp.start()  # in parallel; raises only for a tool-name collision
         stack.push_async_callback(mcp.stop)  # shielded
         await providers.start()
         stack.push_async_callback(providers.stop)  # provider MCP servers; revokes session tokens
-        stack.push_async_callback(lambda: handover().aclose())
+        stack.push_async_callback(lambda: agent.handover.aclose())
         if (config.llm.provider or "").lower() == "local":  # the embedded model's server
             from ._local_model import local_model_of
 
-            local = local_model_of(model())  # None when a model= override replaced it
+            local = local_model_of(agent.model)  # None when a model= override replaced it
             if local is not None:
                 await local.start()
                 stack.push_async_callback(local.stop)
-        await executor(stack)
+        await _start_executor(agent, stack)
     except BaseException:
         await stack.aclose()
         raise
     return stack
+
+
+async def _start_executor(agent: Startable, stack: AsyncExitStack) -> None:
+    """Durable seam: ship.json ``durable.enabled`` hands turns to the registered executor."""
+    if not agent.config.durable.enabled or agent.turn_executor is not None:
+        return
+    factory = executor_factories.get("durable")
+    if factory is None:  # pragma: no cover - registered by the package facade
+        raise ConfigError("durable.enabled: the durable room is not available", path="durable.enabled")
+    agent.turn_executor = await stack.enter_async_context(factory(agent))
+    stack.callback(setattr, agent, "turn_executor", None)  # before the executor stops: no new turns

@@ -104,7 +104,7 @@ async def _expand_missing(agent: ShipAgent) -> dict[str, Any]:
     from shipagent.tools._deps import TurnDeps
     from shipagent.tools.files._tools import expand_page
 
-    return await expand_page(TurnDeps(agent._context(KEY, "r", None)), "S404-405")
+    return await expand_page(TurnDeps(agent._wiring.tool_context(KEY, "r", None)), "S404-405")
 
 
 def test_a_log_written_before_seqs_gets_implicit_ones(tmp_path: Path) -> None:

@@ -76,10 +76,10 @@ async def test_a_compacted_chat_reuses_its_items_past_the_fused_summary(tmp_path
     for n in range(8):  # past the bound: the history is a summary + the recent messages
         assert (await agent.run(KEY, f"message {n}")).success
     assert (await agent.run(KEY, "one more")).success
-    before = list(agent._prior_items.get(KEY))
+    before = list(agent._wiring.prior_items.get(KEY))
     assert before[0].section == "summary" and before[0].source.startswith("summary:")
     assert (await agent.run(KEY, "and another")).success
-    after = agent._prior_items.get(KEY)
+    after = agent._wiring.prior_items.get(KEY)
     # the summary arrives fused with the next request (new objects each time); the rest is reused
     shared = [a is b for a, b in zip(before, after, strict=False)]
     assert shared[2:] == [True] * (len(before) - 2) and len(after) == len(before) + 2

@@ -76,7 +76,7 @@ class PgTurnHooks(DurableTurnHooks):
         # Not a DBOS step: the commit is one transaction, idempotent by request id, so a
         # replay runs it again, writes nothing and reloads the chat from Postgres — what a
         # recorded step would give back, without the step's two system-database transactions.
-        # (A compaction's summary is not asked for again either: see ``ShipAgent._commit``.)
+        # (A compaction's summary is not asked for again either: see ``TurnWiring.commit``.)
         outcome = await commit(turn, self.stores)
         if outcome[1] is None:  # memory holds the chat up to this turn, as the database does
             self._pg_seen[turn.chat_key] = turn.request_id

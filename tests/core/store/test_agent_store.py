@@ -81,4 +81,4 @@ async def test_only_a_request_id_the_agent_minted_skips_asking_the_store(tmp_pat
     paths = ShipPaths(tmp_path)
     turns = [line for line in paths.message_log(KEY).read_text().splitlines() if '"t":"turn"' in line]
     assert len(turns) == 2 and len(agent.history(KEY)) == 4
-    assert not agent._minted  # remembered only until the commit
+    assert not agent._wiring.minted  # remembered only until the commit

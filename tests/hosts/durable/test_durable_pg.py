@@ -205,10 +205,10 @@ async def test_commit_replayed_after_a_crash_writes_nothing_twice_and_reloads(
     new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
     turn = TurnCommit("chat:r", "rid-1", "hi", "hello", "hello", [], [], [], new, None)
     try:
-        assert await agent._commit(turn, stores) == (None, None)
+        assert await agent._wiring.commit(turn, stores) == (None, None)
         stale = [ModelRequest(parts=[UserPromptPart("stale")])]
         replay = TurnCommit("chat:r", "rid-1", "hi", "hello", "hello", [], [], stale, new, None)
-        assert await agent._commit(replay, stores) == (None, None)
+        assert await agent._wiring.commit(replay, stores) == (None, None)
         assert [r.data["requestId"] for r in await stores.messages.records("chat:r")] == ["rid-1"]
         said = [(r.data["role"], r.data["text"]) for r in await stores.transcript.records("chat:r")]
         assert said == [("user", "hi"), ("assistant", "hello")]
@@ -258,9 +258,9 @@ async def test_replayed_commit_that_compacted_asks_the_summarizer_once(
     new = [ModelRequest(parts=[UserPromptPart("hi")]), ModelResponse(parts=[TextPart("hello")])]
     turn = TurnCommit("chat:c", "rid-c", "hi", "hello", "hello", [], [], base, new, None)
     try:
-        compaction, failure = await agent._commit(turn, stores)
+        compaction, failure = await agent._wiring.commit(turn, stores)
         assert failure is None and compaction is not None
-        assert await agent._commit(turn, stores) == (None, None)  # the replay
+        assert await agent._wiring.commit(turn, stores) == (None, None)  # the replay
         assert asked == [6]  # once, by the first attempt
         kinds = [r.data["t"] for r in await stores.messages.records("chat:c")]
         assert kinds == ["turn", "compaction"]  # written once

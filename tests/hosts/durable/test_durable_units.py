@@ -104,7 +104,7 @@ async def test_a_recommit_finishes_a_partial_commit_and_never_writes_twice(tmp_p
     result = await agent.run("chat:c", "hello", request_id="rid-1")
     assert result.success and hooks.turn is not None
     assert await stores_holding(agent, "chat:c", "rid-1") == {"messages"}
-    outcome = await agent._commit(hooks.turn, agent.store)  # the resumed turn's commit
+    outcome = await agent._wiring.commit(hooks.turn, agent.store)  # the resumed turn's commit
     assert outcome == (None, None)
     assert await stores_holding(agent, "chat:c", "rid-1") == {
         "messages",
@@ -112,7 +112,7 @@ async def test_a_recommit_finishes_a_partial_commit_and_never_writes_twice(tmp_p
         "agentContext",
         "cards",
     }
-    await agent._commit(hooks.turn, agent.store)  # and once more: nothing changes
+    await agent._wiring.commit(hooks.turn, agent.store)  # and once more: nothing changes
     log = [json.loads(line) for line in agent.chats.log.path("chat:c").read_text().splitlines()]
     assert [r["requestId"] for r in log] == ["rid-1"]
     transcript = agent.transcript.last("chat:c", 10)
@@ -168,7 +168,7 @@ async def test_a_run_started_by_a_tool_of_a_durable_turn_runs_inline(tmp_path: P
     agent = make_agent(project, FunctionModel(_echo))
     with pytest.raises(Exception, match="async with agent"):
         await agent.run("chat:top", "hi")  # a top-level run outside the queue is refused
-    with use_tool_context(agent._context("chat:parent", "parent-turn", None)):
+    with use_tool_context(agent._wiring.tool_context("chat:parent", "parent-turn", None)):
         result = await agent.run("delegate:1", "do it")
     assert (result.success, result.output) == (True, "answer")
     assert agent.transcript.last("delegate:1", 5)[0]["text"] == "do it"

@@ -148,7 +148,7 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
         base = await hooks[id(agent)].load(agent, KEY, partial(agent.chats.aget, KEY))
         new = [ModelRequest(parts=[UserPromptPart(f"q{n}")]), ModelResponse(parts=[TextPart(f"a{n}")])]
         commit = TurnCommit(KEY, f"r{n}", f"q{n}", f"a{n}", f"a{n}", [], [], base, new, None)
-        _, failure = await hooks[id(agent)].commit(agent, commit, agent._commit)
+        _, failure = await hooks[id(agent)].commit(agent, commit, agent._wiring.commit)
         assert failure is None
 
     try:
@@ -160,7 +160,7 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
         expanded = second.expand(KEY, sid)
         assert [m.parts[0].content for m in expanded] == [f"{x}{n}" for n in range(3) for x in "qa"]  # type: ignore[union-attr]
         # the model's tool on machine two, mid-turn, reads the shared log
-        deps = TurnDeps(second._context(KEY, "r-x", None), hooks[id(second)].tool_stores(second))
+        deps = TurnDeps(second._wiring.tool_context(KEY, "r-x", None), hooks[id(second)].tool_stores(second))
         page = await expand_page(deps, sid)
         assert (
             page["success"] and page["messages"] == 6 and "q0" in page["content"] and "a2" in page["content"]
