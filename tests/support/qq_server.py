@@ -133,14 +133,23 @@ class FakeQQ:
         self._ids += 1
         return f"{prefix}{self._ids:06d}"
 
-    def c2c_message(self, content: str, *, user: str = USER, message_id: str | None = None) -> dict[str, Any]:
+    def c2c_message(
+        self,
+        content: str,
+        *,
+        user: str = USER,
+        message_id: str | None = None,
+        attachment: tuple[str, bytes] | None = None,
+    ) -> dict[str, Any]:
         """Dispatch a C2C_MESSAGE_CREATE: ``user`` wrote to the bot directly."""
-        data = {
+        data: dict[str, Any] = {
             "id": message_id or self._next_id("ROBOT1.0_c2c"),
             "author": {"id": user, "user_openid": user},
             "content": content,
             "timestamp": "2026-11-27T04:00:00+08:00",
         }
+        if attachment is not None:
+            data["attachments"] = [self._attachment_json(*attachment)]
         self._inbound.add(data["id"])
         self._queue("C2C_MESSAGE_CREATE", data)
         return data
@@ -164,20 +173,16 @@ class FakeQQ:
             "timestamp": "2026-11-27T04:00:00+08:00",
         }
         if attachment is not None:
-            name, body = attachment
-            key = self._next_id("f")
-            self.files[key] = body
-            data["attachments"] = [
-                {
-                    "content_type": "file",
-                    "filename": name,
-                    "size": len(body),
-                    "url": f"{self.url}/files/{key}",
-                }
-            ]
+            data["attachments"] = [self._attachment_json(*attachment)]
         self._inbound.add(data["id"])
         self._queue("GROUP_AT_MESSAGE_CREATE", data)
         return data
+
+    def _attachment_json(self, name: str, body: bytes) -> dict[str, Any]:
+        """A message's attachment as QQ describes it; the bytes are served at its ``url``."""
+        key = self._next_id("f")
+        self.files[key] = body
+        return {"content_type": "file", "filename": name, "size": len(body), "url": f"{self.url}/files/{key}"}
 
     def channel_message(self, content: str, *, user: str = "9001", name: str = "Ada") -> dict[str, Any]:
         """Dispatch an AT_MESSAGE_CREATE: ``name`` @-mentioned the bot in a guild channel."""

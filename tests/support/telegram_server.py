@@ -210,7 +210,9 @@ class FakeTelegram:
                 "file_size": len(content),
                 "mime_type": "text/plain",
             }
-            message["caption"] = message.pop("text")
+            caption = message.pop("text")
+            if caption:  # Telegram leaves out the caption of a file sent without one
+                message["caption"] = caption
         if thread_id is not None:
             message["message_thread_id"] = thread_id
             message["is_topic_message"] = True

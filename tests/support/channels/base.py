@@ -165,6 +165,11 @@ class ChannelDriver(Protocol):
         """
         ...
 
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` sends the file ``name`` holding ``data`` at ``place``, without text, as the
+        platform carries a file to a bot (the bot downloads it from the platform's server)."""
+        ...
+
     async def replay(self, delivery: Delivery) -> None:
         """The platform sends ``delivery`` again (as after a reconnect); returns once it went out."""
         ...

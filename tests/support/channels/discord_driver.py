@@ -102,6 +102,20 @@ class DiscordDriver:
         )
         return Delivery(place, person, text, data)
 
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` sends the file ``name`` (a MESSAGE_CREATE with it in ``attachments``; the bot
+        downloads it from the attachment's ``url``)."""
+        channel, guild = self._where(place)
+        message = self.fake.user_message(
+            "",
+            channel_id=channel,
+            guild_id=guild,
+            user_id=self.user_id(person),
+            name=person.name,
+            attachment=(name, data),
+        )
+        return Delivery(place, person, name, message)
+
     async def replay(self, delivery: Delivery) -> None:
         """A reconnect (op 7) and RESUME, after which the server sends the message again."""
         message_id = delivery.raw["id"]

@@ -100,6 +100,19 @@ class QQDriver:
             data = None  # QQ sends a group bot nothing that does not @ it
         return Delivery(place, person, text, data)
 
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` sends the file ``name`` (a message with it in ``attachments``; the bot downloads
+        it from the attachment's ``url``). In the group it is an @-message, the only kind QQ delivers."""
+        where, target = self._where(place)
+        attachment = (name, data)
+        if where == "users":
+            message = self.fake.c2c_message("", user=self.user_id(person), attachment=attachment)
+        else:
+            message = self.fake.group_message(
+                "", group=target, member=self.user_id(person), attachment=attachment
+            )
+        return Delivery(place, person, name, message)
+
     async def replay(self, delivery: Delivery) -> None:
         """A reconnect (op 7) and RESUME, after which the server sends the message again."""
         assert delivery.raw is not None, "a group message without a mention never reached the bot"

@@ -137,6 +137,20 @@ class SlackDriver:
         )
         return Delivery(place, person, text, envelope)
 
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` shares the file ``name`` (a ``file_share`` message; the bot downloads its
+        ``url_private_download`` with the bot token)."""
+        channel, thread = self._where(place)
+        envelope = self.fake.user_message(
+            "",
+            channel=channel,
+            user=self.user_id(person),
+            channel_type="im" if place.kind == "dm" else "channel",
+            thread_ts=thread,
+            file=(name, data),
+        )
+        return Delivery(place, person, name, envelope)
+
     async def replay(self, delivery: Delivery) -> None:
         """A reconnect Slack asked for, then the envelope again (a new envelope id, ``retry_attempt`` 1)."""
         connections = self.fake.connections

@@ -101,6 +101,20 @@ class TelegramDriver:
         )
         return Delivery(place, person, text, update)
 
+    def say_file(self, place: Place, person: Person, name: str, data: bytes) -> Delivery:
+        """``person`` sends the file ``name`` (a ``document`` message; the bot fetches it with getFile)."""
+        chat, topic = self._where(place)
+        update = self.fake.user_message(
+            "",
+            chat_id=chat,
+            user_id=self.user_id(person),
+            name=person.name,
+            chat_type="private" if place.kind == "dm" else "supergroup",
+            thread_id=topic,
+            document=(name, data),
+        )
+        return Delivery(place, person, name, update)
+
     async def replay(self, delivery: Delivery) -> None:
         self.fake.replay(delivery.raw)
         await self.fake.wait_for(lambda: not self.fake.replays)
