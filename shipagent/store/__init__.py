@@ -5,22 +5,24 @@
 backend below implements it with exactly one commit; :func:`open_stores` picks the project's
 from ship.json (Postgres in a durable cluster, else the files).
 
-Underneath, a project's state is five stores — the model-message log (turns and compactions), the
+Underneath, a project's state is five logs — the model-message log (turns and compactions), the
 transcript, the agent-context log, the context files (index + contents) and the cards/boxes —
-each a small async protocol in the shape of openai-agents' session protocol:
+each a small async protocol in the shape of openai-agents' session protocol. :class:`Stores` is a
+``ChatStore`` whose logs can also be read one by one (``shipagent migrate`` copies them record by
+record); every backend is both:
 
 * :class:`MemoryStores` — everything in memory (tests; the protocol's reference);
 * :class:`FileStores` — today's ``.ship/`` JSONL files and ``cardbox.sqlite3``, the default,
   byte-for-byte what the runtime has always written (thin adapters over the existing classes);
 * :class:`PgStores` — Postgres (psycopg 3), tables keyed by ``(chat_key, seq)``, context file
-  contents in the database, and :meth:`PgStores.commit_turn` writing a whole turn in one
+  contents in the database, and :meth:`PgStores.commit` writing a whole turn in one
   transaction.
 
 ``shipagent migrate --to postgresql://…`` / ``--from postgresql://…`` copies a project's stores
 between the two, verifying the counts per chat and store.
 
     stores = PgStores("postgresql://…")
-    await stores.commit_turn(TurnWrite(chat_key, request_id, user_text, output, new_messages))
+    await stores.commit(TurnRecord(chat_key, request_id, user_text, output, new_messages))
     history = await stores.messages.rebuild(chat_key)
 
 Beside the backends live the records they keep, as data: the ``.ship/`` logs (:mod:`.logs`,

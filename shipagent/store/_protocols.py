@@ -188,32 +188,6 @@ class ContextFileStore(Protocol):
 
 
 @runtime_checkable
-class Stores(Protocol):
-    """All the stores of one project, and the one write that commits a turn to all of them."""
-
-    messages: MessageLogStore
-    transcript: TranscriptStore
-    agent_context: AgentContextStore
-    context_files: ContextFileStore
-    cards: CardBoxStore
-
-    async def commit_turn(self, turn: TurnWrite) -> builtins.list[str]:
-        """Write ``turn`` to the message log, transcript, agent-context log and the chat's output box.
-
-        Returns the ids of the output-box cards written. Idempotent by request id: committing a
-        turn again (a retry after a crash, a replayed durable step) leaves every store holding it
-        once. On Postgres this is one transaction: after a crash either all of the turn is
-        visible or none of it; the files are written store after store, each skipped when it
-        already holds the request id.
-        """
-        ...
-
-    async def close(self) -> None:
-        """Release connections."""
-        ...
-
-
-@runtime_checkable
 class ChatStore(Protocol):
     """Where a project's chats live: the one store protocol the core writes and reads through.
 
@@ -298,3 +272,17 @@ class ChatStore(Protocol):
     async def close(self) -> None:
         """Release connections."""
         ...
+
+
+@runtime_checkable
+class Stores(ChatStore, Protocol):
+    """A :class:`ChatStore` whose logs can also be read and written one by one.
+
+    The turn goes through :meth:`ChatStore.commit` only; ``shipagent migrate`` copies a project's
+    chats log by log (every record as it is, so the copy is byte-identical), and the stores'
+    conformance tests check each log. Every backend is both.
+    """
+
+    messages: MessageLogStore
+    transcript: TranscriptStore
+    agent_context: AgentContextStore
