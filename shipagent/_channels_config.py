@@ -405,6 +405,11 @@ class QQGroupsConfig(_Model):
     allow: list[str] = Field(default_factory=list)
     """Group openids (``group_openid`` of an event) or guild channel ids."""
 
+    @property
+    def require_mention(self) -> bool:
+        """Always: QQ delivers only the group messages that @ the bot (so there is no key for it)."""
+        return True
+
 
 class QQConfig(_Model):
     """``channels.qq``: the agent as a QQ bot on the official bot API (gateway in, passive replies out)."""
