@@ -42,3 +42,16 @@ def test_qq_groups_always_need_a_mention_without_a_key_for_it() -> None:
     qq = _channels("qq", {"groups": {"policy": "allowlist", "allow": ["G1"]}})
     rules = access_rules(qq, qq.groups)
     assert rules.require_mention and rules.group_allow == frozenset({"G1"})
+
+
+def test_the_check_line_says_the_access_rules_in_each_platforms_words() -> None:
+    from shipagent.hosts.channels._check import access_line
+
+    slack = _channels("slack", {"allowFrom": ["U1", "U2"], "channels": {"policy": "open"}})
+    assert access_line(slack, slack.channels, noun="channel", anywhere="any channel the bot is in") == (
+        "direct messages: pairing (2 in allowFrom); any channel the bot is in, mention needed"
+    )
+    discord = _channels("discord", {"dmPolicy": "open", "guilds": {"policy": "disabled"}})
+    assert access_line(discord, discord.guilds, noun="guild").endswith("(0 in allowFrom); no guilds")
+    qq = _channels("qq", {"groups": {"allow": ["G1"]}})
+    assert access_line(qq, qq.groups, mention=None).endswith("; 1 allowed group(s)")
