@@ -13,6 +13,19 @@ from urllib.parse import urlsplit
 
 from pydantic import Field, field_validator, model_validator
 
+from ._channel_keys import (
+    MB,
+    Bytes,
+    DebounceMs,
+    DmPolicy,
+    GroupSection,
+    MentionedGroups,
+    PerMinute,
+    Streaming,
+    http_root,
+    parse_listen,
+    require,
+)
 from ._config_base import ConfigModel as _Model
 
 __all__ = [
@@ -35,32 +48,11 @@ DEFAULT_SLACK_HTTP_LISTEN = "127.0.0.1:3000"
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")  # what Telegram accepts as a webhook's secret_token
 
 
-def parse_listen(text: str) -> tuple[str, int]:
-    """``host:port`` (``[::1]:8443`` for IPv6) as its parts; ``ValueError`` saying what is wrong."""
-    host, sep, port = text.strip().rpartition(":")
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise ValueError('must be "host:port" with a port from 1 to 65535 (e.g. "127.0.0.1:8443")')
-    return host, int(port)
-
-
-def _http_root(value: str, example: str = "") -> str:
-    """``value`` without a trailing slash, if it is an http(s) URL (an API root a test may point at)."""
-    if not value.startswith(("http://", "https://")):
-        raise ValueError("must be an http:// or https:// URL" + (f" (e.g. {example})" if example else ""))
-    return value.rstrip("/")
-
-
-class GroupsConfig(_Model):
+class GroupsConfig(MentionedGroups[int]):
     """``channels.telegram.groups``: which group chats the bot answers in, and when."""
 
-    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    """``allowlist``: only the chats in ``allow``; ``open``: any group; ``disabled``: no group."""
-    allow: list[int] = Field(default_factory=list)
-    """Group chat ids (negative numbers for groups and supergroups)."""
-    require_mention: bool = True
-    """Answer only messages that mention the bot, reply to it, or are a command."""
+    # allow: group chat ids (negative numbers for groups and supergroups)
+
     history_limit: int = Field(default=0, ge=0, le=100)
     """With ``requireMention``: keep the last this many messages that did not address the bot (in
     memory) and give them to the model with the next message that does, then drop them (0: none)."""
@@ -86,7 +78,7 @@ class TelegramConfig(_Model):
     webhook_listen: str = DEFAULT_WEBHOOK_LISTEN
     """Webhook mode: where the listener binds, ``host:port`` (loopback by default: put a TLS
     reverse proxy or tunnel in front of it)."""
-    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    dm_policy: DmPolicy = "pairing"
     """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
     ``allowlist`` (only ``allowFrom``), ``open`` (anyone)."""
     allow_from: list[int] = Field(default_factory=list)
@@ -94,24 +86,23 @@ class TelegramConfig(_Model):
     groups: GroupsConfig = Field(default_factory=GroupsConfig)
     admins: list[int] = Field(default_factory=list)
     """User ids who may answer any approval question (besides the one who started the turn)."""
-    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    debounce_ms: DebounceMs = None
     """Messages of one chat within this many milliseconds of each other are answered as one turn;
     default 1,500 in groups, 0 in direct messages."""
-    rate_limit_per_minute: int = Field(default=30, ge=0)
-    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
-    streaming: Literal["edit", "off"] = "edit"
+    rate_limit_per_minute: PerMinute = 30
+    streaming: Streaming = "edit"
     """``edit``: the answer appears as one message edited as it is written; ``off``: sent when done."""
     show_tool_steps: bool = False
     """Show one short line per tool step (its summary) in the chat while the answer is written."""
     text_chunk_limit: int = Field(default=4000, ge=200, le=4096)
     """A message longer than this is split (Telegram's own limit is 4,096 characters)."""
-    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    max_attachment_bytes: Bytes = 20 * MB
     """Attachments larger than this are refused (the public Bot API serves files up to 20 MB)."""
 
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        return _http_root(value)
+        return http_root(value)
 
     @field_validator("webhook_url")
     @classmethod
@@ -148,11 +139,8 @@ class TelegramConfig(_Model):
 
     @model_validator(mode="after")
     def _token_when_enabled(self) -> TelegramConfig:
-        if self.enabled and not (self.bot_token and self.bot_token.strip()):
-            raise ValueError(
-                "botToken is required when channels.telegram.enabled is true "
-                '(e.g. "botToken": "${TELEGRAM_BOT_TOKEN}")'
-            )
+        if self.enabled:
+            require("telegram", "botToken", self.bot_token, "${TELEGRAM_BOT_TOKEN}")
         return self
 
     @model_validator(mode="after")
@@ -183,16 +171,11 @@ class TelegramConfig(_Model):
         return self
 
 
-class SlackChannelsConfig(_Model):
+class SlackChannelsConfig(MentionedGroups[str]):
     """``channels.slack.channels``: which Slack channels (and group DMs) the bot answers in, and when."""
 
-    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    """``allowlist``: only the channels in ``allow``; ``open``: any channel the bot is in;
-    ``disabled``: direct messages only."""
-    allow: list[str] = Field(default_factory=list)
-    """Channel ids (``C0123ABCD``; in Slack: the channel's details, at the bottom)."""
-    require_mention: bool = True
-    """Answer only messages that mention the bot (``@ship``) or are a ``!command``."""
+    # allow: channel ids (C0123ABCD; in Slack: the channel's details, at the bottom);
+    # requireMention: a mention is @ship, or the message is a !command; disabled: direct messages only
 
 
 def _slack_token(value: str | None, prefix: str, what: str) -> str | None:
@@ -225,7 +208,7 @@ class SlackConfig(_Model):
     """HTTP mode: the path of the Request URL (events, interactivity and slash commands share it)."""
     api_root: str = DEFAULT_SLACK_API_ROOT
     """The Web API's base URL (a test server can be named here)."""
-    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    dm_policy: DmPolicy = "pairing"
     """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
     ``allowlist`` (only ``allowFrom``), ``open`` (anyone in the workspace)."""
     allow_from: list[str] = Field(default_factory=list)
@@ -233,12 +216,11 @@ class SlackConfig(_Model):
     channels: SlackChannelsConfig = Field(default_factory=SlackChannelsConfig)
     admins: list[str] = Field(default_factory=list)
     """User ids who may answer any approval question (besides the one who started the turn)."""
-    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    debounce_ms: DebounceMs = None
     """Messages of one conversation within this many milliseconds are answered as one turn;
     default 1,500 in channels, 0 in direct messages."""
-    rate_limit_per_minute: int = Field(default=30, ge=0)
-    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
-    streaming: Literal["edit", "off"] = "edit"
+    rate_limit_per_minute: PerMinute = 30
+    streaming: Streaming = "edit"
     """``edit``: the answer appears as one message updated (``chat.update``) as it is written;
     ``off``: sent when done."""
     show_tool_steps: bool = False
@@ -247,13 +229,13 @@ class SlackConfig(_Model):
     """A message longer than this is split. Slack shows up to 4,000 characters of a message's text
     in full (longer ones are cut behind "Show more" or refused); 3,000 also fits one Block Kit
     section, which is what a message with buttons is made of."""
-    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    max_attachment_bytes: Bytes = 20 * MB
     """Files larger than this are refused instead of downloaded."""
 
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        return _http_root(value)
+        return http_root(value)
 
     @field_validator("bot_token")
     @classmethod
@@ -302,11 +284,7 @@ class SlackConfig(_Model):
             )
         if not self.enabled:
             return self
-        if not self.bot_token:
-            raise ValueError(
-                "botToken is required when channels.slack.enabled is true "
-                '(e.g. "botToken": "${SLACK_BOT_TOKEN}")'
-            )
+        require("slack", "botToken", self.bot_token, "${SLACK_BOT_TOKEN}")
         if self.mode == "http" and not self.signing_secret:
             raise ValueError(
                 'signingSecret is required when channels.slack.mode is "http": every request from '
@@ -323,15 +301,10 @@ class SlackConfig(_Model):
 DEFAULT_DISCORD_API_ROOT = "https://discord.com/api/v10"
 
 
-class DiscordGuildsConfig(_Model):
+class DiscordGuildsConfig(MentionedGroups[int]):
     """``channels.discord.guilds``: which servers (guilds) the bot answers in, and when."""
 
-    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    """``allowlist``: only the guilds in ``allow``; ``open``: any guild the bot is in; ``disabled``: none."""
-    allow: list[int] = Field(default_factory=list)
-    """Guild (server) ids: in Discord, Settings → Advanced → Developer Mode, then "Copy Server ID"."""
-    require_mention: bool = True
-    """Answer only messages that mention the bot, reply to it, or are a command."""
+    # allow: guild (server) ids: in Discord, Settings → Advanced → Developer Mode, "Copy Server ID"
 
 
 class DiscordConfig(_Model):
@@ -345,7 +318,7 @@ class DiscordConfig(_Model):
     gateway_url: str | None = None
     """The gateway WebSocket (``wss://…``). Unset: Discord's own, or, when ``apiRoot`` names another
     server, the URL that server's ``GET /gateway/bot`` gives."""
-    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    dm_policy: DmPolicy = "pairing"
     """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
     ``allowlist`` (only ``allowFrom``), ``open`` (anyone)."""
     allow_from: list[int] = Field(default_factory=list)
@@ -353,18 +326,17 @@ class DiscordConfig(_Model):
     guilds: DiscordGuildsConfig = Field(default_factory=DiscordGuildsConfig)
     admins: list[int] = Field(default_factory=list)
     """User ids who may answer any approval question (besides the one who started the turn)."""
-    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    debounce_ms: DebounceMs = None
     """Messages of one chat within this many milliseconds of each other are answered as one turn;
     default 1,500 in guild channels, 0 in direct messages."""
-    rate_limit_per_minute: int = Field(default=30, ge=0)
-    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
-    streaming: Literal["edit", "off"] = "edit"
+    rate_limit_per_minute: PerMinute = 30
+    streaming: Streaming = "edit"
     """``edit``: the answer appears as one message edited as it is written; ``off``: sent when done."""
     show_tool_steps: bool = False
     """Show one short line per tool step (its summary) in the chat while the answer is written."""
     text_chunk_limit: int = Field(default=2000, ge=200, le=2000)
     """A message longer than this is split (Discord's own limit is 2,000 characters)."""
-    max_attachment_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    max_attachment_bytes: Bytes = 10 * MB
     """Attachments larger than this are refused (Discord's upload limit without Nitro is 10 MB)."""
     slash_commands: bool = True
     """Register the chat commands as Discord slash commands on start (replacing the application's
@@ -373,7 +345,7 @@ class DiscordConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        return _http_root(value, "https://discord.com/api/v10")
+        return http_root(value, "https://discord.com/api/v10")
 
     @field_validator("gateway_url")
     @classmethod
@@ -384,11 +356,8 @@ class DiscordConfig(_Model):
 
     @model_validator(mode="after")
     def _token_when_enabled(self) -> DiscordConfig:
-        if self.enabled and not (self.bot_token and self.bot_token.strip()):
-            raise ValueError(
-                "botToken is required when channels.discord.enabled is true "
-                '(e.g. "botToken": "${DISCORD_BOT_TOKEN}")'
-            )
+        if self.enabled:
+            require("discord", "botToken", self.bot_token, "${DISCORD_BOT_TOKEN}")
         return self
 
 
@@ -397,13 +366,15 @@ SANDBOX_QQ_API_ROOT = "https://sandbox.api.sgroup.qq.com"
 DEFAULT_QQ_TOKEN_URL = "https://bots.qq.com/app/getAppAccessToken"
 
 
-class QQGroupsConfig(_Model):
+class QQGroupsConfig(GroupSection[str]):
     """``channels.qq.groups``: which QQ groups the bot answers in (QQ delivers only @-messages)."""
 
-    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    """``allowlist``: only the groups (and guild channels) in ``allow``; ``open``: any; ``disabled``: none."""
-    allow: list[str] = Field(default_factory=list)
-    """Group openids (``group_openid`` of an event) or guild channel ids."""
+    # allow: group openids (group_openid of an event) or guild channel ids
+
+    @property
+    def require_mention(self) -> bool:
+        """Always: QQ delivers only the group messages that @ the bot (so there is no key for it)."""
+        return True
 
 
 class QQConfig(_Model):
@@ -421,7 +392,7 @@ class QQConfig(_Model):
     """The API host; unset: QQ's own (or its sandbox with ``sandbox``). A test server can be named."""
     token_url: str = DEFAULT_QQ_TOKEN_URL
     """Where the access token is asked for (AppID and AppSecret in, ``access_token`` out)."""
-    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    dm_policy: DmPolicy = "pairing"
     """Direct (C2C) messages: ``pairing`` (unknown senders get a one-time code for the owner to
     approve), ``allowlist`` (only ``allowFrom``), ``open`` (anyone)."""
     allow_from: list[str] = Field(default_factory=list)
@@ -430,14 +401,13 @@ class QQConfig(_Model):
     admins: list[str] = Field(default_factory=list)
     """Openids who may answer an approval question besides the asker (QQ shows no buttons, so a
     command in ``ask`` mode is refused there; kept so a ship.json moves between platforms)."""
-    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    debounce_ms: DebounceMs = None
     """Messages of one chat within this many milliseconds of each other are answered as one turn;
     default 1,500 in groups, 0 in direct messages."""
-    rate_limit_per_minute: int = Field(default=30, ge=0)
-    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
+    rate_limit_per_minute: PerMinute = 30
     text_chunk_limit: int = Field(default=2000, ge=200, le=4000)
     """A reply longer than this is split into several passive replies."""
-    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    max_attachment_bytes: Bytes = 20 * MB
     """Attachments larger than this are refused."""
 
     @property
@@ -450,35 +420,24 @@ class QQConfig(_Model):
     @field_validator("api_root", "token_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return None if value is None else _http_root(value, "https://api.sgroup.qq.com")
+        return None if value is None else http_root(value, "https://api.sgroup.qq.com")
 
     @model_validator(mode="after")
     def _credentials_when_enabled(self) -> QQConfig:
         if self.enabled:
-            if not (self.app_id and self.app_id.strip()):
-                raise ValueError(
-                    'appId is required when channels.qq.enabled is true (e.g. "appId": "102012345")'
-                )
-            if not (self.client_secret and self.client_secret.strip()):
-                raise ValueError(
-                    "clientSecret is required when channels.qq.enabled is true "
-                    '(e.g. "clientSecret": "${QQ_BOT_SECRET}")'
-                )
+            require("qq", "appId", self.app_id, "102012345")
+            require("qq", "clientSecret", self.client_secret, "${QQ_BOT_SECRET}")
         return self
 
 
 FEISHU_DOMAINS = {"feishu": "https://open.feishu.cn", "lark": "https://open.larksuite.com"}
 
 
-class FeishuGroupsConfig(_Model):
+class FeishuGroupsConfig(MentionedGroups[str]):
     """``channels.feishu.groups``: which group chats the bot answers in, and when."""
 
-    policy: Literal["allowlist", "open", "disabled"] = "allowlist"
-    """``allowlist``: only the chats in ``allow``; ``open``: any group the bot is in; ``disabled``: none."""
-    allow: list[str] = Field(default_factory=list)
-    """Group chat ids (``oc_…``; in Feishu: the group's settings, or the event's ``chat_id``)."""
-    require_mention: bool = True
-    """Answer only messages that @mention the bot or are a command."""
+    # allow: group chat ids (oc_…; in Feishu: the group's settings, or the event's chat_id);
+    # requireMention: an @mention of the bot, or a command
 
 
 class FeishuConfig(_Model):
@@ -491,7 +450,7 @@ class FeishuConfig(_Model):
     """The app's App Secret; write ``"${FEISHU_APP_SECRET}"`` and keep it in the environment."""
     domain: str = "feishu"
     """``feishu`` (open.feishu.cn), ``lark`` (open.larksuite.com), or a URL (a test server)."""
-    dm_policy: Literal["pairing", "allowlist", "open"] = "pairing"
+    dm_policy: DmPolicy = "pairing"
     """Direct messages: ``pairing`` (unknown senders get a one-time code for the owner to approve),
     ``allowlist`` (only ``allowFrom``), ``open`` (anyone who can find the bot)."""
     allow_from: list[str] = Field(default_factory=list)
@@ -499,12 +458,11 @@ class FeishuConfig(_Model):
     groups: FeishuGroupsConfig = Field(default_factory=FeishuGroupsConfig)
     admins: list[str] = Field(default_factory=list)
     """``open_id`` of users who may answer any approval question (besides the one who asked)."""
-    debounce_ms: int | None = Field(default=None, ge=0, le=60_000)
+    debounce_ms: DebounceMs = None
     """Messages of one chat within this many milliseconds of each other are answered as one turn;
     default 1,500 in groups, 0 in direct messages."""
-    rate_limit_per_minute: int = Field(default=30, ge=0)
-    """Messages one sender may send per minute; more are ignored, with one notice (0: no limit)."""
-    streaming: Literal["edit", "off"] = "edit"
+    rate_limit_per_minute: PerMinute = 30
+    streaming: Streaming = "edit"
     """``edit``: the answer appears as one message edited as it is written (Feishu allows 20 edits
     of a message: later streamed text waits for the final edit); ``off``: sent when done."""
     show_tool_steps: bool = False
@@ -512,7 +470,7 @@ class FeishuConfig(_Model):
     text_chunk_limit: int = Field(default=4000, ge=200, le=10_000)
     """A message longer than this is split (Feishu takes up to about 150 KB of a text message; long
     messages are hard to read on a phone)."""
-    max_attachment_bytes: int = Field(default=20 * 1024 * 1024, ge=0)
+    max_attachment_bytes: Bytes = 20 * MB
     """Attachments larger than this are refused."""
 
     @field_validator("domain")
@@ -531,17 +489,9 @@ class FeishuConfig(_Model):
 
     @model_validator(mode="after")
     def _credentials_when_enabled(self) -> FeishuConfig:
-        if not self.enabled:
-            return self
-        if not (self.app_id and self.app_id.strip()):
-            raise ValueError(
-                'appId is required when channels.feishu.enabled is true (e.g. "appId": "cli_a1b2c3")'
-            )
-        if not (self.app_secret and self.app_secret.strip()):
-            raise ValueError(
-                "appSecret is required when channels.feishu.enabled is true "
-                '(e.g. "appSecret": "${FEISHU_APP_SECRET}")'
-            )
+        if self.enabled:
+            require("feishu", "appId", self.app_id, "cli_a1b2c3")
+            require("feishu", "appSecret", self.app_secret, "${FEISHU_APP_SECRET}")
         return self
 
 

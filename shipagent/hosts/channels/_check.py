@@ -1,141 +1,143 @@
-"""``shipagent check`` for channels: is the token good (``getMe``), and who may talk to the bot."""
+"""``shipagent check`` for channels: does each enabled platform accept its credentials, and who may
+talk to the bot.
+
+Each platform's ``_check`` module has only its platform call (who the bot is, asked with the
+configured credentials, ``ValueError`` saying why not, never a secret); the line printed, the
+access summary and the exit on a refusal are the same for all of them and live here. A platform's
+SDK is imported only when its channel is enabled.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 import anyio
+import anyio.to_thread
 import typer
 from rich.markup import escape
 
 if TYPE_CHECKING:
-    from telegram import Bot
-
-    from ..._channels_config import TelegramConfig
     from ...config import ShipConfig
+    from ._build import AccessKeys, GroupKeys
 
-__all__ = ["channels_check_hook"]
+__all__ = ["access_line", "channels_check_hook", "report"]
 
 
 class _Printer(Protocol):
     def print(self, *objects: object, highlight: bool = ...) -> None: ...
 
 
-def _access(telegram: TelegramConfig) -> str:
-    groups = telegram.groups
+def access_line(
+    config: AccessKeys,
+    groups: GroupKeys,
+    *,
+    noun: str = "group",
+    anywhere: str = "",
+    mention: str | None = "mention needed",
+) -> str:
+    """The access rules in one line: ``dmPolicy`` and ``allowFrom``, the group section's policy
+    (``noun`` names its chats; ``anywhere`` says what ``open`` lets in), whether a mention is needed
+    (``mention``; ``None``: the platform's line says it another way)."""
     where = {
-        "allowlist": f"{len(groups.allow)} allowed group(s)",
-        "open": "any group",
-        "disabled": "no groups",
+        "allowlist": f"{len(groups.allow)} allowed {noun}(s)",
+        "open": anywhere or f"any {noun}",
+        "disabled": f"no {noun}s",
     }[groups.policy]
-    mention = ", mention needed" if groups.require_mention and groups.policy != "disabled" else ""
-    return (
-        f"direct messages: {telegram.dm_policy} ({len(telegram.allow_from)} in allowFrom); {where}{mention}"
-    )
+    needed = f", {mention}" if mention and groups.require_mention and groups.policy != "disabled" else ""
+    return f"direct messages: {config.dm_policy} ({len(config.allow_from)} in allowFrom); {where}{needed}"
 
 
-async def _webhook_state(bot: Bot, telegram: TelegramConfig) -> str:
-    """Webhook mode: whether Telegram's webhook is ours, and its last delivery error (URL not shown:
-    its path may be a secret of its own)."""
-    info = await bot.get_webhook_info()
-    if info.url and info.url == telegram.webhook_url:
-        state = "set to webhookUrl"
-    elif not info.url:
-        state = "not set yet (the channel sets it when it starts)"
-    else:
-        state = "pointing at another URL (the channel sets it to webhookUrl when it starts)"
-    if info.last_error_message:
-        state += f"; Telegram's last delivery error: {info.last_error_message}"
-    return f"; webhook {state}; listening on {telegram.webhook_listen}"
-
-
-async def _get_me(telegram: TelegramConfig) -> tuple[str, str]:
-    from telegram import Bot
-    from telegram.error import TelegramError
-
-    from .telegram._redact import TokenFilter
-
-    token = TokenFilter(telegram.bot_token or "")
-    token.install()
+def report(
+    console: _Printer,
+    name: str,
+    *,
+    root: str,
+    ask: Callable[[], Awaitable[tuple[str, str]]],
+    access: str,
+    keys: str = "",
+    api: str = "",
+) -> None:
+    """Ask the platform who the bot is (``ask``: the bot, and what to say after ``root``) and print
+    it with the access rules; if the platform refuses, print which ``keys`` it refused (``""``: the
+    error names them) and exit 1. ``api`` names the server before ``root`` (``the Bot API at``)."""
     try:
-        bot = Bot(
-            token.token, base_url=f"{telegram.api_root}/bot", base_file_url=f"{telegram.api_root}/file/bot"
+        who, more = anyio.run(ask)
+    except ValueError as exc:
+        refused = f"{keys}: " if keys else ""
+        console.print(
+            f"[red]{name}: {api}{escape(root)} did not accept {refused}{escape(str(exc))}[/]", highlight=False
         )
-        try:
-            with anyio.fail_after(15):
-                async with bot:
-                    me = bot.bot
-                    hook = await _webhook_state(bot, telegram) if telegram.mode == "webhook" else ""
-            return f"@{me.username} (id {me.id})", hook
-        except TelegramError as exc:
-            raise ValueError(token.clean(f"{type(exc).__name__}: {exc}")) from None
-        except TimeoutError:
-            raise ValueError("no answer within 15 s") from None
-    finally:
-        token.remove()
+        raise typer.Exit(1) from None
+    console.print(escape(f"{name}: {who} via {root}{more}; {access}"), highlight=False)
 
 
 def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) -> None:
-    """Print each enabled channel: the bot it is (asked from the Bot API) and its access rules.
+    """Print each enabled channel: the bot it is (asked from the platform) and its access rules.
 
-    A token the Bot API refuses, or an unreachable ``apiRoot``, is an error (exit 1); the token
-    itself is never printed.
+    Credentials a platform refuses, or an unreachable API root, are an error (exit 1); a secret is
+    never printed.
     """
-    if config.channels.slack.enabled:
-        from .slack._check import check_slack  # slack-sdk loads only when Slack is on
+    for platform, check in _CHECKS.items():
+        if getattr(config.channels, platform).enabled:
+            check(config, console)
 
-        check_slack(config.channels.slack, console)
-    if config.channels.discord.enabled:
-        _check_discord(config, console)
-    if config.channels.feishu.enabled:
-        from .feishu._check import check_feishu  # lark-oapi loads only when Feishu is on
 
-        check_feishu(config.channels.feishu, console)
-    if config.channels.qq.enabled:
-        _check_qq(config, console)
-    telegram = config.channels.telegram
-    if not telegram.enabled:
-        return
-    try:
-        who, hook = anyio.run(_get_me, telegram)
-    except ValueError as exc:
-        console.print(
-            f"[red]telegram: the Bot API at {escape(telegram.api_root)} did not accept channels.telegram.botToken: "
-            f"{escape(str(exc))}[/]",
-            highlight=False,
-        )
-        raise typer.Exit(1) from None
-    console.print(
-        escape(f"telegram: {who} via {telegram.api_root}{hook}; {_access(telegram)}"), highlight=False
+def _slack(config: ShipConfig, console: _Printer) -> None:
+    from .slack._check import slack_who  # slack-sdk loads only when Slack is on
+
+    slack = config.channels.slack
+    access = access_line(slack, slack.channels, noun="channel", anywhere="any channel the bot is in")
+    ask = partial(slack_who, slack)  # its error names the token refused
+    report(console, "slack", root=slack.api_root, api="the Web API at ", ask=ask, access=access)
+
+
+def _discord(config: ShipConfig, console: _Printer) -> None:
+    from .discord._check import discord_who
+
+    discord = config.channels.discord
+    access = access_line(discord, discord.guilds, noun="guild")
+    keys = "channels.discord.botToken"
+    report(
+        console, "discord", root=discord.api_root, keys=keys, ask=partial(discord_who, discord), access=access
     )
 
 
-def _report(console: _Printer, name: str, root: str, keys: str, who: Callable[[], str], access: str) -> None:
-    """Ask the platform who the bot is (``who``); say it with the access rules, or say which keys it refused."""
-    try:
-        found = who()
-    except ValueError as exc:
-        console.print(
-            f"[red]{name}: {escape(root)} did not accept {keys}: {escape(str(exc))}[/]", highlight=False
-        )
-        raise typer.Exit(1) from None
-    console.print(escape(f"{name}: {found} via {root}; {access}"), highlight=False)
+def _feishu(config: ShipConfig, console: _Printer) -> None:
+    from .feishu._check import feishu_who  # lark-oapi loads only when Feishu is on
+
+    feishu = config.channels.feishu
+    access = access_line(feishu, feishu.groups, anywhere="any group the bot is in", mention="@mention needed")
+    keys = "channels.feishu.appId / appSecret"
+    ask = partial(anyio.to_thread.run_sync, feishu_who, feishu)  # lark-oapi blocks (requests)
+    report(console, "feishu", root=feishu.base_url, keys=keys, ask=ask, access=access)
 
 
-def _check_discord(config: ShipConfig, console: _Printer) -> None:
-    from .discord._check import discord_access, discord_who
-
-    discord = config.channels.discord
-    who = partial(anyio.run, discord_who, discord)
-    _report(console, "discord", discord.api_root, "channels.discord.botToken", who, discord_access(discord))
-
-
-def _check_qq(config: ShipConfig, console: _Printer) -> None:
-    from .qq._check import qq_access, qq_who
+def _qq(config: ShipConfig, console: _Printer) -> None:
+    from .qq._check import qq_who
 
     qq = config.channels.qq
+    access = access_line(qq, qq.groups, mention=None) + ", @-messages only"
     keys = "channels.qq.appId / clientSecret"
-    _report(console, "qq", qq.api_base, keys, partial(anyio.run, qq_who, qq), qq_access(qq))
+    report(console, "qq", root=qq.api_base, keys=keys, ask=partial(qq_who, qq), access=access)
+
+
+def _telegram(config: ShipConfig, console: _Printer) -> None:
+    from .telegram._check import telegram_who  # python-telegram-bot loads only when Telegram is on
+
+    telegram = config.channels.telegram
+    keys, root = "channels.telegram.botToken", telegram.api_root
+    ask, access = partial(telegram_who, telegram), access_line(telegram, telegram.groups)
+    report(console, "telegram", root=root, api="the Bot API at ", keys=keys, ask=ask, access=access)
+
+
+_CHECKS: dict[str, Callable[[ShipConfig, _Printer], None]] = {
+    "slack": _slack,
+    "discord": _discord,
+    "feishu": _feishu,
+    "qq": _qq,
+    "telegram": _telegram,
+}
+"""The platform checks, in the order they are printed."""

@@ -35,10 +35,9 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from discord.gateway import DiscordWebSocket
 
 from ...._channels_config import DEFAULT_DISCORD_API_ROOT, DiscordConfig
-from .._access import AccessRules, decide
-from .._dedupe import Dedupe
-from .._pairing import PairingStore
-from .._pipeline import Pipeline, PipelineOptions
+from .._access import decide
+from .._build import channel_pipeline
+from .._pipeline import PipelineOptions
 from .._types import Capabilities, ChannelHealth
 from ._sender import DiscordOutbound, remember
 from ._slash import command_tree, to_command
@@ -127,7 +126,6 @@ class DiscordChannel:
         self.ready_timeout = ready_timeout
         self.guild_ready_timeout = guild_ready_timeout
         """Seconds discord.py waits after the last GUILD_CREATE before it calls the session ready."""
-        guilds = config.guilds
         self.outbound = DiscordOutbound(
             lambda: self.client,
             config,
@@ -136,22 +134,16 @@ class DiscordChannel:
             session=lambda: self._session,
         )
         """How this channel sends: the same code a durable worker's sender uses."""
-        self.pipeline = Pipeline(
+        self.pipeline = channel_pipeline(
             agent,
             self.outbound,
             channel=self.name,
-            rules=AccessRules(
-                dm_policy=config.dm_policy,
-                allow_from=frozenset(str(i) for i in config.allow_from),
-                # a guild's channels are its chats: the guild allowlist is applied in `_take`
-                group_policy="open" if guilds.policy == "allowlist" else guilds.policy,
-                require_mention=guilds.require_mention,
-            ),
-            pairing=PairingStore(state_dir),
-            dedupe=Dedupe(state_dir, self.name),
-            health=self.health,
-            admins=frozenset(str(i) for i in config.admins),
+            config=config,
+            groups=config.guilds,
             options=PipelineOptions.of(config, edit_interval=edit_interval),
+            state_dir=state_dir,
+            health=self.health,
+            adapter_allowlist=True,  # a guild's channels are its chats: `_take` applies guilds.allow
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._client: _Client | None = None

@@ -14,22 +14,10 @@ import anyio
 if TYPE_CHECKING:
     from ...._channels_config import DiscordConfig
 
-__all__ = ["discord_access", "discord_who"]
+__all__ = ["discord_who"]
 
 
-def discord_access(config: DiscordConfig) -> str:
-    """The access rules in one line (``dmPolicy``, the guilds, mentions)."""
-    guilds = config.guilds
-    where = {
-        "allowlist": f"{len(guilds.allow)} allowed guild(s)",
-        "open": "any guild",
-        "disabled": "no guilds",
-    }[guilds.policy]
-    mention = ", mention needed" if guilds.require_mention and guilds.policy != "disabled" else ""
-    return f"direct messages: {config.dm_policy} ({len(config.allow_from)} in allowFrom); {where}{mention}"
-
-
-async def discord_who(config: DiscordConfig) -> str:
+async def discord_who(config: DiscordConfig) -> tuple[str, str]:
     """The bot's name and id, asked from Discord; ``ValueError`` saying why not (never the token)."""
     headers = {"Authorization": f"Bot {config.bot_token or ''}"}
     try:
@@ -49,4 +37,4 @@ async def discord_who(config: DiscordConfig) -> str:
         raise ValueError("no answer within 15 s") from None
     except aiohttp.ClientError as exc:
         raise ValueError(f"{type(exc).__name__}: {exc}") from None
-    return f"{me.get('username', '?')} (id {me.get('id', '?')})"
+    return f"{me.get('username', '?')} (id {me.get('id', '?')})", ""

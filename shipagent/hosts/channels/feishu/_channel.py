@@ -33,10 +33,8 @@ import anyio.from_thread
 import anyio.lowlevel
 import anyio.to_thread
 
-from .._access import AccessRules
-from .._dedupe import Dedupe
-from .._pairing import PairingStore
-from .._pipeline import Pipeline, PipelineOptions
+from .._build import channel_pipeline
+from .._pipeline import PipelineOptions
 from .._types import (
     ButtonPress,
     ChannelHealth,
@@ -88,23 +86,15 @@ class FeishuChannel(FeishuRest):
         self.agent = agent
         self.health = ChannelHealth()
         self.ready_timeout = ready_timeout
-        groups = config.groups
-        self.pipeline = Pipeline(
+        self.pipeline = channel_pipeline(
             agent,
             self,
             channel=self.name,
-            rules=AccessRules(
-                dm_policy=config.dm_policy,
-                allow_from=frozenset(config.allow_from),
-                group_policy=groups.policy,
-                group_allow=frozenset(groups.allow),
-                require_mention=groups.require_mention,
-            ),
-            pairing=PairingStore(state_dir),
-            dedupe=Dedupe(state_dir, self.name),
-            health=self.health,
-            admins=frozenset(config.admins),
+            config=config,
+            groups=config.groups,
             options=PipelineOptions.of(config, edit_interval=edit_interval),
+            state_dir=state_dir,
+            health=self.health,
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._link: LongConnection | None = None

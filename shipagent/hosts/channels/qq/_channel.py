@@ -33,10 +33,8 @@ import anyio.abc
 import httpx
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
-from .._access import AccessRules
-from .._dedupe import Dedupe
-from .._pairing import PairingStore
-from .._pipeline import Pipeline, PipelineOptions
+from .._build import channel_pipeline
+from .._pipeline import PipelineOptions
 from .._types import (
     Attachment,
     Button,
@@ -119,28 +117,21 @@ class QQChannel:
         self.health = ChannelHealth()
         self.ready_timeout = ready_timeout
         self.max_backoff = max_backoff
-        groups = config.groups
-        self.pipeline = Pipeline(
+        options = PipelineOptions(
+            stream=False,  # no edits on QQ: the answer goes when it is done
+            limit=config.text_chunk_limit,
+            max_attachment_bytes=config.max_attachment_bytes,
+            rate_per_minute=config.rate_limit_per_minute,
+        ).debounced(config.debounce_ms)
+        self.pipeline = channel_pipeline(
             agent,
             self,
             channel=self.name,
-            rules=AccessRules(
-                dm_policy=config.dm_policy,
-                allow_from=frozenset(config.allow_from),
-                group_policy=groups.policy,
-                group_allow=frozenset(groups.allow),
-                require_mention=True,  # QQ delivers only the group messages that @ the bot
-            ),
-            pairing=PairingStore(state_dir),
-            dedupe=Dedupe(state_dir, self.name),
+            config=config,
+            groups=config.groups,
+            options=options,
+            state_dir=state_dir,
             health=self.health,
-            admins=frozenset(config.admins),
-            options=PipelineOptions(
-                stream=False,  # no edits on QQ: the answer goes when it is done
-                limit=config.text_chunk_limit,
-                max_attachment_bytes=config.max_attachment_bytes,
-                rate_per_minute=config.rate_limit_per_minute,
-            ).debounced(config.debounce_ms),
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._http: httpx.AsyncClient | None = None

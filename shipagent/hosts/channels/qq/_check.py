@@ -13,21 +13,10 @@ from ._auth import AccessToken, CredentialsRefused
 if TYPE_CHECKING:
     from ...._channels_config import QQConfig
 
-__all__ = ["qq_access", "qq_who"]
+__all__ = ["qq_who"]
 
 
-def qq_access(config: QQConfig) -> str:
-    """The access rules in one line (``dmPolicy``, the groups)."""
-    groups = config.groups
-    where = {
-        "allowlist": f"{len(groups.allow)} allowed group(s)",
-        "open": "any group",
-        "disabled": "no groups",
-    }[groups.policy]
-    return f"direct messages: {config.dm_policy} ({len(config.allow_from)} in allowFrom); {where}, @-messages only"
-
-
-async def qq_who(config: QQConfig) -> str:
+async def qq_who(config: QQConfig) -> tuple[str, str]:
     """The app and its gateway, asked from QQ; ``ValueError`` saying why not (never a secret)."""
     secret = config.client_secret or ""
     try:
@@ -46,4 +35,4 @@ async def qq_who(config: QQConfig) -> str:
         raise ValueError(
             f"{type(exc).__name__}: {exc}".replace(secret, "[secret]") if secret else str(exc)
         ) from None
-    return f"app {config.app_id}"
+    return f"app {config.app_id}", ""

@@ -34,10 +34,8 @@ from slack_sdk.socket_mode.response import SocketModeResponse
 from slack_sdk.web.async_client import AsyncWebClient
 
 from ...._channels_config import SlackConfig
-from .._access import AccessRules
-from .._dedupe import Dedupe
-from .._pairing import PairingStore
-from .._pipeline import Pipeline, PipelineOptions
+from .._build import channel_pipeline
+from .._pipeline import PipelineOptions
 from .._types import Capabilities, ChannelHealth
 from ._http import EventsListener
 from ._sender import SlackOutbound, token_cleaner
@@ -104,22 +102,15 @@ class SlackChannel:
             lambda: self.web, config, self._clean, http=lambda: self._http, receives=True
         )
         """How this channel sends: the same code a durable worker's sender uses."""
-        self.pipeline = Pipeline(
+        self.pipeline = channel_pipeline(
             agent,
             self.outbound,
             channel=self.name,
-            rules=AccessRules(
-                dm_policy=config.dm_policy,
-                allow_from=frozenset(config.allow_from),
-                group_policy=config.channels.policy,
-                group_allow=frozenset(config.channels.allow),
-                require_mention=config.channels.require_mention,
-            ),
-            pairing=PairingStore(state_dir),
-            dedupe=Dedupe(state_dir, self.name),
-            health=self.health,
-            admins=frozenset(config.admins),
+            config=config,
+            groups=config.channels,
             options=PipelineOptions.of(config, edit_interval=edit_interval),
+            state_dir=state_dir,
+            health=self.health,
         )
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
         self._web: AsyncWebClient | None = None

@@ -36,11 +36,9 @@ from telegram.error import Conflict, Forbidden, InvalidToken, RetryAfter, Telegr
 from telegram.request import HTTPXRequest
 
 from ...._channels_config import TelegramConfig
-from .._access import AccessRules
+from .._build import channel_pipeline
 from .._commands import COMMANDS
-from .._dedupe import Dedupe
-from .._pairing import PairingStore
-from .._pipeline import Pipeline, PipelineOptions
+from .._pipeline import PipelineOptions
 from .._types import (
     Capabilities,
     ChannelHealth,
@@ -102,24 +100,18 @@ class TelegramChannel:
             receives=True,
         )
         """How this channel sends: the same code a durable worker's sender uses."""
-        self.pipeline = Pipeline(
+        options = PipelineOptions.of(
+            config, edit_interval=edit_interval, history_limit=config.groups.history_limit
+        )
+        self.pipeline = channel_pipeline(
             agent,
             self.outbound,
             channel=self.name,
-            rules=AccessRules(
-                dm_policy=config.dm_policy,
-                allow_from=frozenset(str(i) for i in config.allow_from),
-                group_policy=config.groups.policy,
-                group_allow=frozenset(str(i) for i in config.groups.allow),
-                require_mention=config.groups.require_mention,
-            ),
-            pairing=PairingStore(state_dir),
-            dedupe=Dedupe(state_dir, self.name),
+            config=config,
+            groups=config.groups,
+            options=options,
+            state_dir=state_dir,
             health=self.health,
-            admins=frozenset(str(i) for i in config.admins),
-            options=PipelineOptions.of(
-                config, edit_interval=edit_interval, history_limit=config.groups.history_limit
-            ),
         )
         self.agent = agent
         self._told = WHERE.format(limit=f"{config.text_chunk_limit:,}")
