@@ -12,7 +12,9 @@ interval, answers every heartbeat with an ACK, checks IDENTIFY (token, intents) 
 SESSION (op 9) on request, and answers RESUME by sending what the client missed after its
 sequence (plus, on request, some it already had) then RESUMED. Replies are passive: each must name
 an inbound message (``msg_id``) and, in groups and direct chats, a ``msg_seq`` not used before for
-that message (else QQ's error 40054005). Files go in two steps, as QQ's rich media does: an upload
+that message (else QQ's error 40054005), and at most five replies go to one message in groups and
+direct chats (QQ's rule: a sixth is refused with its error 22009, ``msg limit exceed``; an HTTP 429,
+as other clients report it). Files go in two steps, as QQ's rich media does: an upload
 (``POST /v2/{groups|users}/{id}/files``, base64 ``file_data``) returns a ``file_info``, then a reply
 of ``msg_type`` 7 carries it; a plain file (``file_type`` 4) is refused in groups.
 """
@@ -102,9 +104,12 @@ class FakeQQ:
         self.refuse_intents = False  # close IDENTIFY with 4014, as for a bot without those events
         self.ack_heartbeats = True  # False: a zombie connection (heartbeats go unanswered)
         self.lose_answers = 0  # replies taken whose answer is then lost (a 502 instead)
+        self.lose_after = 0  # replies answered normally before lose_answers starts
         self._valid: dict[str, float] = {}  # token -> monotonic time it lapses
         self._inbound: set[str] = set()  # message ids a reply may name
         self._seqs: set[tuple[str, int]] = set()
+        self.max_replies = 5  # passive replies QQ takes to one message (groups and direct chats)
+        self.refused_over_limit = 0  # replies refused because the message had max_replies already
         self._dispatched: list[dict[str, Any]] = []
         self._seq = 0
         self._session = ""
@@ -404,12 +409,18 @@ class FakeQQ:
                 return web.json_response({"code": 40034025, "message": "msg_seq invalid"}, status=400)
             if (msg_id, seq) in self._seqs:
                 return web.json_response({"code": 40054005, "message": "msg_seq duplicated"}, status=400)
+            if sum(m == msg_id for m, _ in self._seqs) >= self.max_replies:
+                self.refused_over_limit += 1
+                self._wake()
+                return web.json_response({"code": 22009, "message": "msg limit exceed"}, status=429)
             self._seqs.add((msg_id, seq))
         self.replies.append(
             Reply(where, target, content, msg_id, seq if isinstance(seq, int) else None, media)
         )
         self._wake()
-        if self.lose_answers:
+        if self.lose_after:
+            self.lose_after -= 1
+        elif self.lose_answers:
             self.lose_answers -= 1
             return web.json_response({"code": 502, "message": "bad gateway"}, status=502)
         return web.json_response({"id": self._next_id("reply-"), "timestamp": "2026-11-27T04:00:01+08:00"})

@@ -31,7 +31,9 @@ __all__ = [
     "GROUP_AND_C2C_EVENT",
     "IMAGE",
     "INTENTS",
+    "MAX_REPLIES",
     "PUBLIC_GUILD_MESSAGES",
+    "REPLY_LIMIT_REACHED",
     "VIDEO",
     "VOICE",
     "attachment_id",
@@ -52,6 +54,11 @@ INTENTS = GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES
 
 DUPLICATE_SEQ = 40054005
 """QQ's error code for a reply whose ``msg_seq`` was already used for that message."""
+REPLY_LIMIT_REACHED = 22009
+"""QQ's error code (``msg limit exceed``) for a passive reply past :data:`MAX_REPLIES`."""
+MAX_REPLIES = 5
+"""Passive replies QQ takes to one message in a group or direct chat (within 5 minutes of a group
+message, 60 minutes of a direct one): QQ refuses a sixth with :data:`REPLY_LIMIT_REACHED`."""
 
 IMAGE, VIDEO, VOICE, FILE = 1, 2, 3, 4
 """QQ's ``file_type`` of an upload: what QQ shows the file as."""
