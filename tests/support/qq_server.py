@@ -7,7 +7,8 @@ every gateway frame goes over a socket through the channel's own code.
 What it does as QQ does: ``POST /app/getAppAccessToken`` checks AppID and AppSecret and hands out a
 token valid for ``expires_in`` seconds (a string, as QQ sends it); every API request must carry a
 token that is still valid (``QQBot <token>``), else 401. The gateway says HELLO with a heartbeat
-interval, answers every heartbeat with an ACK, checks IDENTIFY (token, intents) and answers READY
+interval, answers every heartbeat with an ACK, checks IDENTIFY (token; intents: 4013 for none or unknown ones, 4014 for ones the bot was not
+granted, ``granted_intents``) and answers READY
 (a session id, the bot), sends dispatches with a sequence number, RECONNECT (op 7) and INVALID
 SESSION (op 9) on request, and answers RESUME by sending what the client missed after its
 sequence (plus, on request, some it already had) then RESUMED. Replies are passive: each must name
@@ -44,7 +45,9 @@ OTHER_GROUP = "G9F8E7D6C5B4A3F2E1D0C9B8A7F6E5D4"
 MEMBER = "M1234567890ABCDEF1234567890ABCDE"  # a member_openid
 CHANNEL = "6180001"  # a guild channel id
 GUILD = "7190002"
-REQUIRED_INTENTS = (1 << 25) | (1 << 30)
+GROUP_AND_C2C_EVENT = 1 << 25
+PUBLIC_GUILD_MESSAGES = 1 << 30
+KNOWN_INTENTS = (1 << 0) | (1 << 1) | (1 << 9) | (1 << 10) | (1 << 12) | (1 << 25) | (1 << 26) | (1 << 30)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,8 @@ class FakeQQ:
         self.connections = 0
         self.replay_on_resume = 0
         self.reply_limit = 2000  # characters QQ takes in one message
-        self.refuse_intents = False  # close IDENTIFY with 4014, as for a bot without those events
+        self.granted_intents = GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES  # more asked for: 4014
+        self.invalid_identifies = 0  # IDENTIFYs answered with INVALID SESSION (op 9) before READY
         self.ack_heartbeats = True  # False: a zombie connection (heartbeats go unanswered)
         self.lose_answers = 0  # replies taken whose answer is then lost (a 502 instead)
         self.lose_after = 0  # replies answered normally before lose_answers starts
@@ -313,11 +317,16 @@ class FakeQQ:
             ):
                 await ws.close(code=4004, message=b"invalid token")
                 return
-            if self.refuse_intents:
+            intents = int(data.get("intents") or 0)
+            if not intents or intents & ~KNOWN_INTENTS:
+                await ws.close(code=4013, message=b"invalid intent")
+                return
+            if intents & ~self.granted_intents:  # asks for events the bot was not granted
                 await ws.close(code=4014, message=b"disallowed intent")
                 return
-            if int(data.get("intents") or 0) & REQUIRED_INTENTS != REQUIRED_INTENTS:
-                await ws.close(code=4013, message=b"invalid intent")
+            if self.invalid_identifies:
+                self.invalid_identifies -= 1
+                await ws.send_json({"op": 9, "d": False})
                 return
             self.identified += 1
             self._session = f"session-{self.identified}"
@@ -445,8 +454,10 @@ __all__ = [
     "BOT_NAME",
     "CHANNEL",
     "GROUP",
+    "GROUP_AND_C2C_EVENT",
     "MEMBER",
     "OTHER_GROUP",
+    "PUBLIC_GUILD_MESSAGES",
     "SECRET",
     "USER",
     "Call",

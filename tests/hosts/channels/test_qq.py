@@ -77,7 +77,7 @@ async def running(
         assert isinstance(channel, QQChannel)
         channel.max_backoff = 0.2
         assert channel.gateway is not None
-        channel.gateway.max_backoff = 0.2
+        channel.gateway.min_backoff, channel.gateway.max_backoff = 0.05, 0.2
         yield agent, channel
 
 
@@ -345,7 +345,7 @@ async def test_a_refused_secret_fails_the_start_without_saying_it(tmp_path: Path
 
 async def test_intents_not_granted_stop_the_start_with_what_to_turn_on(tmp_path: Path) -> None:
     async with qq_server() as fake:
-        fake.refuse_intents = True
+        fake.granted_intents = 0  # not even group and direct messages
         root = make_project(tmp_path / "p", ship_json(fake))
         agent = ShipAgent.from_project(root, model=StreamScript().model)
         async with agent:
@@ -353,7 +353,8 @@ async def test_intents_not_granted_stop_the_start_with_what_to_turn_on(tmp_path:
             with pytest.raises(RuntimeError, match="event subscriptions"):
                 await ChannelHost(agent, [channel]).__aenter__()
     assert channel.health.stopped and not channel.health.connected
-    assert fake.identified == 0 and fake.connections == 1  # not retried: a person must act
+    assert fake.identified == 0 and fake.connections == 2  # without the guild intent once; then stopped
+    assert [f["d"]["intents"] for f in fake.frames if f["op"] == 2] == [INTENTS, 1 << 25]
 
 
 async def test_check_names_the_app_and_fails_on_a_refused_secret_without_printing_it(tmp_path: Path) -> None:

@@ -59,10 +59,11 @@ from ._gateway import Gateway, GatewayStopped
 from ._wire import (
     DUPLICATE_SEQ,
     FILE,
-    INTENTS,
     MAX_REPLIES,
+    PUBLIC_GUILD_MESSAGES,
     REPLY_LIMIT_REACHED,
     attachment_url,
+    intents_for,
     media_type,
     plain_text,
     send_error,
@@ -204,13 +205,16 @@ class QQChannel:
             await self._http.aclose()
             self._http = None
             raise RuntimeError(f"qq: could not start: {self.health.last_error}") from None
+        intents, optional = intents_for(self.config.groups.policy, self.config.groups.allow)
         self.gateway = Gateway(
             url_of=self._gateway_url,
             token=self.token,
-            intents=INTENTS,
+            intents=intents,
+            optional=optional,
             listener=self,
             max_backoff=self.max_backoff,
         )
+        self.health.details["guild channels"] = "yes" if intents & PUBLIC_GUILD_MESSAGES else "not asked for"
         self.health.details["app"] = self.config.app_id or ""
         self.health.details["api"] = self.config.api_base
         self.agent.instruction_sources.append(self._where_it_is)
@@ -299,6 +303,16 @@ class QQChannel:
 
     def dispatch(self, event: str, data: dict[str, Any]) -> None:
         self._send.send_nowait((event, data))  # taken in arrival order by _consume
+
+    def intents_refused(self, dropped: int) -> None:
+        """QQ refused the guild intent (4014): groups and direct messages go on; say what to change."""
+        self.health.details["guild channels"] = "refused by QQ (close code 4014)"
+        log.error(
+            "qq: QQ refused this bot guild channel messages (PUBLIC_GUILD_MESSAGES, close code 4014), "
+            "so it goes on with groups and direct messages only. Grant the bot guild messages on the "
+            "QQ Open Platform, or stop asking for them: remove the guild channel ids (digits) from "
+            'channels.qq.groups.allow, and with channels.qq.groups.policy "open" set it to "allowlist".'
+        )
 
     def lost(self, reason: str) -> None:
         self.health.connected = False

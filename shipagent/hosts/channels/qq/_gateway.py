@@ -6,9 +6,13 @@ on a new connection of a session it had, RESUME (op 6: the session id and the la
 READY (op 0 ``t=READY``) gives the session id; each dispatch (op 0) carries a sequence ``s``. The
 bot sends a heartbeat (op 1, the last sequence) every interval and expects an ACK (op 11) before
 the next: none means the connection is dead (closed, then resumed). RECONNECT (op 7) asks for a
-new connection (resumed at once); INVALID SESSION (op 9) means the session is gone (identified
-again). A lost connection is resumed after a backoff of 1 s, doubling to 60 s; close codes that
-need a person (the bot banned, intents not granted) stop the channel.
+new connection (resumed at once); INVALID SESSION (op 9) means the session is gone: identified
+again after the backoff, which a session ended by op 9 does not reset (a gateway answering every
+IDENTIFY with op 9 is asked less and less often). A lost connection is resumed after a backoff of
+1 s, doubling to 60 s; close codes that need a person (the bot banned, intents not granted) stop
+the channel, except 4014 (an intent not granted) for an intent the channel can do without
+(``optional``, the guild channels): the gateway is identified again without it and the listener
+told once (:meth:`GatewayListener.intents_refused`).
 
 After a RESUME the server sends what the session missed; it may send again what the bot had
 already seen, so the channel dedupes by message id, not here.
@@ -63,6 +67,9 @@ class GatewayListener(Protocol):
     def lost(self, reason: str) -> None:
         """The connection went; it is being made again."""
 
+    def intents_refused(self, dropped: int) -> None:
+        """QQ refused the optional ``dropped`` intents (4014); the gateway goes on without them."""
+
 
 class Gateway:
     """One bot's gateway session, kept up by :meth:`run` until it is cancelled."""
@@ -75,10 +82,13 @@ class Gateway:
         intents: int,
         listener: GatewayListener,
         max_backoff: float = 60.0,
+        optional: int = 0,
     ) -> None:
         self._url_of = url_of
         self._token = token
         self.intents = intents
+        self.optional = optional & intents
+        """Intents dropped, rather than the channel stopped, when QQ refuses them (4014)."""
         self._listener = listener
         self.max_backoff = max_backoff
         self.session_id: str | None = None
@@ -86,18 +96,20 @@ class Gateway:
         self._acked = True
         self.connections = 0
         """Connections opened (the first plus every reconnect)."""
+        self.min_backoff = min(1.0, max_backoff)
+        """The first pause after a lost connection (doubling to ``max_backoff``)."""
 
     async def run(self) -> None:
         """Connect, and connect again whenever the connection is lost; raises :class:`GatewayStopped`."""
-        backoff = first = min(1.0, self.max_backoff)
+        backoff: float | None = None  # None: start again from min_backoff
         while True:
             try:
-                up, asked = await self._connection(await self._url_of())
-                if up:
-                    backoff = first
-                if asked:  # op 7 / op 9: a new connection at once
+                up, ended = await self._connection(await self._url_of())
+                if up and ended != "invalid":
+                    backoff = None
+                if ended == "reconnect":  # op 7, or identifying again without a refused intent
                     continue
-                reason = "the connection closed"
+                reason = "the session is invalid (op 9)" if ended == "invalid" else "the connection closed"
             except GatewayStopped:
                 raise
             except CredentialsRefused as exc:
@@ -106,20 +118,22 @@ class Gateway:
                 reason = f"{type(exc).__name__}: {exc}"
             except ValueError as exc:  # a frame that is not JSON
                 reason = f"the gateway sent something unreadable ({exc})"
-            pause, backoff = backoff, min(backoff * 2, self.max_backoff)
+            pause = min(self.min_backoff if backoff is None else backoff, self.max_backoff)
+            backoff = min(pause * 2, self.max_backoff)
             self._listener.lost(f"{reason}; again in {pause:g} s")
             await anyio.sleep(pause)
 
-    async def _connection(self, url: str) -> tuple[bool, bool]:
-        """One connection, until it ends: whether a session was up, whether the server asked for
-        a new connection (op 7, op 9) rather than dropping this one."""
+    async def _connection(self, url: str) -> tuple[bool, str]:
+        """One connection, until it ends: whether a session was up, and how it ended: ``closed``,
+        ``reconnect`` (op 7, or an optional intent refused: a new connection at once) or
+        ``invalid`` (op 9: a new session, after the backoff)."""
         self.connections += 1
         async with connect(url, open_timeout=15, ping_interval=None, max_size=2**22) as ws:
             try:
                 with anyio.fail_after(15):
                     hello = json.loads(await ws.recv())
             except ConnectionClosed:
-                return False, False
+                return False, "closed"
             if hello.get("op") != 10:
                 raise ValueError(f"expected HELLO (op 10), got op {hello.get('op')}")
             interval = float((hello.get("d") or {}).get("heartbeat_interval", 45_000)) / 1000
@@ -140,12 +154,18 @@ class Gateway:
                 tasks.start_soon(self._beat, ws, interval)
                 try:
                     await ws.send(json.dumps(message))
-                    up, asked = await self._read(ws)
+                    up, ended = await self._read(ws)
                 except ConnectionClosed:
-                    up, asked = False, False
+                    up, ended = False, "closed"
                 finally:
                     tasks.cancel_scope.cancel()
             code = ws.close_code
+        if code == 4014 and self.optional:  # identify again without what the bot may not have
+            dropped, self.optional = self.optional, 0
+            self.intents &= ~dropped
+            self.session_id = self.seq = None
+            self._listener.intents_refused(dropped)
+            return False, "reconnect"
         if code is not None and code in _FATAL:
             raise GatewayStopped(f"the gateway closed with {code}: {_FATAL[code]}")
         if code == 4004:  # the token was refused: a fresh one, a fresh session
@@ -153,11 +173,11 @@ class Gateway:
             self.session_id = self.seq = None
         elif code in _NEW_SESSION:
             self.session_id = self.seq = None
-        if code is not None and not asked:
+        if code is not None and ended == "closed":
             log.info("qq: the gateway closed the connection with %s", code)
-        return up, asked
+        return up, ended
 
-    async def _read(self, ws: ClientConnection) -> tuple[bool, bool]:
+    async def _read(self, ws: ClientConnection) -> tuple[bool, str]:
         """Frames until the connection ends or the server asks for a new one."""
         up = False
         try:
@@ -173,15 +193,14 @@ class Gateway:
                     await ws.send(json.dumps({"op": 1, "d": self.seq}))
                 elif op == 7:
                     log.info("qq: the gateway asked for a reconnect")
-                    return up, True
+                    return up, "reconnect"
                 elif op == 9:
                     log.info("qq: the gateway said the session is invalid; identifying again")
                     self.session_id = self.seq = None
-                    await anyio.sleep(0.5)
-                    return up, True
+                    return up, "invalid"
         except ConnectionClosed:
             pass
-        return up, False
+        return up, "closed"
 
     def _dispatch(self, frame: dict[str, Any]) -> None:
         if isinstance(frame.get("s"), int):

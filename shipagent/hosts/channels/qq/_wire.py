@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -39,6 +40,8 @@ __all__ = [
     "attachment_id",
     "attachment_url",
     "chat_key_of",
+    "intents_for",
+    "is_guild_channel",
     "media_type",
     "plain_text",
     "send_error",
@@ -50,7 +53,27 @@ GROUP_AND_C2C_EVENT = 1 << 25
 PUBLIC_GUILD_MESSAGES = 1 << 30
 """Intent: @-messages in guild channels (``AT_MESSAGE_CREATE``)."""
 INTENTS = GROUP_AND_C2C_EVENT | PUBLIC_GUILD_MESSAGES
-"""What the channel identifies with: nothing else is asked for."""
+"""Everything the channel may identify with (:func:`intents_for` says what a ship.json asks for)."""
+
+
+def is_guild_channel(chat_id: str) -> bool:
+    """Whether an id of ``groups.allow`` is a guild channel's (digits) rather than a group's openid
+    (32 hex digits QQ made up for this bot)."""
+    return chat_id.isdigit() and len(chat_id) < 32
+
+
+def intents_for(policy: str, allow: Iterable[str]) -> tuple[int, int]:
+    """The intents a ship.json's ``groups`` asks for, and which of them are optional.
+
+    Group and direct messages always. Guild channel messages (``PUBLIC_GUILD_MESSAGES``, which
+    QQ grants a bot separately) only when they could be answered: ``groups.policy`` is ``open``, or
+    ``groups.allow`` lists a guild channel id. They are optional: a bot QQ refuses them (close code
+    4014) goes on with groups and direct messages.
+    """
+    if policy == "open" or (policy == "allowlist" and any(is_guild_channel(i) for i in allow)):
+        return INTENTS, PUBLIC_GUILD_MESSAGES
+    return GROUP_AND_C2C_EVENT, 0
+
 
 DUPLICATE_SEQ = 40054005
 """QQ's error code for a reply whose ``msg_seq`` was already used for that message."""
