@@ -371,10 +371,20 @@ class QQGroupsConfig(GroupSection[str]):
 
     # allow: group openids (group_openid of an event) or guild channel ids
 
-    @property
-    def require_mention(self) -> bool:
-        """Always: QQ delivers only the group messages that @ the bot (so there is no key for it)."""
-        return True
+    require_mention: bool = True
+    """Accepted so a ship.json moves between platforms, and only as ``true``: QQ delivers to a bot
+    only the group and guild channel messages that @-mention it, so every message it sees is
+    addressed to it."""
+
+    @field_validator("require_mention")
+    @classmethod
+    def _mentioned(cls, value: bool) -> bool:
+        if not value:
+            raise ValueError(
+                "cannot be false on QQ: QQ delivers to a bot only the group messages that @-mention "
+                "it, so the bot cannot see the others (remove the key or set it to true)"
+            )
+        return value
 
 
 class QQConfig(_Model):
@@ -405,8 +415,16 @@ class QQConfig(_Model):
     """Messages of one chat within this many milliseconds of each other are answered as one turn;
     default 1,500 in groups, 0 in direct messages."""
     rate_limit_per_minute: PerMinute = 30
+    streaming: Streaming = "edit"
+    """Accepted so a ship.json moves between platforms; either value does the same on QQ: QQ cannot
+    edit a message, so the answer is always sent when it is done, as one set of replies."""
+    show_tool_steps: bool = False
+    """Accepted so a ship.json moves between platforms, and only as ``false``: tool steps are shown
+    by editing one message, which QQ cannot do, and every line would be one of the five replies QQ
+    allows to a message."""
     text_chunk_limit: int = Field(default=2000, ge=200, le=4000)
-    """A reply longer than this is split into several passive replies."""
+    """A reply longer than this is split into several passive replies (at most five per message:
+    a longer answer is cut, and its last reply says so)."""
     max_attachment_bytes: Bytes = 20 * MB
     """Attachments larger than this are refused."""
 
@@ -421,6 +439,17 @@ class QQConfig(_Model):
     @classmethod
     def _url(cls, value: str | None) -> str | None:
         return None if value is None else http_root(value, "https://api.sgroup.qq.com")
+
+    @field_validator("show_tool_steps")
+    @classmethod
+    def _no_steps(cls, value: bool) -> bool:
+        if value:
+            raise ValueError(
+                "cannot be true on QQ: tool steps are shown by editing one message, which QQ cannot "
+                "do, and each line would use up one of the 5 replies QQ allows to a message "
+                "(remove the key or set it to false)"
+            )
+        return value
 
     @model_validator(mode="after")
     def _credentials_when_enabled(self) -> QQConfig:

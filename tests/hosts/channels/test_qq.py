@@ -390,6 +390,21 @@ def test_ship_json_names_what_is_wrong_and_never_shows_the_secret() -> None:
     assert parse_config({"channels": {"qq": {}}}).channels.qq.api_base == "https://api.sgroup.qq.com"
 
 
+def test_the_keys_other_platforms_have_are_accepted_with_what_qq_can_do() -> None:
+    moved = {"streaming": "off", "showToolSteps": False, "groups": {"requireMention": True, "allow": [GROUP]}}
+    config = parse_config({"channels": {"qq": moved}}).channels.qq
+    assert (config.streaming, config.show_tool_steps, config.groups.require_mention) == ("off", False, True)
+    assert parse_config({"channels": {"qq": {"streaming": "edit"}}}).channels.qq.streaming == "edit"
+    with pytest.raises(ConfigError, match=r"channels\.qq\.showToolSteps.*cannot be true on QQ.*QQ cannot do"):
+        parse_config({"channels": {"qq": {"showToolSteps": True}}})
+    with pytest.raises(ConfigError, match=r"channels\.qq\.groups\.requireMention.*only the group messages"):
+        parse_config({"channels": {"qq": {"groups": {"requireMention": False}}}})
+    with pytest.raises(ConfigError, match="did you mean 'streaming'"):
+        parse_config({"channels": {"qq": {"streamin": "off"}}})
+    with pytest.raises(ConfigError, match=r"channels\.qq\.groups\.historyLimit"):
+        parse_config({"channels": {"qq": {"groups": {"historyLimit": 5}}}})
+
+
 def test_plain_text_takes_the_markdown_out_and_never_makes_a_text_longer() -> None:
     text = "# Title\n\n**bold** and `code` and [docs](https://example.com)\n```python\nx = **y**\n```"
     shown = plain_text(text)
