@@ -24,6 +24,13 @@ With ``--streaming edit`` the first text is the streamed start and "final" inclu
 formatted last edit, paced as the conformance drivers build the channels (0.05 s between edits;
 QQ cannot edit and always sends once).
 
+QQ's numbers: QQ cannot edit, so its answer is one passive reply sent when the answer is done
+(``streaming`` makes no difference there, and "first text" is the final answer). Its channel is
+paced like the others, by the ``edit_interval`` its conformance driver passes (0.05 s between two
+sends in one chat; the default is 1 s), so a small ``--gap`` does not add a pacing the others do
+not have. The answer here fits one reply, so QQ's limit of five replies to one message never
+comes into it.
+
 A chat's messages are ``--gap`` seconds apart (default 1 s: Telegram allows about one message per
 second per chat, and the channels pace sends per chat), in every run, and the chats start
 staggered across the first gap, so messages arrive evenly (not ``--chats`` at once every

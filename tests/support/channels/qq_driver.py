@@ -72,7 +72,10 @@ class QQDriver:
 
         state = agent.paths.ship_dir / "channels"
         config = agent.config.channels.qq
-        return [QQChannel(agent, config, state_dir=state, ready_timeout=10.0, max_backoff=0.2)]
+        channel = QQChannel(
+            agent, config, state_dir=state, ready_timeout=10.0, max_backoff=0.2, edit_interval=0.05
+        )
+        return [channel]
 
     @staticmethod
     def user_id(person: Person) -> str:
