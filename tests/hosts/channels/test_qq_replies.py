@@ -10,7 +10,7 @@ import httpx
 import pytest
 from pydantic_ai.messages import ModelMessage, ModelResponse, TextPart, ToolCallPart, ToolReturnPart
 
-from shipagent.hosts.channels.qq._channel import CUT_NOTE
+from shipagent.hosts.channels.qq._replies import CUT_NOTE
 from tests.hosts.channels.test_qq import _secret, running  # noqa: F401 - the fixture is used by name
 from tests.support.qq_server import APP_ID, GROUP, SECRET, USER, qq_server
 from tests.support.stream import StreamScript

@@ -5,19 +5,11 @@ PyYAML for what is a token request, one WebSocket and three POSTs. This adapter 
 official API directly with httpx and websockets: the access token (:mod:`._auth`), the gateway
 (:mod:`._gateway`), and the reply endpoints here.
 
-Replies are passive: each one names the message it answers (``msg_id``) and a sequence number
-unique for that message (``msg_seq``: 1, 2, …), and QQ accepts them only for a while after that
-message (5 minutes in groups, 60 in direct chats) and at most five per message
-(:data:`MAX_REPLIES`; a sixth is refused). QQ cannot edit a message, so nothing is streamed: the
-answer is sent when it is done, after any ``chat_send`` texts, each the next ``msg_seq`` of the same
-message. The pipeline hands each text over whole and the adapter splits it (into
-``textChunkLimit`` pieces), because only here is it known how many replies are left: while the
-turn runs (``chat_send``, files) the fifth reply is kept for the answer, and a ``chat_send`` that
-does not fit is refused, so the model says it in its answer; an answer that needs more replies than
-are left is cut, and the last reply ends with :data:`CUT_NOTE`. The model's whole answer stays in
-the chat's history either way. A number is used up only once QQ took the reply: a send retried
-after a network failure goes with the same number (and the pieces already sent are not sent
-again), and QQ's "already used" answer then means the first attempt arrived (no duplicate).
+Replies are passive: each one answers the message being answered, and QQ takes them only for a
+while after it (5 minutes in groups, 60 in direct chats) and at most five per message. QQ cannot
+edit a message, so nothing is streamed: the answer is sent when it is done, after any
+``chat_send`` texts. The pipeline hands each text over whole; :mod:`._replies` splits it, numbers
+the replies and keeps them within QQ's cap.
 
 A file (``chat_send_file``) is uploaded first and then sent as one more passive reply carrying
 what the upload returned (:meth:`QQChannel.send_file`).
@@ -31,7 +23,6 @@ from __future__ import annotations
 import base64
 import logging
 import math
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +33,6 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 
 from .._build import channel_pipeline
 from .._pipeline import PipelineOptions
-from .._split import split_markdown
 from .._types import (
     Attachment,
     Button,
@@ -56,6 +46,7 @@ from .._types import (
 )
 from ._auth import AccessToken, CredentialsRefused
 from ._gateway import Gateway, GatewayStopped
+from ._replies import CUT_NOTE, PassiveReplies, RepliesUsed, SeqUsed
 from ._wire import (
     DUPLICATE_SEQ,
     FILE,
@@ -75,7 +66,7 @@ if TYPE_CHECKING:
     from ....agent._agent import ShipAgent
     from ....tools.execution import OutgoingFile, ToolExecutionContext
 
-__all__ = ["CUT_NOTE", "QQChannel"]
+__all__ = ["QQChannel"]
 
 log = logging.getLogger("shipagent.hosts.channels.qq")
 
@@ -92,28 +83,9 @@ WHERE = (
 )
 """What the model is told about where it is, in every turn of a QQ chat (a stable paragraph)."""
 
-CUT_NOTE = (
-    "(Cut here: QQ allows only 5 replies to one message. Ask me for the rest; the whole answer is "
-    "in this chat's history.)"
-)
-"""How the last reply an answer may have ends when the answer needed more replies than QQ allows."""
-
 _WHOLE = 1 << 30
-"""The pipeline's message limit on QQ: it hands every text over whole, and :meth:`QQChannel.send`
+"""The pipeline's message limit on QQ: it hands every text over whole, and :class:`PassiveReplies`
 splits it, knowing how many replies QQ will still take."""
-
-
-class _SeqUsed(PermanentSendError):
-    """QQ already has a reply with this ``msg_seq`` for this message."""
-
-
-class _RepliesUsed(PermanentSendError):
-    """QQ takes no more replies to this message (:data:`MAX_REPLIES`)."""
-
-
-_Build = Callable[[int], tuple[dict[str, Any], bool]]
-"""A passive reply's body for a ``msg_seq`` (and whether it is the last one of its text); raises
-:class:`_RepliesUsed` when that number is past what the text may use."""
 
 
 def _code(response: httpx.Response) -> object:
@@ -177,9 +149,7 @@ class QQChannel:
         self._send: MemoryObjectSendStream[tuple[str, dict[str, Any]]]
         self._receive: MemoryObjectReceiveStream[tuple[str, dict[str, Any]]]
         self._send, self._receive = anyio.create_memory_object_stream(math.inf)
-        self._seqs: dict[str, int] = {}  # inbound message id -> the next msg_seq of a reply to it
-        self._retry: dict[str, int] = {}  # inbound message id -> a msg_seq whose send failed
-        self._partly: dict[str, tuple[str, int]] = {}  # message id -> a text, how many pieces went
+        self.replies = PassiveReplies(self._api, config.text_chunk_limit)
         self.bot_id = ""
         self.bot_name = "bot"
 
@@ -359,9 +329,9 @@ class QQChannel:
             if isinstance(exc, httpx.HTTPStatusError) and exc.response.status_code == 401:
                 self.token.invalidate()
             if isinstance(exc, httpx.HTTPStatusError) and _code(exc.response) == DUPLICATE_SEQ:
-                raise _SeqUsed(str(self._error(exc))) from None
+                raise SeqUsed(str(self._error(exc))) from None
             if isinstance(exc, httpx.HTTPStatusError) and _code(exc.response) == REPLY_LIMIT_REACHED:
-                raise _RepliesUsed(f"QQ takes no more replies to this message ({self._error(exc)})") from None
+                raise RepliesUsed(f"QQ takes no more replies to this message ({self._error(exc)})") from None
             raise self._error(exc) from None
         if not response.content:
             return {}
@@ -375,94 +345,9 @@ class QQChannel:
         self, chat: InboundMessage, text: str, *, formatted: bool, buttons: tuple[Button, ...] = ()
     ) -> SentMessage:
         """``text`` as passive replies to ``chat`` (the message being answered), split to
-        ``textChunkLimit`` and kept within the replies QQ takes (see the module's docstring).
-
-        A send retried after a failure (the same text to the same message) goes on from the piece
-        that failed: the pieces QQ took are not sent twice.
-        """
+        ``textChunkLimit`` and kept within the five replies QQ takes (:class:`PassiveReplies`)."""
         body = plain_text(text) if formatted else text
-        pieces = split_markdown(body, self.config.text_chunk_limit) or [body]
-        done_text, done = self._partly.pop(chat.message_id, ("", 0))
-        start = done if done_text == body else 0
-        if chat.chat_key.startswith("qq:channel:"):  # guild channels: no msg_seq, no reply count
-            sent = SentMessage(chat.message_id)
-            for index in range(start, len(pieces)):
-                self._partly[chat.message_id] = (body, index)
-                payload = {"content": pieces[index], "msg_id": chat.message_id}
-                data = await self._api("POST", f"/channels/{chat.chat_id}/messages", payload)
-                sent = SentMessage(str(data.get("id") or chat.message_id))
-            self._partly.pop(chat.message_id, None)
-            return sent
-        where = "groups" if chat.is_group else "users"
-        answer = not self.pipeline.running(chat.chat_key)  # the turn's answer (or a command's)
-        cap = MAX_REPLIES if answer else MAX_REPLIES - 1  # while the turn runs, one is kept
-        left = cap - self._seqs.get(chat.message_id, 1) + 1
-        if not answer and len(pieces) - start > left:
-            raise _RepliesUsed(
-                f"QQ allows {MAX_REPLIES} replies to one message and the last is kept for the answer; "
-                f"this text needs {len(pieces) - start} and {max(left, 0)} are left, so it was not "
-                "sent: say it in your answer instead"
-            )
-        sent = SentMessage(chat.message_id)
-        for index in range(start, len(pieces)):
-            self._partly[chat.message_id] = (body, index)
-            sent, last = await self._passive(chat, where, self._piece(pieces[index:], cap, answer))
-            if last:
-                break
-        self._partly.pop(chat.message_id, None)
-        return sent
-
-    def _piece(self, rest: list[str], cap: int, answer: bool) -> _Build:
-        """The reply carrying ``rest[0]`` at a ``msg_seq``: at the last number ``cap`` allows, with
-        more pieces left, as much of the rest as fits with :data:`CUT_NOTE` (the last reply)."""
-
-        def build(seq: int) -> tuple[dict[str, Any], bool]:
-            if seq > cap:
-                raise _RepliesUsed(
-                    f"QQ allows {MAX_REPLIES} replies to one message and "
-                    + (
-                        "all were used: this text was not sent"
-                        if answer
-                        else "the last is kept for the answer"
-                    )
-                )
-            if seq < cap or len(rest) == 1:
-                return {"content": rest[0], "msg_type": 0}, len(rest) == 1
-            room = max(self.config.text_chunk_limit - len(CUT_NOTE) - 2, 32)
-            shown = split_markdown("\n".join(rest), room)[0].rstrip()
-            log.info("qq: an answer needs more than %d replies; the last one says it was cut", MAX_REPLIES)
-            return {"content": f"{shown}\n\n{CUT_NOTE}", "msg_type": 0}, True
-
-        return build
-
-    async def _passive(self, chat: InboundMessage, where: str, build: _Build) -> tuple[SentMessage, bool]:
-        """Send what ``build`` makes for the next ``msg_seq`` as a passive reply to ``chat`` (a group
-        or C2C message); whether it was the last reply of its text."""
-        retry = self._retry.pop(chat.message_id, None)
-        seq = retry or self._seqs.get(chat.message_id, 1)
-        while True:
-            message, last = build(seq)  # raises past the numbers this text may use
-            self._take(chat.message_id, seq + 1)
-            payload = {**message, "msg_id": chat.message_id, "msg_seq": seq}
-            try:
-                data = await self._api("POST", f"/v2/{where}/{chat.chat_id}/messages", payload)
-            except TransientSendError:
-                self._retry[chat.message_id] = seq  # the retry goes with the same number
-                raise
-            except _RepliesUsed:
-                self._take(chat.message_id, MAX_REPLIES + 1)  # QQ counts more than we knew of
-                raise
-            except _SeqUsed:
-                if retry == seq:  # a retry, and the first attempt had arrived after all
-                    return SentMessage(f"{chat.message_id}#{seq}"), last
-                seq += 1  # used before this process (answered again after a restart): the next
-                continue
-            return SentMessage(str(data.get("id") or f"{chat.message_id}#{seq}")), last
-
-    def _take(self, message_id: str, following: int) -> None:
-        self._seqs[message_id] = max(following, self._seqs.get(message_id, 1))
-        while len(self._seqs) > 1000:  # replies are accepted for an hour at most: old ones go
-            del self._seqs[next(iter(self._seqs))]
+        return await self.replies.text(chat, body, answer=not self.pipeline.running(chat.chat_key))
 
     async def edit(self, chat: InboundMessage, message: SentMessage, text: str, *, formatted: bool) -> None:
         raise PermanentSendError("QQ cannot edit a message")  # capabilities.edit is False
@@ -495,9 +380,8 @@ class QQChannel:
             )
         where = "groups" if chat.is_group else "users"
         answer = not self.pipeline.running(chat.chat_key)
-        cap = MAX_REPLIES if answer else MAX_REPLIES - 1
-        if self._seqs.get(chat.message_id, 1) > cap:  # before the upload: nothing to send it with
-            raise _RepliesUsed(
+        if not self.replies.left(chat, answer=answer):  # before the upload: nothing to send it with
+            raise RepliesUsed(
                 f"QQ allows {MAX_REPLIES} replies to one message and the last is kept for the answer; "
                 f"{file.name} was not sent (tell the user where the file is instead)"
             )
@@ -515,16 +399,7 @@ class QQChannel:
         message: dict[str, Any] = {"msg_type": 7, "media": {"file_info": info}}
         if file.caption:
             message["content"] = plain_text(file.caption) if formatted else file.caption
-
-        def build(seq: int) -> tuple[dict[str, Any], bool]:
-            if seq > cap:
-                raise _RepliesUsed(
-                    f"QQ allows {MAX_REPLIES} replies to one message; {file.name} was not sent"
-                )
-            return message, True
-
-        sent, _ = await self._passive(chat, where, build)
-        return sent
+        return await self.replies.media(chat, message, file.name, answer=answer)
 
     async def typing(self, chat: InboundMessage) -> None:
         return None  # QQ groups have no typing indicator
