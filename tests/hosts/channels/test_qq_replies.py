@@ -45,12 +45,18 @@ async def test_a_long_answer_is_cut_to_five_replies_and_the_last_says_so(tmp_pat
         await fake.wait_for(lambda: any(r.content.endswith(CUT_NOTE) for r in fake.to("users", USER)))
         transcript = agent.paths.transcript(f"qq:c2c:{USER}").read_text(encoding="utf-8")
         assert channel.health.undelivered == 0
-    replies = fake.to("users", USER)
-    assert [(r.msg_id, r.msg_seq) for r in replies] == [(asked["id"], n) for n in range(1, 6)]
+        fake.c2c_message("the rest please")  # the model has the whole answer to go on from
+        await fake.wait_for(lambda: len(script.requests) == 2)
+        told = script.requests[-1][-1].instructions or ""  # type: ignore[union-attr]
+    replies = [r for r in fake.to("users", USER) if r.msg_id == asked["id"]]
+    assert [r.msg_seq for r in replies] == [1, 2, 3, 4, 5]
     assert all(len(r.content) <= 2000 for r in replies) and fake.refused_over_limit == 0
     shown = " ".join(r.content.removesuffix(CUT_NOTE) for r in replies).split()
     assert shown == LONG.split()[: len(shown)] and len(shown) > 4 * 180  # in order, nothing skipped
-    assert LONG.split()[-1] in transcript  # the whole answer stays in the chat's history
+    assert LONG.split()[-1] in transcript  # the whole answer stays in the chat's transcript
+    history = [p for m in script.requests[-1] for p in getattr(m, "parts", []) if isinstance(p, TextPart)]
+    assert any(p.content == LONG for p in history)  # and in what the model sees next turn
+    assert "at most 5 replies to one user message" in told and "9,883 characters" in told
 
 
 def _tells_then_answers_long(messages: list[ModelMessage], info: Any, n: int) -> ModelResponse:
