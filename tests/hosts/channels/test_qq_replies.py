@@ -49,7 +49,8 @@ async def test_a_long_answer_is_cut_to_five_replies_and_the_last_says_so(tmp_pat
         await fake.wait_for(lambda: len(script.requests) == 2)
         told = script.requests[-1][-1].instructions or ""  # type: ignore[union-attr]
     replies = [r for r in fake.to("users", USER) if r.msg_id == asked["id"]]
-    assert [r.msg_seq for r in replies] == [1, 2, 3, 4, 5]
+    assert [r.msg_seq for r in replies] == [1, 2, 3, 4, 5] and replies[-1].content.endswith(CUT_NOTE)
+    assert not any(CUT_NOTE in r.content for r in replies[:-1])
     assert all(len(r.content) <= 2000 for r in replies) and fake.refused_over_limit == 0
     shown = " ".join(r.content.removesuffix(CUT_NOTE) for r in replies).split()
     assert shown == LONG.split()[: len(shown)] and len(shown) > 4 * 180  # in order, nothing skipped
