@@ -20,7 +20,9 @@ What changes against a channel answered in-process: the answer is sent whole, no
 edits (a durable turn's text arrives one recorded model response at a time, and each edit would
 be one more recorded step to replay); approval buttons are not shown (a queued turn cannot ask:
 ``exec_shell`` in ``ask`` mode is refused unless ``allow`` matches, so nothing hangs waiting for a
-press the worker would never receive); ``/stop`` does not reach a turn running on a worker.
+press the worker would never receive). ``/stop`` (:func:`stop_turn`) cancels the chat's turn on the
+queue (``shipagent.hosts.durable._stop``): the one running, on whichever worker, else the next one
+waiting; turns queued behind it are answered in order.
 
 This module never imports the durable host (the durable host imports it): the pipeline finds the
 queue on ``agent.turn_executor`` through :class:`ChannelTurnQueue`.
@@ -39,7 +41,8 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import anyio
 
 from ...errors import ShipAgentError
-from ._delivery import retrying
+from ._commands import NOTHING_RUNNING, STOPPED
+from ._delivery import retrying, with_plain_fallback
 from ._incoming import receive_file
 from ._types import InboundMessage, Outbound, PermanentSendError, TransientSendError
 from ._writer import ReplyWriter
@@ -57,6 +60,7 @@ __all__ = [
     "durable_queue",
     "enqueue_turn",
     "request_id_of",
+    "stop_turn",
     "worker_sender",
     "worker_side",
     "worker_where",
@@ -153,6 +157,11 @@ class ChannelTurnQueue(Protocol):
         self, chat_key: str, text: str, *, request_id: str, reply: dict[str, Any]
     ) -> None:
         """Enqueue (idempotent by ``request_id``) and return; the turn's worker answers ``reply``."""
+        ...
+
+    async def stop_channel_turn(self, chat_key: str, *, request_prefix: str) -> dict[str, Any] | None:
+        """Cancel the chat's running turn, else its oldest queued one (request ids starting with
+        ``request_prefix``); the stopped turn's ``reply`` (``{}`` if unknown), ``None`` if none."""
         ...
 
 
@@ -252,6 +261,43 @@ def _refused(channel: str) -> str:
         return worker_side(channel).refused
     except ShipAgentError:
         return ""
+
+
+async def stop_turn(
+    queue: ChannelTurnQueue, outbound: Outbound, channel: str, message: InboundMessage, limit: int
+) -> None:
+    """Durable mode's ``/stop`` (``message``): cancel the chat's current turn on ``queue``, say so.
+
+    The replies are the in-process ones: ``Stopped.`` as the failure of the stopped turn's reply
+    (under the message it answers), or ``Nothing is running.`` under the ``/stop``. A worker that
+    was running the turn sends nothing more for it.
+    """
+    prefix = request_id_of(channel, message).removesuffix(message.message_id)
+    try:
+        stopped = await queue.stop_channel_turn(message.chat_key, request_prefix=prefix)
+    except Exception as exc:
+        log.error("%s: /stop in chat %s could not reach the queue: %s", channel, message.chat_id, exc)
+        await _say(outbound, message, f"Could not stop: the queue cannot be reached ({type(exc).__name__}).")
+        return
+    if stopped is None:
+        await _say(outbound, message, NOTHING_RUNNING)
+        return
+    try:
+        answered = ChannelReply.from_json(stopped).message
+    except (KeyError, TypeError, ValueError):  # its input unreadable: said under the /stop instead
+        answered = message
+    writer = ReplyWriter(outbound, answered, limit=limit, stream=False)
+    try:
+        await writer.finish("", failure=STOPPED)
+    except (TransientSendError, PermanentSendError) as exc:
+        log.error("%s: could not say a turn in chat %s was stopped: %s", channel, message.chat_id, exc)
+
+
+async def _say(outbound: Outbound, message: InboundMessage, text: str) -> None:
+    try:
+        await with_plain_fallback(lambda fmt: outbound.send(message, text, formatted=fmt))
+    except (TransientSendError, PermanentSendError) as exc:
+        log.error("%s: could not send to chat %s: %s", message.channel, message.chat_id, exc)
 
 
 class _Sink:

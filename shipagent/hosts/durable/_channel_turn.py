@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
+from dbos._error import DBOSWorkflowCancelledError
 
 from ...events import Compacted
 from ...results import AgentResult, StepEvent
@@ -79,6 +80,9 @@ async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any])
         return result
     except asyncio.CancelledError:
         outcome = "cancelled"
+        raise
+    except DBOSWorkflowCancelledError:  # /stop: nothing more happens here, the reply above all
+        outcome = "stopped"
         raise
     except Exception as exc:  # e.g. no sender here (a worker without the bot token): say it once
         log.error("durable: channel turn %s failed: %s: %s", workflow_id, type(exc).__name__, exc)
