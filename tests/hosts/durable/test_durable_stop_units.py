@@ -1,0 +1,151 @@
+"""``/stop``'s look-up and cancel on a real system database, and the platforms' worker sides.
+
+No worker runs here: the agent's durable executor is a client (``serve --no-worker``'s role), so
+the turns it enqueues stay queued and ``/stop`` finds and cancels them in the SQLite database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from shipagent import ShipAgent
+from shipagent.errors import ShipAgentError
+from shipagent.hosts.channels import Capabilities, InboundMessage, SentMessage
+from shipagent.hosts.channels._durable import (
+    ChannelReply,
+    ChannelTurnQueue,
+    durable_queue,
+    enqueue_turn,
+    stop_turn,
+    worker_sender,
+    worker_side,
+    worker_where,
+)
+from tests.support.durable import durable_project
+
+pytestmark = pytest.mark.anyio
+
+
+class Recorder:
+    """An :class:`Outbound` that keeps what was sent, and under which message."""
+
+    capabilities = Capabilities()
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, str]] = []  # (the message answered, the text)
+
+    async def send(
+        self, chat: InboundMessage, text: str, *, formatted: bool, buttons: Any = ()
+    ) -> SentMessage:
+        self.sent.append((chat.message_id, text))
+        return SentMessage(str(len(self.sent)))
+
+
+def message(
+    message_id: int, *, chat: str = "42", topic: str | None = None, channel: str = "telegram"
+) -> InboundMessage:
+    key = f"{channel}:chat:{chat}" + (f":topic:{topic}" if topic else "")
+    return InboundMessage(
+        channel, key, chat, str(message_id), "7", "Ann", f"text {message_id}", thread_id=topic
+    )
+
+
+@asynccontextmanager
+async def client_queue(root: Path) -> AsyncIterator[tuple[ShipAgent, ChannelTurnQueue]]:
+    agent = ShipAgent.from_project(durable_project(root, "sqlite"))
+    agent.turn_executor_options = {"worker": False}
+    async with agent:
+        queue = durable_queue(agent)
+        assert queue is not None
+        yield agent, queue
+
+
+async def enqueue(queue: ChannelTurnQueue, inbound: InboundMessage) -> None:
+    rid = f"{inbound.channel}:{inbound.chat_id}:{inbound.message_id}"
+    reply = ChannelReply(inbound.channel, inbound, 4000).to_json()
+    await queue.enqueue_channel_turn(inbound.chat_key, inbound.text, request_id=rid, reply=reply)
+
+
+async def test_stop_cancels_the_chats_oldest_queued_turn_only_and_says_so_under_its_message(
+    tmp_path: Path,
+) -> None:
+    async with client_queue(tmp_path / "p") as (_agent, queue):
+        for inbound in (message(1), message(2), message(3, topic="9"), message(5, chat="4")):
+            await enqueue(queue, inbound)
+        out = Recorder()
+        for _ in range(3):
+            await stop_turn(queue, out, "telegram", message(100), 4000)
+        await stop_turn(queue, out, "telegram", message(101, topic="9"), 4000)
+        await stop_turn(queue, out, "telegram", message(102, chat="4"), 4000)
+        await stop_turn(queue, out, "telegram", message(103, chat="4"), 4000)
+    assert out.sent == [
+        ("1", "⚠️ Stopped."),  # under the turn's own message, as the in-process reply
+        ("2", "⚠️ Stopped."),  # a second /stop: the next one waiting
+        ("100", "Nothing is running."),
+        ("3", "⚠️ Stopped."),  # the topic is its own chat
+        ("5", "⚠️ Stopped."),  # chat 4 is not chat 42's prefix
+        ("103", "Nothing is running."),
+    ]
+
+
+async def test_the_same_request_id_stopped_is_not_queued_again(tmp_path: Path) -> None:
+    """A redelivered message of a stopped turn (same request id) stays stopped: DBOS keeps the id."""
+    async with client_queue(tmp_path / "p") as (_agent, queue):
+        await enqueue(queue, message(1))
+        out = Recorder()
+        await stop_turn(queue, out, "telegram", message(100), 4000)
+        await enqueue(queue, message(1))
+        await stop_turn(queue, out, "telegram", message(101), 4000)
+    assert out.sent == [("1", "⚠️ Stopped."), ("101", "Nothing is running.")]
+
+
+async def test_a_qq_message_is_refused_where_it_arrives_and_never_queued(tmp_path: Path) -> None:
+    async with client_queue(tmp_path / "p") as (agent, queue):
+        out = Recorder()
+        inbound = message(1, channel="qq")
+        handled = await enqueue_turn(
+            agent, out, "qq", [inbound], limit=4000, max_attachment_bytes=1, model_text=lambda m, _f: m.text
+        )
+        assert handled
+        await stop_turn(queue, out, "qq", message(2, channel="qq"), 4000)
+    assert len(out.sent) == 2
+    assert out.sent[0][0] == "1" and "durable workers cannot answer qq" in out.sent[0][1]
+    assert "passive replies" in out.sent[0][1]
+    assert out.sent[1] == ("2", "Nothing is running.")
+
+
+def test_each_platform_declares_its_worker_side(tmp_path: Path) -> None:
+    agent = ShipAgent.from_project(durable_project(tmp_path / "p", "sqlite"))
+    for name in ("telegram", "slack", "discord", "feishu"):
+        side = worker_side(name)
+        assert side.sender and side.channel and not side.refused
+        found = worker_where(agent, name)
+        limit = getattr(agent.config.channels, name).text_chunk_limit
+        assert found is not None and found[0].__name__ == "_where_it_is" and f"{limit:,}" in found[1]
+    qq = worker_side("qq")
+    assert not qq.sender and "passive replies" in qq.refused
+    assert worker_where(agent, "qq") is None
+    with pytest.raises(ShipAgentError, match="a worker cannot answer it: QQ accepts only passive"):
+        worker_sender(agent, "qq")
+    with pytest.raises(ShipAgentError, match="no such channel"):
+        worker_side("nosuch")
+    with pytest.raises(ShipAgentError, match="not a channel name"):
+        worker_side("telegram._sender")
+
+
+def test_a_worker_builds_the_declared_sender_from_its_ship_json(tmp_path: Path) -> None:
+    root = durable_project(tmp_path / "p", "sqlite")
+    ship = json.loads((root / "ship.json").read_text(encoding="utf-8"))
+    ship["channels"] = {"telegram": {"botToken": "123:abc"}}
+    (root / "ship.json").write_text(json.dumps(ship), encoding="utf-8")
+    agent = ShipAgent.from_project(root)
+    from shipagent.hosts.channels.telegram._sender import TelegramSender
+
+    sender = worker_sender(agent, "telegram")
+    assert isinstance(sender, TelegramSender)
