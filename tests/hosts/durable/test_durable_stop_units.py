@@ -12,6 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import pytest
 
 from shipagent import ShipAgent
@@ -27,7 +29,7 @@ from shipagent.hosts.channels._durable import (
     worker_side,
     worker_where,
 )
-from tests.support.durable import durable_project
+from tests.support.durable import durable_project, read_jsonl, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -149,3 +151,27 @@ def test_a_worker_builds_the_declared_sender_from_its_ship_json(tmp_path: Path) 
 
     sender = worker_sender(agent, "telegram")
     assert isinstance(sender, TelegramSender)
+
+
+async def test_in_a_worker_stop_leaves_the_chats_other_turns_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """This process is the worker (``DBOS`` itself looks up): a turn of the same chat that is not
+    a channel's (``agent.run``, workflow ``shipagent.turn``) is not what ``/stop`` stops."""
+    from tests.support.durable_worker import scripted_model
+
+    project = durable_project(tmp_path / "p", "sqlite")
+    signals = project / "signals"
+    monkeypatch.setenv("SHIPAGENT_TEST_DIR", str(signals))
+    agent = ShipAgent.from_project(project, model=scripted_model())
+    out = Recorder()
+    async with agent, anyio.create_task_group() as tasks:
+        queue = durable_queue(agent)
+        assert queue is not None
+        inbound = message(1)
+        tasks.start_soon(lambda: agent.run(inbound.chat_key, "block:w1", request_id="telegram:42:1"))
+        await anyio.to_thread.run_sync(wait_for, signals / "running-w1")
+        await stop_turn(queue, out, "telegram", message(2), 4000)
+        (signals / "release-w1").touch()
+    assert out.sent == [("2", "Nothing is running.")]
+    assert [e["tag"] for e in read_jsonl(signals / "effects.jsonl")] == ["w1"]  # it ran to its end
