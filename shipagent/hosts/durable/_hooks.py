@@ -33,7 +33,10 @@ from ._steps import StepToolset
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
 
-__all__ = ["DurableTurnHooks"]
+__all__ = ["COMMIT_STEP", "DurableTurnHooks"]
+
+COMMIT_STEP = "shipagent.commit"
+"""The name of a turn's one commit step."""
 
 _UNSEEN = object()
 
@@ -99,7 +102,7 @@ class DurableTurnHooks(TurnHooks["ShipAgent"]):
             # recorded with the step: keep it picklable whatever the original exception was
             return compaction, (ShipAgentError(f"{type(failure).__name__}: {failure}") if failure else None)
 
-        outcome: CommitOutcome = await DBOS.run_step_async({"name": "shipagent.commit"}, step)
+        outcome: CommitOutcome = await DBOS.run_step_async({"name": COMMIT_STEP}, step)
         return outcome, ran
 
     async def commit(self, agent: ShipAgent, turn: TurnCommit, commit: Commit) -> CommitOutcome:

@@ -15,8 +15,12 @@ boundary: the next model request, tool with effects, commit or reply raises inst
 A model request already in flight is a *preemptible* step (``_hooks``): DBOS polls for the
 cancellation about once a second and stops the request, so the turn ends within a second or so
 rather than when the model has finished. Nothing of a cancelled turn is committed (the commit is a
-step it never reaches, and a commit already running is never preempted: it finishes whole and the
-turn ends before its reply), and its reply is never sent (the reply is a step too).
+step it never reaches), and its reply is never sent (the reply is a step too).
+
+Too late to stop: a turn whose commit step is recorded is left to send its answer (``/stop`` says
+nothing is running, as it would in-process once the answer is written). A commit that is running
+when ``/stop`` looks (milliseconds) is not preempted: it finishes whole, and only the answer is
+not sent.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._channel_turn import CHANNEL_WORKFLOW_NAME
+from ._channel_turn import CHANNEL_WORKFLOW_NAME, REPLY_STEP
+from ._hooks import COMMIT_STEP
 
 __all__ = ["StoppedTurn", "stop_channel_turn"]
 
@@ -67,6 +72,8 @@ async def stop_channel_turn(source: Any, chat_key: str, request_prefix: str) -> 
         return None
     running = [w for w in turns if w.status == "PENDING"]
     target = running[0] if running else min(turns, key=lambda w: (w.created_at or 0, w.workflow_id))
+    if running and await _finishing(source, target.workflow_id):
+        return None
     await source.cancel_workflow_async(target.workflow_id)
     after = await source.list_workflows_async(
         workflow_ids=[target.workflow_id], load_input=False, load_output=False
@@ -74,6 +81,16 @@ async def stop_channel_turn(source: Any, chat_key: str, request_prefix: str) -> 
     if not after or after[0].status != "CANCELLED":
         return None
     return StoppedTurn(target.workflow_id, bool(running), _reply_of(target.input))
+
+
+async def _finishing(source: Any, workflow_id: str) -> bool:
+    """Whether the running turn is past its commit (or already replying): too late to stop.
+
+    Cancelling it now would not undo the commit, only keep its answer from being sent, so the
+    chat's history would hold an answer the user never saw. Its answer is on its way instead.
+    """
+    steps = await source.list_workflow_steps_async(workflow_id, load_output=False)
+    return any(step["function_name"] in (COMMIT_STEP, REPLY_STEP) for step in steps)
 
 
 def _reply_of(inputs: Any) -> dict[str, Any] | None:

@@ -175,3 +175,45 @@ async def test_in_a_worker_stop_leaves_the_chats_other_turns_alone(
         (signals / "release-w1").touch()
     assert out.sent == [("2", "Nothing is running.")]
     assert [e["tag"] for e in read_jsonl(signals / "effects.jsonl")] == ["w1"]  # it ran to its end
+
+
+class Recorded:
+    """The system database's view of one running channel turn, and the cancels asked of it."""
+
+    def __init__(self, steps: list[str]) -> None:
+        self.steps = steps
+        self.cancelled: list[str] = []
+
+    async def list_workflows_async(self, **filters: Any) -> list[Any]:
+        from types import SimpleNamespace
+
+        status = "CANCELLED" if self.cancelled else "PENDING"
+        row = SimpleNamespace(
+            workflow_id="telegram:42:1",
+            status=status,
+            queue_partition_key="telegram:chat:42",
+            created_at=1,
+            input={"args": ("telegram:chat:42", "hi", {"channel": "telegram"}), "kwargs": {}},
+        )
+        return [row]
+
+    async def list_workflow_steps_async(self, workflow_id: str, **options: Any) -> list[dict[str, Any]]:
+        return [{"function_name": name} for name in self.steps]
+
+    async def cancel_workflow_async(self, workflow_id: str) -> None:
+        self.cancelled.append(workflow_id)
+
+
+async def test_a_turn_past_its_commit_is_left_to_send_its_answer() -> None:
+    """Cancelling after the commit would only keep the answer from the user, while the chat's
+    history holds it: ``/stop`` then says nothing is running and the answer arrives."""
+    from shipagent.hosts.durable._stop import stop_channel_turn
+
+    committed = Recorded(["shipagent.model.request", "shipagent.commit"])
+    assert await stop_channel_turn(committed, "telegram:chat:42", "telegram:42:") is None
+    assert committed.cancelled == []
+    thinking = Recorded(["shipagent.tool.test_inject"])
+    stopped = await stop_channel_turn(thinking, "telegram:chat:42", "telegram:42:")
+    assert stopped is not None and (stopped.workflow_id, stopped.running) == ("telegram:42:1", True)
+    assert stopped.reply == {"channel": "telegram"}
+    assert thinking.cancelled == ["telegram:42:1"]
