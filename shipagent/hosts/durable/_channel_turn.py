@@ -14,6 +14,12 @@ again) and sends the answer; a worker killed after the reply step was recorded h
 to send. Only a worker killed *during* the reply step, after the platform took the message and
 before DBOS recorded the step, sends it again when the step is run again: a platform's send API
 offers no idempotency key to make that window disappear.
+
+A turn ``/stop`` cancelled (``_stop``) raises DBOS's cancellation at its next step, or within a
+second in a model request or a tool (both preemptible steps): the workflow ends there, logged
+``outcome=stopped``, with nothing committed and no reply (the receiving process says it stopped).
+The platform's sender comes from the platform package's ``WORKER_SIDE``
+(:func:`~shipagent.hosts.channels._durable.worker_side`), imported at the platform's first turn.
 """
 
 from __future__ import annotations
