@@ -428,15 +428,8 @@ class DurableExecutor:
         )
 
     async def stop_channel_turn(self, chat_key: str, *, request_prefix: str) -> dict[str, Any] | None:
-        """Cancel the chat's current channel turn (``_stop``); its reply target, ``{}`` if unknown,
-        or ``None`` if nothing was running or queued."""
+        """``/stop``: cancel the chat's current channel turn (``_stop``); its reply target or ``None``."""
         stopped = await stop_channel_turn(self._client or DBOS, chat_key, request_prefix)
-        if stopped is not None:
-            log.info(
-                "durable: /stop cancelled %s (%s)",
-                stopped.workflow_id,
-                "running" if stopped.running else "queued",
-            )
         return None if stopped is None else (stopped.reply or {})
 
     async def _enqueue(self, rid: str, chat_key: str, workflow: Any, name: str, *args: Any) -> None:

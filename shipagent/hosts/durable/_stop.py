@@ -25,6 +25,7 @@ not sent.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ from ._channel_turn import CHANNEL_WORKFLOW_NAME, REPLY_STEP
 from ._hooks import COMMIT_STEP
 
 __all__ = ["StoppedTurn", "stop_channel_turn"]
+
+log = logging.getLogger("shipagent.hosts.durable")
 
 UNFINISHED = ["PENDING", "ENQUEUED"]
 """The states of a turn ``/stop`` can still stop: running, or waiting for a worker."""
@@ -51,8 +54,9 @@ async def stop_channel_turn(source: Any, chat_key: str, request_prefix: str) -> 
     """Cancel ``chat_key``'s current channel turn; what was stopped, or ``None`` if nothing was.
 
     ``source``: ``DBOS`` (a worker) or a ``DBOSClient`` (a client): both offer
-    ``list_workflows_async`` and ``cancel_workflow_async``. ``request_prefix``:
-    ``<channel>:<chat id>:``, the start of every request id of the chat. A turn that finished
+    ``list_workflows_async``, ``list_workflow_steps_async`` and ``cancel_workflow_async``.
+    ``request_prefix``: ``<channel>:<chat id>:``, the start of every request id of the chat.
+    A turn that finished
     between the look-up and the cancel is left as it is (DBOS never cancels a finished workflow)
     and reported as nothing stopped: its answer is on its way or arrived.
     """
@@ -80,6 +84,7 @@ async def stop_channel_turn(source: Any, chat_key: str, request_prefix: str) -> 
     )
     if not after or after[0].status != "CANCELLED":
         return None
+    log.info("durable: /stop cancelled %s (%s)", target.workflow_id, "running" if running else "queued")
     return StoppedTurn(target.workflow_id, bool(running), _reply_of(target.input))
 
 
