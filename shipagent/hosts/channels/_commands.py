@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
+    "NOTHING_RUNNING",
     "PIN_COMMANDS",
+    "STOPPED",
     "UNDELIVERED_SCAN",
     "Command",
     "help_text",
@@ -51,6 +53,12 @@ COMMANDS: dict[str, str] = {
     "unpin": "Remove a pinned fact: /unpin <id>",
 }
 """Command name → one-line description (what ``setMyCommands`` registers)."""
+
+STOPPED = "Stopped."
+"""What ``/stop`` says of the turn it stopped (the failure line of that turn's reply)."""
+
+NOTHING_RUNNING = "Nothing is running."
+"""What ``/stop`` says when the chat has no turn to stop."""
 
 PIN_COMMANDS = frozenset({"pin", "unpin"})
 """The commands that change the chat's pins (answered at once, like ``/status``)."""

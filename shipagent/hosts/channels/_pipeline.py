@@ -26,10 +26,19 @@ import anyio.to_thread
 from ...events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from ._access import NOT_ADDRESSED, AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
-from ._commands import PIN_COMMANDS, Command, help_text, parse_command, pin_command, status_text
+from ._commands import (
+    NOTHING_RUNNING,
+    PIN_COMMANDS,
+    STOPPED,
+    Command,
+    help_text,
+    parse_command,
+    pin_command,
+    status_text,
+)
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
-from ._durable import enqueue_turn
+from ._durable import durable_queue, enqueue_turn, stop_turn
 from ._incoming import receive_file
 from ._pairing import PairingStore
 from ._types import (
@@ -319,11 +328,14 @@ class Pipeline:
     # -- commands ---------------------------------------------------------------------------------
 
     def _stop(self, message: InboundMessage) -> None:
+        if (queue := durable_queue(self.agent)) is not None:  # the turn runs on a worker: cancel it there
+            self._spawn(stop_turn, queue, self.outbound, self.channel, message, self.options.limit)
+            return
         chat = self._chats.get(message.chat_key)
         if chat is not None and chat.running is not None:
             chat.running.cancel()
         else:
-            self._spawn(self._say, message, "Nothing is running.")
+            self._spawn(self._say, message, NOTHING_RUNNING)
 
     async def _command(self, message: InboundMessage, command: Command) -> None:
         if command.name == "start":
@@ -455,7 +467,7 @@ class Pipeline:
                     failure = f"The answer failed: {exc}"
             chat.running = None
             if scope.cancelled_caught:
-                failure = "Stopped."
+                failure = STOPPED
             with anyio.CancelScope(shield=True):
                 await self.approvals.close(writer)
                 if failure is None and not answer and not sink.sent:
