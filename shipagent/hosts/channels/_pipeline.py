@@ -9,7 +9,6 @@ answered at once; ``/new`` waits its turn in the queue like a message (it clears
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections import deque
@@ -17,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 import anyio.abc
@@ -40,6 +39,7 @@ from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
 from ._durable import durable_queue, enqueue_turn, stop_turn
 from ._incoming import receive_file
+from ._options import ChannelSettings, PipelineOptions
 from ._pairing import PairingStore
 from ._types import (
     ButtonPress,
@@ -57,72 +57,11 @@ if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
     from ...tools.execution import OutgoingFile
 
-__all__ = ["Pipeline", "PipelineOptions"]
+__all__ = ["ChannelSettings", "Pipeline", "PipelineOptions"]
 
 log = logging.getLogger("shipagent.hosts.channels")
 
 _TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
-
-
-class ChannelSettings(Protocol):
-    """What every platform's ship.json section says about answering (``channels.<platform>``)."""
-
-    @property
-    def streaming(self) -> str: ...
-    @property
-    def text_chunk_limit(self) -> int: ...
-    @property
-    def max_attachment_bytes(self) -> int: ...
-    @property
-    def rate_limit_per_minute(self) -> int: ...
-    @property
-    def show_tool_steps(self) -> bool: ...
-    @property
-    def debounce_ms(self) -> int | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PipelineOptions:
-    """How a channel answers: streaming by edits or not, the message limit, the edit pace."""
-
-    stream: bool = True
-    limit: int = 4000
-    edit_interval: float = 1.0
-    stop_grace: float = 10.0
-    approval_timeout: float = 300.0
-    """Seconds a tool waits for Approve / Deny; no answer is a refusal."""
-    debounce_dm: float = 0.0
-    """Seconds of quiet before a direct message is answered; messages within it are one turn."""
-    debounce_group: float = 1.5
-    """The same in groups, where people often write in bursts."""
-    rate_per_minute: int = 30
-    """Messages one sender may send per minute; more are ignored (with one notice). 0: no limit."""
-    show_tool_steps: bool = False
-    """Show one short line per tool call (its ≤ 500-character summary) while the answer is written."""
-    max_attachment_bytes: int = 20 * 1024 * 1024
-    """Inbound files larger than this are refused (the reply says so)."""
-    history_limit: int = 0
-    """Group messages that did not address the bot kept as context for its next turn there."""
-
-    @classmethod
-    def of(cls, settings: ChannelSettings, *, edit_interval: float = 1.0, **more: Any) -> PipelineOptions:
-        """The options a channel's ship.json section sets (the keys every platform's section has)."""
-        return cls(
-            stream=settings.streaming == "edit",
-            limit=settings.text_chunk_limit,
-            edit_interval=edit_interval,
-            max_attachment_bytes=settings.max_attachment_bytes,
-            rate_per_minute=settings.rate_limit_per_minute,
-            show_tool_steps=settings.show_tool_steps,
-            **more,
-        ).debounced(settings.debounce_ms)
-
-    def debounced(self, milliseconds: int | None) -> PipelineOptions:
-        """These options with ship.json ``debounceMs`` for direct messages and groups alike;
-        ``None`` keeps the defaults (1.5 s in groups, none in direct messages)."""
-        if milliseconds is None:
-            return self
-        return dataclasses.replace(self, debounce_dm=milliseconds / 1000, debounce_group=milliseconds / 1000)
 
 
 @dataclass(slots=True)
