@@ -94,10 +94,12 @@ def help_text() -> str:
     return "Write to me and I answer. Commands:\n" + "\n".join(lines)
 
 
-async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health: ChannelHealth) -> str:
+async def status_text(
+    agent: ShipAgent, chat_key: str, *, running: bool, health: ChannelHealth, state: str | None = None
+) -> str:
     """The ``/status`` answer: the model, the chat's last request against its budget, the chat's
     use today and this month (against ``context.budgets``), how often its context was compacted,
-    answers that never arrived, the state."""
+    answers that never arrived, the state (``state``: a durable queue's words for it)."""
     from ...store.usage import UsageFileError  # (here: this function is all budgets adds to the file)
 
     model = getattr(agent.model, "model_name", "?")
@@ -126,7 +128,7 @@ async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health:
             f"Undelivered: {len(lost)} answer(s) among the last {UNDELIVERED_SCAN} transcript lines "
             f"(the last at {lost[-1].get('ts', '?')})."
         )
-    lines.append("An answer is being written." if running else "Idle.")
+    lines.append(state or ("An answer is being written." if running else "Idle."))
     if health.undelivered:
         lines.append(f"{health.undelivered} answer(s) could not be delivered since the start.")
     return "\n".join(lines)

@@ -164,6 +164,24 @@ class ChannelTurnQueue(Protocol):
         ``request_prefix``); the stopped turn's ``reply`` (``{}`` if unknown), ``None`` if none."""
         ...
 
+    async def channel_turns(self, chat_key: str, *, request_prefix: str) -> tuple[int, int]:
+        """The chat's channel turns: ``(running on a worker, waiting for one)``."""
+        ...
+
+
+async def queued_state(queue: ChannelTurnQueue, channel: str, message: InboundMessage) -> str:
+    """``/status``'s last line in durable mode: what the workers do with the chat's turns."""
+    prefix = request_id_of(channel, message).removesuffix(message.message_id)
+    try:
+        running, waiting = await queue.channel_turns(message.chat_key, request_prefix=prefix)
+    except Exception as exc:
+        log.error("%s: /status in chat %s could not reach the queue: %s", channel, message.chat_id, exc)
+        return f"The queue cannot be reached ({type(exc).__name__})."
+    state = "A worker is writing an answer." if running else "Idle."
+    if waiting:
+        state += f" {waiting} message(s) wait for a worker."
+    return state
+
 
 def durable_queue(agent: ShipAgent) -> ChannelTurnQueue | None:
     """The agent's durable queue when its turns are durable (started with ``durable.enabled``)."""

@@ -37,7 +37,7 @@ from ._commands import (
 )
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
-from ._durable import durable_queue, enqueue_turn, stop_turn
+from ._durable import durable_queue, enqueue_turn, queued_state, stop_turn
 from ._incoming import receive_file
 from ._options import ChannelSettings, PipelineOptions
 from ._pairing import PairingStore
@@ -284,12 +284,14 @@ class Pipeline:
         elif command.name in PIN_COMMANDS:
             await self._say(message, await pin_command(self.agent, message.chat_key, command))
         else:
-            await self._say(message, await self._status(message.chat_key))
+            await self._say(message, await self._status(message))
 
-    async def _status(self, chat_key: str) -> str:
-        chat = self._chats.get(chat_key)
+    async def _status(self, message: InboundMessage) -> str:
+        chat = self._chats.get(message.chat_key)
+        queue = durable_queue(self.agent)  # durable: the turns run on workers, the queue knows
+        state = await queued_state(queue, self.channel, message) if queue is not None else None
         return await status_text(
-            self.agent, chat_key, running=bool(chat and chat.running), health=self.health
+            self.agent, message.chat_key, running=bool(chat and chat.running), health=self.health, state=state
         )
 
     async def _say(self, message: InboundMessage, text: str) -> None:

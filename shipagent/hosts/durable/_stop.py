@@ -32,7 +32,7 @@ from typing import Any
 from ._channel_turn import CHANNEL_WORKFLOW_NAME, REPLY_STEP
 from ._hooks import COMMIT_STEP
 
-__all__ = ["StoppedTurn", "stop_channel_turn"]
+__all__ = ["StoppedTurn", "channel_turns", "stop_channel_turn"]
 
 log = logging.getLogger("shipagent.hosts.durable")
 
@@ -60,18 +60,7 @@ async def stop_channel_turn(source: Any, chat_key: str, request_prefix: str) -> 
     between the look-up and the cancel is left as it is (DBOS never cancels a finished workflow)
     and reported as nothing stopped: its answer is on its way or arrived.
     """
-    found = await source.list_workflows_async(
-        name=CHANNEL_WORKFLOW_NAME,
-        status=UNFINISHED,
-        workflow_id_prefix=request_prefix,
-        load_input=True,
-        load_output=False,
-    )
-    turns = [
-        w
-        for w in found
-        if w.queue_partition_key == chat_key and str(w.workflow_id).startswith(request_prefix)
-    ]
+    turns = await _unfinished(source, chat_key, request_prefix, load_input=True)
     if not turns:
         return None
     running = [w for w in turns if w.status == "PENDING"]
@@ -86,6 +75,30 @@ async def stop_channel_turn(source: Any, chat_key: str, request_prefix: str) -> 
         return None
     log.info("durable: /stop cancelled %s (%s)", target.workflow_id, "running" if running else "queued")
     return StoppedTurn(target.workflow_id, bool(running), _reply_of(target.input))
+
+
+async def channel_turns(source: Any, chat_key: str, request_prefix: str) -> tuple[int, int]:
+    """``(running, waiting)``: how many of ``chat_key``'s channel turns a worker runs, and how many
+    wait for one (``/status`` in durable mode; ``source`` and ``request_prefix`` as above)."""
+    turns = await _unfinished(source, chat_key, request_prefix, load_input=False)
+    running = sum(1 for w in turns if w.status == "PENDING")
+    return running, len(turns) - running
+
+
+async def _unfinished(source: Any, chat_key: str, request_prefix: str, *, load_input: bool) -> list[Any]:
+    """The chat's channel turns still running or queued (by id prefix, then exact partition key)."""
+    found = await source.list_workflows_async(
+        name=CHANNEL_WORKFLOW_NAME,
+        status=UNFINISHED,
+        workflow_id_prefix=request_prefix,
+        load_input=load_input,
+        load_output=False,
+    )
+    return [
+        w
+        for w in found
+        if w.queue_partition_key == chat_key and str(w.workflow_id).startswith(request_prefix)
+    ]
 
 
 async def _finishing(source: Any, workflow_id: str) -> bool:

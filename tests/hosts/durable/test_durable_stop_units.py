@@ -24,6 +24,7 @@ from shipagent.hosts.channels._durable import (
     ChannelTurnQueue,
     durable_queue,
     enqueue_turn,
+    queued_state,
     stop_turn,
     worker_sender,
     worker_side,
@@ -217,3 +218,22 @@ async def test_a_turn_past_its_commit_is_left_to_send_its_answer() -> None:
     assert stopped is not None and (stopped.workflow_id, stopped.running) == ("telegram:42:1", True)
     assert stopped.reply == {"channel": "telegram"}
     assert thinking.cancelled == ["telegram:42:1"]
+
+
+async def test_status_counts_the_chats_turns_waiting_for_a_worker(tmp_path: Path) -> None:
+    async with client_queue(tmp_path / "p") as (_agent, queue):
+        assert await queued_state(queue, "telegram", message(100)) == "Idle."
+        for inbound in (message(1), message(2), message(3, topic="9"), message(5, chat="4")):
+            await enqueue(queue, inbound)
+        assert await queued_state(queue, "telegram", message(101)) == "Idle. 2 message(s) wait for a worker."
+        topic = await queued_state(queue, "telegram", message(102, topic="9"))
+        assert topic == "Idle. 1 message(s) wait for a worker."
+        await stop_turn(queue, Recorder(), "telegram", message(103), 4000)
+        assert await queued_state(queue, "telegram", message(104)) == "Idle. 1 message(s) wait for a worker."
+
+
+async def test_status_says_a_worker_is_writing_the_chats_answer() -> None:
+    from shipagent.hosts.durable._stop import channel_turns
+
+    assert await channel_turns(Recorded([]), "telegram:chat:42", "telegram:42:") == (1, 0)
+    assert await channel_turns(Recorded([]), "telegram:chat:43", "telegram:43:") == (0, 0)
