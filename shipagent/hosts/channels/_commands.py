@@ -122,7 +122,7 @@ async def status_text(
     lines.append(f"Compactions since the context was last emptied: {compactions}")
     lines.extend(await _pins_status(agent, chat_key))
     page = await store.transcript_page(chat_key, None, UNDELIVERED_SCAN)
-    lost = [r.data for r in page if r.data.get("event") == "undelivered"]
+    lost = [e for e in page.entries if e.get("event") == "undelivered"]
     if lost:
         lines.append(
             f"Undelivered: {len(lost)} answer(s) among the last {UNDELIVERED_SCAN} transcript lines "
