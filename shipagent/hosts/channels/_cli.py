@@ -107,10 +107,10 @@ def run_command(
         agent = host_agent(project, model, model_factory)  # as `serve` builds it
         if no_worker:  # durable mode: this process enqueues; workers run the turns and reply
             agent.turn_executor_options = {"worker": False}
+        host = ChannelHost(agent)  # an enabled platform without its extra: a ConfigError
     except ShipAgentError as exc:
         _err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    host = ChannelHost(agent)
     if not host.channels:
         _err.print(
             "[bold red]error:[/] no channel is enabled: set channels.telegram.enabled to true in ship.json "
