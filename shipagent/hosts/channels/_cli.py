@@ -26,7 +26,10 @@ from ._pairing import PairingError, PairingStore, PendingCode
 __all__ = ["channels_app", "pair_code", "pending_codes"]
 
 channels_app = typer.Typer(
-    help="Run the chat channels of ship.json (Telegram, Slack, Discord) and approve who may talk to the agent.",
+    help=(
+        "Run the chat channels of ship.json (Telegram, Slack, Discord, Feishu / Lark, QQ) "
+        "and approve who may talk to the agent."
+    ),
     no_args_is_help=True,
 )
 _out = Console(soft_wrap=True)
