@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..._channels_config import ChannelsConfig
     from ...agent._agent import ShipAgent
 
-__all__ = ["ChannelHost", "channels_from_config", "platform_library"]
+__all__ = ["ChannelHost", "channels_from_config", "platform_library", "require_platform_libraries"]
 
 _EXTRAS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "telegram": ("Telegram", (("telegram", "python-telegram-bot"),)),
@@ -83,6 +83,18 @@ def platform_library(platform: str) -> Iterator[None]:
         libraries = dict(_EXTRAS[platform][1])
         library = libraries.get(top) or " and ".join(libraries.values())
         raise _missing(platform, library, "could not be imported") from exc
+
+
+def require_platform_libraries(config: ChannelsConfig) -> None:
+    """Check, without importing them, that every enabled platform's library is installed.
+
+    For a host that starts its channels later, inside a server's startup, where an error is a
+    traceback: it says the missing extra first, in one line (:class:`ConfigError`).
+    """
+    for platform in _EXTRAS:
+        if getattr(config, platform).enabled:
+            with platform_library(platform):
+                pass
 
 
 def channels_from_config(

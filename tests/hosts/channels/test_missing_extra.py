@@ -79,3 +79,15 @@ def test_channels_run_names_the_platform_and_the_extra_when_its_library_fails_to
         "error: channels.slack.enabled is true, but the Slack channel needs slack-sdk, which could "
         "not be imported: pip install 'shipagent[slack]'\n"
     )
+
+
+def test_serve_names_the_platform_and_the_extra_before_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module, library = LIBRARY["discord"]
+    monkeypatch.setitem(sys.modules, module, None)
+    project = str(_project(tmp_path, "discord"))
+    result = CliRunner().invoke(app, ["serve", "-C", project, "-m", "test", "--port", "1"])
+    assert result.exit_code != 0 and isinstance(result.exception, SystemExit), result.output
+    assert f"needs {library}, which is not installed: pip install 'shipagent[discord]'" in result.output
+    assert "Traceback" not in result.output and "serving" not in result.output
