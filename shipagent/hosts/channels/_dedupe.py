@@ -81,10 +81,11 @@ class Dedupe:
                         **({"payload": self._open[c, m]} if (c, m) in self._open else {}),
                         **({"reply": self._replies[c, m]} if (c, m) in self._replies else {}),
                     }
-                    for c, m in self._seen
+                    # an open message outside the window is still to be answered: kept too
+                    for c, m in [*(k for k in self._open if k not in self._seen), *self._seen]
                 ),
             )
-            self._lines = len(self._seen)
+            self._lines = len(self._seen) + sum(k not in self._seen for k in self._open)
 
     async def _ensure_loaded(self) -> None:
         if not self._loaded:
