@@ -177,6 +177,7 @@ class ReplyWriter:
                 old.message_id,
             )
             await self._delete(old)
+            await self._drop_leftover()  # they would sit above the text posted now
             self._shown[index] = await self._post(text, formatted)
             self._answer.append(self._shown[index].message.message_id)
             await self._save()

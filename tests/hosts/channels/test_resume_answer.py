@@ -122,12 +122,12 @@ async def test_the_answer_is_written_into_the_messages_left_and_the_ones_not_nee
 
 
 async def test_a_message_that_cannot_be_edited_is_deleted_and_the_text_posted_anew() -> None:
-    chat, records = Chat(shown={"m1": "done: "}, refuse_edit={"m1"}), []
-    writer = _writer(chat, ["m1"], records)
+    chat, records = Chat(shown={"m1": "done: ", "m2": "and"}, refuse_edit={"m1"}), []
+    writer = _writer(chat, ["m1", "m2"], records)
     await writer.delta("done: please")
     await writer.finish("done: please")
-    assert chat.shown == {"new1": "done: please"}
-    assert chat.calls[:3] == [("edit", "m1"), ("delete", "m1"), ("send", "new1")]
+    assert chat.shown == {"new1": "done: please"}  # m2 went too: it would sit above the new text
+    assert chat.calls[:4] == [("edit", "m1"), ("delete", "m1"), ("delete", "m2"), ("send", "new1")]
     assert records == [["new1"]]
 
 
