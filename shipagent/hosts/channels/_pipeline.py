@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
 from typing import TYPE_CHECKING, Self
 
@@ -357,6 +358,9 @@ class Pipeline:
             stream=opts.stream,
             interval=opts.edit_interval,
             pacer=chat.pacer,
+            # an answer cut short by a restart goes on in the messages it was posted as (_writer)
+            resume=await self.dedupe.replies([(m.chat_id, m.message_id) for m in batch]),
+            record=partial(self.dedupe.replied, message.chat_id, message.message_id),
         )
         sink = _FileSink(writer) if self.outbound.capabilities.send_file else _Sink(writer)
         tools_running = 0
