@@ -26,6 +26,7 @@ __all__ = [
     "MentionedGroups",
     "PerMinute",
     "Streaming",
+    "group_section_hint",
     "http_root",
     "parse_listen",
     "require",
@@ -56,6 +57,30 @@ def require(platform: str, key: str, value: str | None, example: str) -> None:
         raise ValueError(
             f'{key} is required when channels.{platform}.enabled is true (e.g. "{key}": "{example}")'
         )
+
+
+GROUP_SECTIONS: dict[str, tuple[str, str]] = {
+    "telegram": ("Telegram", "groups"),
+    "slack": ("Slack", "channels"),
+    "discord": ("Discord", "guilds"),
+    "feishu": ("Feishu", "groups"),
+    "qq": ("QQ", "groups"),
+}
+"""Each platform's name and what its section calls the group chats it answers in: the one key a
+ship.json moved from one platform to another must rename."""
+
+
+def group_section_hint(loc: tuple[int | str, ...]) -> str | None:
+    """For an unknown key ``channels.<platform>.groups`` / ``.channels`` / ``.guilds`` (another
+    platform's name for the group section, as when a ship.json is moved between platforms), what
+    this platform calls it; ``None`` for any other key."""
+    if len(loc) != 3 or loc[0] != "channels" or loc[2] not in ("groups", "channels", "guilds"):
+        return None
+    platform = GROUP_SECTIONS.get(str(loc[1]))
+    if platform is None or platform[1] == loc[2]:
+        return None
+    name, section = platform
+    return f"{name} calls this section '{section}': channels.{loc[1]}.{section}"
 
 
 DmPolicy = Literal["pairing", "allowlist", "open"]

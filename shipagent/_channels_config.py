@@ -496,9 +496,10 @@ class FeishuConfig(_Model):
     of a message: later streamed text waits for the final edit); ``off``: sent when done."""
     show_tool_steps: bool = False
     """Show one short line per tool step (its summary) in the chat while the answer is written."""
-    text_chunk_limit: int = Field(default=4000, ge=200, le=10_000)
-    """A message longer than this is split (Feishu takes up to about 150 KB of a text message; long
-    messages are hard to read on a phone)."""
+    text_chunk_limit: int = Field(default=4000, ge=200, le=8000)
+    """A message longer than this is split. Answers are rich-text (``post``) messages, which Feishu
+    takes up to 30 KB: 8,000 Chinese characters (3 bytes each, escaped twice as JSON in JSON) stay
+    below it."""
     max_attachment_bytes: Bytes = 20 * MB
     """Attachments larger than this are refused."""
 

@@ -27,6 +27,7 @@ from pydantic import (
     model_validator,
 )
 
+from ._channel_keys import group_section_hint
 from ._channels_config import ChannelsConfig
 from ._config_base import ConfigModel as _Model
 from ._context_config import (
@@ -336,6 +337,8 @@ def _format_error(err: ValidationError) -> ConfigError:
         valid = [f.alias or n for n, f in owner.model_fields.items()] if owner else []
         close = difflib.get_close_matches(str(loc[-1]), valid, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else f" (valid keys: {', '.join(valid)})"
+        section = group_section_hint(loc)  # channels.slack.groups: Slack says "channels"
+        hint = f" ({section})" if section else hint
         return ConfigError(f"ship.json: unknown key '{path}'{hint}", path=path)
     if first["type"] == "missing":
         return ConfigError(f"ship.json: '{path}' is required", path=path)

@@ -28,8 +28,10 @@ from pydantic_ai.messages import ModelMessage
 
 from .. import jsonl
 from .._cache import BoundedCache
+from ..chatkeys import ShipPaths
 from ..results import Sender
-from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TranscriptStore, TurnRecord
+from ._browse import ChatInfo, TranscriptPage, list_file_chats, read_transcript_page
+from ._protocols import CommitReport, Committed, LoadedChat, TranscriptStore, TurnRecord
 from ._records import StoreBase, cards_hold, turn_cards
 from .files._render import render_history
 
@@ -67,6 +69,7 @@ def raw_holds(path: Path, request_id: str, scan: int, kind: str | None = None) -
 class FileChatStore(StoreBase):
     """Mixed into :class:`~shipagent.store.FileStores`: the ChatStore methods over ``.ship/``."""
 
+    paths: ShipPaths
     message_log: MessageLog
     transcript_log: Transcript
     agent_context_log: AgentContextLog
@@ -268,10 +271,12 @@ class FileChatStore(StoreBase):
 
         await anyio.to_thread.run_sync(write)
 
-    async def transcript_page(
-        self, chat_key: str, before: int | None, limit: int
-    ) -> builtins.list[LogRecord]:
-        return await self.transcript.page_before(chat_key, before, limit)
+    async def transcript_page(self, chat_key: str, before: int | None, limit: int) -> TranscriptPage:
+        path = self.transcript_log.path(chat_key)  # the cursor is a byte offset: read backwards from it
+        return await anyio.to_thread.run_sync(read_transcript_page, path, limit, before)
+
+    async def list_chats(self) -> builtins.list[ChatInfo]:
+        return await anyio.to_thread.run_sync(list_file_chats, self.paths)
 
     async def expand(self, chat_key: str, summary_id: str) -> builtins.list[ModelMessage]:
         return await anyio.to_thread.run_sync(self.message_log.expand, chat_key, summary_id)

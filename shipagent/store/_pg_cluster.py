@@ -7,7 +7,7 @@ one-transaction commit) plus the sync side of the same chats — ``history_sync`
 asks its store, whichever it is, and the files backend answers the same calls from ``.ship/``.
 
 When ship.json says ``durable`` on a ``postgresql://`` database, the chats live in Postgres and
-each machine's ``.ship/`` holds none of them; serve lists them with :func:`chat_activity`.
+each machine's ``.ship/`` holds none of them; serve lists them with :meth:`PgStores.list_chats`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._shared_cards import SharedCardBoxStore
     from ._shared_files import SharedContextFiles
 
-__all__ = ["PgClusterStore", "chat_activity"]
+__all__ = ["PgClusterStore"]
 
 
 class PgClusterStore(PgStores):
@@ -92,18 +92,3 @@ class PgClusterStore(PgStores):
     def turn_card_store(self) -> CardBoxStore | None:
         """Handover's cards and boxes: the rows the commits write output boxes to."""
         return self._cards_sync
-
-
-async def chat_activity(stores: PgStores) -> list[tuple[str, str]]:
-    """``(chat key, time of its newest transcript or message record)`` of every chat in the database."""
-    async with stores.pool.connection() as conn:
-        cur = await conn.execute(
-            """SELECT k.chat_key, greatest(
-                (SELECT t.record->>'ts' FROM shipagent.transcript t
-                  WHERE t.chat_key = k.chat_key ORDER BY t.seq DESC LIMIT 1),
-                (SELECT m.record->>'ts' FROM shipagent.messages m
-                  WHERE m.chat_key = k.chat_key ORDER BY m.seq DESC LIMIT 1))
-            FROM (SELECT DISTINCT chat_key FROM shipagent.transcript
-                  UNION SELECT DISTINCT chat_key FROM shipagent.messages) k"""
-        )
-        return [(str(key), str(ts or "")) for key, ts in await cur.fetchall()]

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 
+from ._browse import ChatInfo, chats_by_activity
 from ._context import ContextBase, sha256
 from ._pg_base import PgPool, append_rows, dumps
 from ._pg_cards import PgCardBoxStore, append_cards, named_box_in
@@ -280,6 +281,20 @@ class PgStores(RecordChatStore):
             await anyio.to_thread.run_sync(record.ledger)
             report.written.append("ledger")
         return report
+
+    async def list_chats(self) -> list[ChatInfo]:
+        """Every chat in the database, newest first: one query over the newest record of each."""
+        async with self.pool.connection() as conn:
+            cur = await conn.execute(
+                """SELECT k.chat_key, greatest(
+                    (SELECT t.record->>'ts' FROM shipagent.transcript t
+                      WHERE t.chat_key = k.chat_key ORDER BY t.seq DESC LIMIT 1),
+                    (SELECT m.record->>'ts' FROM shipagent.messages m
+                      WHERE m.chat_key = k.chat_key ORDER BY m.seq DESC LIMIT 1))
+                FROM (SELECT DISTINCT chat_key FROM shipagent.transcript
+                      UNION SELECT DISTINCT chat_key FROM shipagent.messages) k"""
+            )
+            return chats_by_activity([(str(key), str(ts or "")) for key, ts in await cur.fetchall()])
 
     async def close(self) -> None:
         await self.pool.close()

@@ -17,6 +17,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic_ai.messages import ModelMessage
 
 from ..results import Sender
+from ._browse import ChatInfo, TranscriptPage
 from ._record import COMMIT_PARTS, CommitReport, Committed, LoadedChat, LogRecord, TurnRecord, TurnWrite
 from .cards import CardBoxStore
 from .files import ContextRef, Page, Tail
@@ -252,10 +253,17 @@ class ChatStore(Protocol):
         """Where the chat's message log stands (another worker may have committed since)."""
         ...
 
-    async def transcript_page(
-        self, chat_key: str, before: int | None, limit: int
-    ) -> builtins.list[LogRecord]:
-        """Up to ``limit`` transcript records with ``seq < before`` (``None``: the newest)."""
+    async def transcript_page(self, chat_key: str, before: int | None, limit: int) -> TranscriptPage:
+        """Up to ``limit`` transcript entries, oldest first, ending before cursor ``before``
+        (``None``: the newest), and the cursor of the page before them (``None``: none).
+
+        A cursor is the store's own (a byte offset in the files, a record seq in a database):
+        pass back only one it returned. A page costs the page, not the whole transcript.
+        """
+        ...
+
+    async def list_chats(self) -> builtins.list[ChatInfo]:
+        """Every chat the store holds, most recently written first (``GET /v1/chats``)."""
         ...
 
     async def expand(self, chat_key: str, summary_id: str) -> builtins.list[ModelMessage]:

@@ -19,6 +19,7 @@ from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
 from ..results import Sender
+from ._browse import ChatInfo, TranscriptPage, chats_by_activity, page_of_records
 from ._protocols import CommitReport, Committed, LoadedChat, LogRecord, TurnRecord
 from .cards import CARD_CHAT_MESSAGE, CardBoxStore, NewCard, TextContent
 from .files import ContextRef
@@ -441,9 +442,17 @@ class RecordChatStore(StoreBase):
         next_seq = (await self.load(chat_key)).next_seq  # the seqs go on after a /clear
         await self.messages.append_records(chat_key, [compaction_record(request_id, [], [], next_seq)])
 
-    async def transcript_page(self, chat_key: str, before: int | None, limit: int) -> list[LogRecord]:
-        page: list[LogRecord] = await self.transcript.page_before(chat_key, before, limit)
-        return page
+    async def transcript_page(self, chat_key: str, before: int | None, limit: int) -> TranscriptPage:
+        return page_of_records(await self.transcript.page_before(chat_key, before, limit))
+
+    async def list_chats(self) -> list[ChatInfo]:
+        newest: dict[str, str] = {}  # chat key -> its newest record's time (ISO, so comparable)
+        for log in (self.transcript, self.messages):
+            for key in await log.chat_keys():
+                last = await log.last(key, 1)
+                stamp = str(last[0].get("ts", "")) if last else ""
+                newest[key] = max(newest.get(key, ""), stamp)
+        return chats_by_activity(list(newest.items()))
 
     async def _log(self, chat_key: str) -> RecordsMessageLog:
         return records_log(chat_key, [r.data for r in await self.messages.records(chat_key)])

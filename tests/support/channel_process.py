@@ -14,12 +14,13 @@ from pathlib import Path
 import anyio
 import anyio.to_thread
 
-__all__ = ["MODEL_MODULE", "SHIPAGENT", "start_channels", "stop"]
+__all__ = ["HOLD", "MODEL_MODULE", "SHIPAGENT", "reply_recorded", "start_channels", "stop"]
 
 SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
 
 MODEL_MODULE = """
 import asyncio
+from pathlib import Path
 from pydantic_ai.messages import ModelResponse, TextPart, UserPromptPart
 from pydantic_ai.models.function import FunctionModel
 
@@ -32,16 +33,25 @@ def _said(messages):
 def respond(messages, info):
     return ModelResponse(parts=[TextPart("done: " + _said(messages))])
 
+HOLD = Path(__file__).with_name("hold")
+
 async def stream(messages, info):
-    for word in ("done: " + _said(messages) + " " + "and more " * 8).split(" "):
+    for n, word in enumerate(("done: " + _said(messages) + " " + "and more " * 8).split(" ")):
         await asyncio.sleep(0.25)
         yield word + " "
+        while n == 0 and HOLD.exists():  # the first word is out: wait here while the test says so
+            await asyncio.sleep(0.05)
 
 def build():
     return FunctionModel(respond, stream_function=stream, model_name="scripted")
 """
 """A model that answers ``done: <what was said> and more and more …`` slowly, word by word, so a
-test has time to kill the process mid-answer (the full answer ends with ``and more``)."""
+test has time to kill the process mid-answer (the full answer ends with ``and more``). While a
+file named :data:`HOLD` exists beside the module, the answer stops after its first word, so a kill
+lands mid-stream however slow the machine is."""
+
+HOLD = "hold"
+"""The file (in the project directory, beside the model module) that holds the answer after its first word."""
 
 
 def start_channels(root: Path, log: Path) -> subprocess.Popen[bytes]:
@@ -55,3 +65,10 @@ async def stop(process: subprocess.Popen[bytes], sig: int) -> None:
     """Send ``sig`` and wait (off the event loop) for the process to end."""
     process.send_signal(sig)
     await anyio.to_thread.run_sync(lambda: process.wait(30))
+
+
+def reply_recorded(root: Path, channel: str) -> bool:
+    """Whether the channel's dedupe record names a message its answer was posted as (after the post
+    there is a moment before that is on disk: a kill in it would leave the message behind)."""
+    seen = root / ".ship" / "channels" / f"{channel}-seen.jsonl"
+    return seen.exists() and '"reply"' in seen.read_text(encoding="utf-8")

@@ -9,8 +9,10 @@ which is a refusal) the message's text says what happened and its buttons are go
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import anyio
 
 from ._types import Button, ButtonPress, InboundMessage, Outbound, SentMessage
 
@@ -28,8 +30,12 @@ _PREFIX = "ap:"
 class _Question:
     chat: InboundMessage
     writer: ReplyWriter
-    message: SentMessage
     command: str
+    message: SentMessage | None = None
+    """The question as sent (``None`` until the platform answered the send)."""
+    shown: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the send returned: a press can arrive before that (the user sees the message
+    as soon as the platform has it), and waits for it."""
 
 
 def _code(command: str) -> str:
@@ -52,9 +58,15 @@ class ApprovalDesk:
             Button("✅ Approve", f"{_PREFIX}{approval_id}:y"),
             Button("❌ Deny", f"{_PREFIX}{approval_id}:n"),
         )
-        sent = await writer.send_separate(f"Run this command?\n{_code(command)}", buttons)
-        if sent is not None:
-            self._open[approval_id] = _Question(chat, writer, sent, command)
+        question = self._open[approval_id] = _Question(chat, writer, command)  # open before it shows
+        try:
+            question.message = await writer.send_separate(f"Run this command?\n{_code(command)}", buttons)
+        finally:
+            question.shown.set()
+            if question.message is None:  # never shown: nobody can press it
+                self._open.pop(approval_id, None)
+        if approval_id not in self._open and question.message is not None:  # closed on its way out
+            await writer.settle(question.message, f"⌛ No answer: refused.\n{_code(command)}")
 
     async def press(self, press: ButtonPress) -> None:
         """Someone pressed a button: answer the question if they may."""
@@ -69,8 +81,11 @@ class ApprovalDesk:
         if press.sender_id != question.chat.sender_id and press.sender_id not in self.admins:
             await self.outbound.acknowledge(press, f"Only {question.chat.sender_name} can answer this.")
             return
+        await question.shown.wait()
+        if self._open.pop(approval_id, None) is None or question.message is None:  # answered meanwhile
+            await self.outbound.acknowledge(press, "This question is closed.")
+            return
         approved = choice == "y"
-        del self._open[approval_id]
         self.agent.resolve_approval(approval_id, approved)
         verdict = "✅ Approved" if approved else "❌ Denied"
         await question.writer.settle(
@@ -83,4 +98,6 @@ class ApprovalDesk:
         for approval_id, question in list(self._open.items()):
             if question.writer is writer:
                 del self._open[approval_id]
+                if question.message is None:  # still on its way: ``ask`` settles it when it arrives
+                    continue
                 await writer.settle(question.message, f"⌛ No answer: refused.\n{_code(question.command)}")

@@ -19,6 +19,9 @@ import anyio.to_thread
 import typer
 from rich.markup import escape
 
+from ...errors import ConfigError
+from ._host import platform_library
+
 if TYPE_CHECKING:
     from ...config import ShipConfig
     from ._build import AccessKeys, GroupKeys
@@ -77,12 +80,17 @@ def report(
 def channels_check_hook(project: Path, config: ShipConfig, console: _Printer) -> None:
     """Print each enabled channel: the bot it is (asked from the platform) and its access rules.
 
-    Credentials a platform refuses, or an unreachable API root, are an error (exit 1); a secret is
-    never printed.
+    Credentials a platform refuses, an unreachable API root, or a platform whose extra is not
+    installed (``pip install 'shipagent[slack]'``) are an error (exit 1); a secret is never printed.
     """
     for platform, check in _CHECKS.items():
         if getattr(config.channels, platform).enabled:
-            check(config, console)
+            try:
+                with platform_library(platform):
+                    check(config, console)
+            except ConfigError as exc:  # the extra is missing: one line, not a traceback
+                console.print(f"[red]{escape(str(exc))}[/]", highlight=False)
+                raise typer.Exit(1) from None
 
 
 def _slack(config: ShipConfig, console: _Printer) -> None:

@@ -26,7 +26,10 @@ from ._pairing import PairingError, PairingStore, PendingCode
 __all__ = ["channels_app", "pair_code", "pending_codes"]
 
 channels_app = typer.Typer(
-    help="Run the chat channels of ship.json (Telegram, Slack, Discord) and approve who may talk to the agent.",
+    help=(
+        "Run the chat channels of ship.json (Telegram, Slack, Discord, Feishu / Lark, QQ) "
+        "and approve who may talk to the agent."
+    ),
     no_args_is_help=True,
 )
 _out = Console(soft_wrap=True)
@@ -107,10 +110,10 @@ def run_command(
         agent = host_agent(project, model, model_factory)  # as `serve` builds it
         if no_worker:  # durable mode: this process enqueues; workers run the turns and reply
             agent.turn_executor_options = {"worker": False}
+        host = ChannelHost(agent)  # an enabled platform without its extra: a ConfigError
     except ShipAgentError as exc:
         _err.print(f"[bold red]error:[/] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    host = ChannelHost(agent)
     if not host.channels:
         _err.print(
             "[bold red]error:[/] no channel is enabled: set channels.telegram.enabled to true in ship.json "

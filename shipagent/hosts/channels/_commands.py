@@ -29,7 +29,9 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMANDS",
+    "NOTHING_RUNNING",
     "PIN_COMMANDS",
+    "STOPPED",
     "UNDELIVERED_SCAN",
     "Command",
     "help_text",
@@ -51,6 +53,12 @@ COMMANDS: dict[str, str] = {
     "unpin": "Remove a pinned fact: /unpin <id>",
 }
 """Command name → one-line description (what ``setMyCommands`` registers)."""
+
+STOPPED = "Stopped."
+"""What ``/stop`` says of the turn it stopped (the failure line of that turn's reply)."""
+
+NOTHING_RUNNING = "Nothing is running."
+"""What ``/stop`` says when the chat has no turn to stop."""
 
 PIN_COMMANDS = frozenset({"pin", "unpin"})
 """The commands that change the chat's pins (answered at once, like ``/status``)."""
@@ -86,10 +94,12 @@ def help_text() -> str:
     return "Write to me and I answer. Commands:\n" + "\n".join(lines)
 
 
-async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health: ChannelHealth) -> str:
+async def status_text(
+    agent: ShipAgent, chat_key: str, *, running: bool, health: ChannelHealth, state: str | None = None
+) -> str:
     """The ``/status`` answer: the model, the chat's last request against its budget, the chat's
     use today and this month (against ``context.budgets``), how often its context was compacted,
-    answers that never arrived, the state."""
+    answers that never arrived, the state (``state``: a durable queue's words for it)."""
     from ...store.usage import UsageFileError  # (here: this function is all budgets adds to the file)
 
     model = getattr(agent.model, "model_name", "?")
@@ -112,13 +122,13 @@ async def status_text(agent: ShipAgent, chat_key: str, *, running: bool, health:
     lines.append(f"Compactions since the context was last emptied: {compactions}")
     lines.extend(await _pins_status(agent, chat_key))
     page = await store.transcript_page(chat_key, None, UNDELIVERED_SCAN)
-    lost = [r.data for r in page if r.data.get("event") == "undelivered"]
+    lost = [e for e in page.entries if e.get("event") == "undelivered"]
     if lost:
         lines.append(
             f"Undelivered: {len(lost)} answer(s) among the last {UNDELIVERED_SCAN} transcript lines "
             f"(the last at {lost[-1].get('ts', '?')})."
         )
-    lines.append("An answer is being written." if running else "Idle.")
+    lines.append(state or ("An answer is being written." if running else "Idle."))
     if health.undelivered:
         lines.append(f"{health.undelivered} answer(s) could not be delivered since the start.")
     return "\n".join(lines)

@@ -10,9 +10,16 @@ An accepted message also carries its content until it is marked :meth:`Dedupe.do
 killed while answering finds it again on start (:meth:`Dedupe.unfinished`) and answers it then:
 the platform will not send it again, since its offset was confirmed.
 
+The answer being streamed into the chat is recorded too (:meth:`Dedupe.replied`): the ids of the
+messages it was posted as, written as soon as each is posted. The answer given after a restart
+starts from them (:meth:`Dedupe.replies`), editing the half-written message rather than leaving
+it in the chat under a second answer.
+
 File: ``.ship/channels/<channel>-seen.jsonl``, one ``{"chat": …, "message": …}`` per line (with
-``"payload"`` when accepted, ``"done": true`` when answered), appended with fsync and rewritten to
-the window when it grows to twice its size.
+``"payload"`` when accepted, ``"reply": [ids]`` when its answer was posted as those messages,
+``"done": true`` when answered), appended with fsync and rewritten to the window when it grows to
+twice its size. Each line stands alone (the last ``reply`` line of a message wins), so a crash
+between two writes leaves a file that reads as the state before the torn write.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ class Dedupe:
         self.window = window
         self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._open: dict[tuple[str, str], dict[str, Any]] = {}  # accepted, not answered yet
+        self._replies: dict[tuple[str, str], list[str]] = {}  # open -> the messages its answer was posted as
         self._lines = 0
         self._lock = anyio.Lock()
         self._loaded = False
@@ -49,8 +57,11 @@ class Dedupe:
                 continue
             if row.get("done"):
                 self._open.pop(key, None)
+                self._replies.pop(key, None)
             elif isinstance(row.get("payload"), dict):
                 self._open[key] = row["payload"]
+            if isinstance(row.get("reply"), list) and key in self._open:
+                self._replies[key] = [str(sent) for sent in row["reply"]]
             self._seen[key] = None
             self._seen.move_to_end(key)
             self._lines += 1
@@ -68,11 +79,13 @@ class Dedupe:
                         "chat": c,
                         "message": m,
                         **({"payload": self._open[c, m]} if (c, m) in self._open else {}),
+                        **({"reply": self._replies[c, m]} if (c, m) in self._replies else {}),
                     }
-                    for c, m in self._seen
+                    # an open message outside the window is still to be answered: kept too
+                    for c, m in [*(k for k in self._open if k not in self._seen), *self._seen]
                 ),
             )
-            self._lines = len(self._seen)
+            self._lines = len(self._seen) + sum(k not in self._seen for k in self._open)
 
     async def _ensure_loaded(self) -> None:
         if not self._loaded:
@@ -105,6 +118,7 @@ class Dedupe:
         """The message was dealt with (answered, refused, ignored): it is not replayed after a crash."""
         key = (chat_id, message_id)
         async with self._lock:
+            self._replies.pop(key, None)
             if self._open.pop(key, None) is not None:
                 await anyio.to_thread.run_sync(
                     self._append, {"chat": chat_id, "message": message_id, "done": True}
@@ -115,3 +129,24 @@ class Dedupe:
         async with self._lock:
             await self._ensure_loaded()
             return list(self._open.values())
+
+    async def replied(self, chat_id: str, message_id: str, sent: list[str]) -> None:
+        """The answer to an open message is in the chat as the messages ``sent`` (their ids, in
+        order): on disk when this returns, so an answer cut short by a crash is found again."""
+        key = (chat_id, message_id)
+        async with self._lock:
+            if key not in self._open or self._replies.get(key) == sent:
+                return
+            self._replies[key] = list(sent)
+            await anyio.to_thread.run_sync(
+                self._append, {"chat": chat_id, "message": message_id, "reply": list(sent)}
+            )
+
+    async def replies(self, messages: list[tuple[str, str]]) -> list[str]:
+        """The messages an unfinished answer to any of ``messages`` was posted as, in order."""
+        async with self._lock:
+            await self._ensure_loaded()
+            found: list[str] = []
+            for key in messages:
+                found += [sent for sent in self._replies.get(key, []) if sent not in found]
+            return found

@@ -20,7 +20,9 @@ What changes against a channel answered in-process: the answer is sent whole, no
 edits (a durable turn's text arrives one recorded model response at a time, and each edit would
 be one more recorded step to replay); approval buttons are not shown (a queued turn cannot ask:
 ``exec_shell`` in ``ask`` mode is refused unless ``allow`` matches, so nothing hangs waiting for a
-press the worker would never receive); ``/stop`` does not reach a turn running on a worker.
+press the worker would never receive). ``/stop`` (:func:`stop_turn`) cancels the chat's turn on the
+queue (``shipagent.hosts.durable._stop``): the one running, on whichever worker, else the next one
+waiting; turns queued behind it are answered in order.
 
 This module never imports the durable host (the durable host imports it): the pipeline finds the
 queue on ``agent.turn_executor`` through :class:`ChannelTurnQueue`.
@@ -29,15 +31,18 @@ queue on ``agent.turn_executor`` through :class:`ChannelTurnQueue`.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
+from contextlib import AbstractAsyncContextManager, suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import anyio
 
-from ._delivery import retrying
+from ...errors import ShipAgentError
+from ._commands import NOTHING_RUNNING, STOPPED
+from ._delivery import retrying, with_plain_fallback
 from ._incoming import receive_file
 from ._types import InboundMessage, Outbound, PermanentSendError, TransientSendError
 from ._writer import ReplyWriter
@@ -51,15 +56,97 @@ __all__ = [
     "ChannelReply",
     "ChannelTurnQueue",
     "WorkerReply",
+    "WorkerSide",
     "durable_queue",
     "enqueue_turn",
     "request_id_of",
+    "stop_turn",
+    "worker_sender",
+    "worker_side",
+    "worker_where",
 ]
 
 log = logging.getLogger("shipagent.hosts.channels")
 
 TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
 ENQUEUE_ATTEMPTS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSide:
+    """What a platform package declares for durable workers, as ``WORKER_SIDE`` in its ``__init__``.
+
+    A worker imports a platform's package only when it runs that platform's first turn
+    (:func:`worker_side`), so a worker loads a platform's library only if it answers that platform.
+
+    Attributes:
+        sender: ``"module:Class"`` inside the package: the platform's stateless send API, built
+            from the platform's ship.json section (``channels.<platform>``) and used as an async
+            context manager that is the :class:`Outbound` of the turn's reply.
+        channel: ``"module:Class"`` of the platform's channel; its module's ``WHERE`` is the
+            paragraph that tells the model where it is, its ``_where_it_is`` the channel's own.
+        refused: why a worker cannot answer this platform's chats (then ``sender`` is empty):
+            its messages are refused where they arrive, with this reason, and never queued.
+    """
+
+    sender: str = ""
+    channel: str = ""
+    refused: str = ""
+
+
+def worker_side(channel: str) -> WorkerSide:
+    """The ``WORKER_SIDE`` that platform package ``channel`` declares (importing the package)."""
+    if not channel.isidentifier():
+        raise ShipAgentError(f"a durable turn of channel {channel!r}: not a channel name")
+    try:
+        package = importlib.import_module(f"{__package__}.{channel}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"{__package__}.{channel}":
+            raise ShipAgentError(
+                f"a durable turn of channel {channel!r}: shipagent has no such channel"
+            ) from None
+        raise ShipAgentError(
+            f"a durable turn of channel {channel!r}: this worker lacks its library ({exc.name}): "
+            f"pip install 'shipagent[{channel}]'"
+        ) from None
+    side = getattr(package, "WORKER_SIDE", None)
+    if not isinstance(side, WorkerSide):
+        raise ShipAgentError(f"a durable turn of channel {channel!r}: its package declares no WORKER_SIDE")
+    return side
+
+
+def _declared(package: str, target: str) -> Any:
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(f".{module}", package), name)
+
+
+def worker_sender(agent: ShipAgent, channel: str) -> AbstractAsyncContextManager[Outbound]:
+    """This worker's own sender for ``channel``, configured by its ship.json (``channels.<channel>``).
+
+    Raises:
+        ShipAgentError: the platform cannot be answered by a worker (its declared reason), or is
+            unknown, or its library is missing here.
+    """
+    side = worker_side(channel)
+    if not side.sender:
+        raise ShipAgentError(
+            f"a durable turn of channel {channel!r}: a worker cannot answer it: {side.refused}"
+        )
+    sender: Callable[[Any], AbstractAsyncContextManager[Outbound]] = _declared(
+        f"{__package__}.{channel}", side.sender
+    )
+    return sender(getattr(agent.config.channels, channel))
+
+
+def worker_where(agent: ShipAgent, channel: str) -> tuple[Callable[..., Any], str] | None:
+    """The platform channel's own instruction method (to recognise it) and its paragraph."""
+    side = worker_side(channel)
+    if not side.channel:
+        return None
+    kind = _declared(f"{__package__}.{channel}", side.channel)
+    where: str = importlib.import_module(kind.__module__).WHERE
+    limit = getattr(agent.config.channels, channel).text_chunk_limit
+    return kind._where_it_is, where.format(limit=f"{limit:,}")
 
 
 @runtime_checkable
@@ -71,6 +158,29 @@ class ChannelTurnQueue(Protocol):
     ) -> None:
         """Enqueue (idempotent by ``request_id``) and return; the turn's worker answers ``reply``."""
         ...
+
+    async def stop_channel_turn(self, chat_key: str, *, request_prefix: str) -> dict[str, Any] | None:
+        """Cancel the chat's running turn, else its oldest queued one (request ids starting with
+        ``request_prefix``); the stopped turn's ``reply`` (``{}`` if unknown), ``None`` if none."""
+        ...
+
+    async def channel_turns(self, chat_key: str, *, request_prefix: str) -> tuple[int, int]:
+        """The chat's channel turns: ``(running on a worker, waiting for one)``."""
+        ...
+
+
+async def queued_state(queue: ChannelTurnQueue, channel: str, message: InboundMessage) -> str:
+    """``/status``'s last line in durable mode: what the workers do with the chat's turns."""
+    prefix = request_id_of(channel, message).removesuffix(message.message_id)
+    try:
+        running, waiting = await queue.channel_turns(message.chat_key, request_prefix=prefix)
+    except Exception as exc:
+        log.error("%s: /status in chat %s could not reach the queue: %s", channel, message.chat_id, exc)
+        return f"The queue cannot be reached ({type(exc).__name__})."
+    state = "A worker is writing an answer." if running else "Idle."
+    if waiting:
+        state += f" {waiting} message(s) wait for a worker."
+    return state
 
 
 def durable_queue(agent: ShipAgent) -> ChannelTurnQueue | None:
@@ -121,6 +231,11 @@ async def enqueue_turn(
         return False
     message = batch[-1]  # the reply goes where the last one came from
     writer = ReplyWriter(outbound, message, limit=limit, stream=False)  # refusals of files only
+    refused = _refused(channel)
+    if refused:  # no worker could answer it: said here, where the platform still takes a reply
+        log.error("%s: message %s not queued: %s", channel, request_id_of(channel, message), refused)
+        await writer.finish("", failure=f"Not answered: durable workers cannot answer {channel} ({refused}).")
+        return True
     texts = []
     for item in batch:
         files = [
@@ -152,6 +267,55 @@ async def enqueue_turn(
                 return True
             await anyio.sleep(0.5 * 2 ** (attempt - 1))
     return True  # pragma: no cover - the loop returns
+
+
+def _refused(channel: str) -> str:
+    """Why workers cannot answer ``channel`` (its ``WORKER_SIDE``), or ``""``.
+
+    A channel without a declaration (one not in this package) is queued: its worker says why it
+    cannot answer it, as before the declarations.
+    """
+    try:
+        return worker_side(channel).refused
+    except ShipAgentError:
+        return ""
+
+
+async def stop_turn(
+    queue: ChannelTurnQueue, outbound: Outbound, channel: str, message: InboundMessage, limit: int
+) -> None:
+    """Durable mode's ``/stop`` (``message``): cancel the chat's current turn on ``queue``, say so.
+
+    The replies are the in-process ones: ``Stopped.`` as the failure of the stopped turn's reply
+    (under the message it answers), or ``Nothing is running.`` under the ``/stop``. A worker that
+    was running the turn sends nothing more for it.
+    """
+    prefix = request_id_of(channel, message).removesuffix(message.message_id)
+    try:
+        stopped = await queue.stop_channel_turn(message.chat_key, request_prefix=prefix)
+    except Exception as exc:
+        log.error("%s: /stop in chat %s could not reach the queue: %s", channel, message.chat_id, exc)
+        await _say(outbound, message, f"Could not stop: the queue cannot be reached ({type(exc).__name__}).")
+        return
+    if stopped is None:
+        await _say(outbound, message, NOTHING_RUNNING)
+        return
+    try:
+        answered = ChannelReply.from_json(stopped).message
+    except (KeyError, TypeError, ValueError):  # its input unreadable: said under the /stop instead
+        answered = message
+    writer = ReplyWriter(outbound, answered, limit=limit, stream=False)
+    try:
+        await writer.finish("", failure=STOPPED)
+    except (TransientSendError, PermanentSendError) as exc:
+        log.error("%s: could not say a turn in chat %s was stopped: %s", channel, message.chat_id, exc)
+
+
+async def _say(outbound: Outbound, message: InboundMessage, text: str) -> None:
+    try:
+        await with_plain_fallback(lambda fmt: outbound.send(message, text, formatted=fmt))
+    except (TransientSendError, PermanentSendError) as exc:
+        log.error("%s: could not send to chat %s: %s", message.channel, message.chat_id, exc)
 
 
 class _Sink:

@@ -9,15 +9,15 @@ answered at once; ``/new`` waits its turn in the queue like a message (it clears
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
+from functools import partial
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol, Self
+from typing import TYPE_CHECKING, Self
 
 import anyio
 import anyio.abc
@@ -26,11 +26,21 @@ import anyio.to_thread
 from ...events import ApprovalRequired, Compacted, Done, TextDelta, ToolFinished, ToolStarted
 from ._access import NOT_ADDRESSED, AccessRules, Decision, decide
 from ._approvals import ApprovalDesk
-from ._commands import PIN_COMMANDS, Command, help_text, parse_command, pin_command, status_text
+from ._commands import (
+    NOTHING_RUNNING,
+    PIN_COMMANDS,
+    STOPPED,
+    Command,
+    help_text,
+    parse_command,
+    pin_command,
+    status_text,
+)
 from ._dedupe import Dedupe
 from ._delivery import retrying, with_plain_fallback
-from ._durable import enqueue_turn
+from ._durable import durable_queue, enqueue_turn, queued_state, stop_turn
 from ._incoming import receive_file
+from ._options import ChannelSettings, PipelineOptions
 from ._pairing import PairingStore
 from ._types import (
     ButtonPress,
@@ -48,72 +58,11 @@ if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
     from ...tools.execution import OutgoingFile
 
-__all__ = ["Pipeline", "PipelineOptions"]
+__all__ = ["ChannelSettings", "Pipeline", "PipelineOptions"]
 
 log = logging.getLogger("shipagent.hosts.channels")
 
 _TYPING_EVERY = 4.0  # a platform's typing indicator lasts about five seconds
-
-
-class ChannelSettings(Protocol):
-    """What every platform's ship.json section says about answering (``channels.<platform>``)."""
-
-    @property
-    def streaming(self) -> str: ...
-    @property
-    def text_chunk_limit(self) -> int: ...
-    @property
-    def max_attachment_bytes(self) -> int: ...
-    @property
-    def rate_limit_per_minute(self) -> int: ...
-    @property
-    def show_tool_steps(self) -> bool: ...
-    @property
-    def debounce_ms(self) -> int | None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class PipelineOptions:
-    """How a channel answers: streaming by edits or not, the message limit, the edit pace."""
-
-    stream: bool = True
-    limit: int = 4000
-    edit_interval: float = 1.0
-    stop_grace: float = 10.0
-    approval_timeout: float = 300.0
-    """Seconds a tool waits for Approve / Deny; no answer is a refusal."""
-    debounce_dm: float = 0.0
-    """Seconds of quiet before a direct message is answered; messages within it are one turn."""
-    debounce_group: float = 1.5
-    """The same in groups, where people often write in bursts."""
-    rate_per_minute: int = 30
-    """Messages one sender may send per minute; more are ignored (with one notice). 0: no limit."""
-    show_tool_steps: bool = False
-    """Show one short line per tool call (its ≤ 500-character summary) while the answer is written."""
-    max_attachment_bytes: int = 20 * 1024 * 1024
-    """Inbound files larger than this are refused (the reply says so)."""
-    history_limit: int = 0
-    """Group messages that did not address the bot kept as context for its next turn there."""
-
-    @classmethod
-    def of(cls, settings: ChannelSettings, *, edit_interval: float = 1.0, **more: Any) -> PipelineOptions:
-        """The options a channel's ship.json section sets (the keys every platform's section has)."""
-        return cls(
-            stream=settings.streaming == "edit",
-            limit=settings.text_chunk_limit,
-            edit_interval=edit_interval,
-            max_attachment_bytes=settings.max_attachment_bytes,
-            rate_per_minute=settings.rate_limit_per_minute,
-            show_tool_steps=settings.show_tool_steps,
-            **more,
-        ).debounced(settings.debounce_ms)
-
-    def debounced(self, milliseconds: int | None) -> PipelineOptions:
-        """These options with ship.json ``debounceMs`` for direct messages and groups alike;
-        ``None`` keeps the defaults (1.5 s in groups, none in direct messages)."""
-        if milliseconds is None:
-            return self
-        return dataclasses.replace(self, debounce_dm=milliseconds / 1000, debounce_group=milliseconds / 1000)
 
 
 @dataclass(slots=True)
@@ -319,11 +268,14 @@ class Pipeline:
     # -- commands ---------------------------------------------------------------------------------
 
     def _stop(self, message: InboundMessage) -> None:
+        if (queue := durable_queue(self.agent)) is not None:  # the turn runs on a worker: cancel it there
+            self._spawn(stop_turn, queue, self.outbound, self.channel, message, self.options.limit)
+            return
         chat = self._chats.get(message.chat_key)
         if chat is not None and chat.running is not None:
             chat.running.cancel()
         else:
-            self._spawn(self._say, message, "Nothing is running.")
+            self._spawn(self._say, message, NOTHING_RUNNING)
 
     async def _command(self, message: InboundMessage, command: Command) -> None:
         if command.name == "start":
@@ -333,12 +285,14 @@ class Pipeline:
         elif command.name in PIN_COMMANDS:
             await self._say(message, await pin_command(self.agent, message.chat_key, command))
         else:
-            await self._say(message, await self._status(message.chat_key))
+            await self._say(message, await self._status(message))
 
-    async def _status(self, chat_key: str) -> str:
-        chat = self._chats.get(chat_key)
+    async def _status(self, message: InboundMessage) -> str:
+        chat = self._chats.get(message.chat_key)
+        queue = durable_queue(self.agent)  # durable: the turns run on workers, the queue knows
+        state = await queued_state(queue, self.channel, message) if queue is not None else None
         return await status_text(
-            self.agent, chat_key, running=bool(chat and chat.running), health=self.health
+            self.agent, message.chat_key, running=bool(chat and chat.running), health=self.health, state=state
         )
 
     async def _say(self, message: InboundMessage, text: str) -> None:
@@ -404,6 +358,9 @@ class Pipeline:
             stream=opts.stream,
             interval=opts.edit_interval,
             pacer=chat.pacer,
+            # an answer cut short by a restart goes on in the messages it was posted as (_writer)
+            resume=await self.dedupe.replies([(m.chat_id, m.message_id) for m in batch]),
+            record=partial(self.dedupe.replied, message.chat_id, message.message_id),
         )
         sink = _FileSink(writer) if self.outbound.capabilities.send_file else _Sink(writer)
         tools_running = 0
@@ -455,7 +412,7 @@ class Pipeline:
                     failure = f"The answer failed: {exc}"
             chat.running = None
             if scope.cancelled_caught:
-                failure = "Stopped."
+                failure = STOPPED
             with anyio.CancelScope(shield=True):
                 await self.approvals.close(writer)
                 if failure is None and not answer and not sink.sent:

@@ -7,12 +7,22 @@ Markdown does not render); :meth:`ReplyWriter.finish` then replaces the streamed
 the final answer, formatted and split into valid pieces, editing each message once more, sending
 pieces that did not exist yet and deleting streamed messages the answer no longer needs. A failed
 turn says so in the same message. Without editing, only :meth:`finish` sends.
+
+A streamed answer survives a crash of the process: each message it is posted as is recorded
+(``record``, the channel's dedupe record) as soon as it is sent, and the answer given after the
+restart is handed those messages (``resume``). It writes into them in order instead of posting
+new ones, so the chat ends with one answer, not a half-written one above a second. A message it
+cannot edit (the platform refuses, or cannot edit at all) is deleted and the text posted anew;
+one it cannot delete either is left as it is (and logged). Messages it does not need (the new
+answer is shorter), or that would sit above a message of its own (``chat_send``, a file), are
+deleted.
 """
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -20,12 +30,14 @@ import anyio
 
 from ._delivery import retrying, with_plain_fallback
 from ._split import split_markdown
-from ._types import Button, InboundMessage, Outbound, SentMessage
+from ._types import Button, InboundMessage, Outbound, PermanentSendError, SentMessage, TransientSendError
 
 if TYPE_CHECKING:
     from ...tools.execution import OutgoingFile
 
 __all__ = ["Pacer", "ReplyWriter"]
+
+log = logging.getLogger("shipagent.hosts.channels")
 
 
 @dataclass(slots=True)
@@ -56,6 +68,8 @@ class ReplyWriter:
         interval: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         pacer: Pacer | None = None,
+        resume: Sequence[str] = (),
+        record: Callable[[list[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.outbound = outbound
         self.chat = chat
@@ -72,6 +86,10 @@ class ReplyWriter:
         self._lock = anyio.Lock()
         self._dirty = False
         self.finished = False
+        self._leftover = [SentMessage(sent) for sent in resume]  # an earlier process's, not written into yet
+        self._resumed = frozenset(resume)
+        self._answer = list(resume)  # the messages the answer is in (what ``record`` is told)
+        self._record = record if self.stream else None  # only a streamed answer is seen half-written
 
     @property
     def has_text(self) -> bool:
@@ -85,6 +103,10 @@ class ReplyWriter:
         self._pacer.last = self._clock()
 
     async def _send(self, text: str, formatted: bool, buttons: tuple[Button, ...] = ()) -> SentMessage:
+        self._shown.append(await self._post(text, formatted, buttons))
+        return self._shown[-1].message
+
+    async def _post(self, text: str, formatted: bool, buttons: tuple[Button, ...] = ()) -> _Shown:
         await self._pace()
 
         async def go(fmt: bool) -> SentMessage:
@@ -94,10 +116,73 @@ class ReplyWriter:
             sent, used = await with_plain_fallback(go)
         else:
             sent, used = await retrying(lambda: go(False)), False
-        self._shown.append(_Shown(sent, text, used))
-        return sent
+        return _Shown(sent, text, used)
+
+    async def _add(self, text: str, formatted: bool) -> int:
+        """A new message of the answer (its index): a message left by an earlier process if one is
+        left (edited), else a new one (sent, and recorded before anything else is shown)."""
+        if self._leftover and self.outbound.capabilities.edit:
+            message = self._leftover.pop(0)
+            log.info(
+                "%s: writing the answer into message %s, posted before a restart",
+                self.chat.channel,
+                message.message_id,
+            )
+            self._shown.append(_Shown(message, "", False))
+            await self._edit(len(self._shown) - 1, text, formatted)
+            return len(self._shown) - 1
+        await self._drop_leftover()  # the platform cannot edit them: the answer goes anew
+        sent = await self._send(text, formatted)
+        self._answer.append(sent.message_id)
+        await self._save()
+        return len(self._shown) - 1
+
+    async def _save(self) -> None:
+        if self._record is None:
+            return
+        with anyio.CancelScope(shield=True):  # the message is in the chat: its record must follow
+            try:
+                await self._record(list(self._answer))
+            except OSError as exc:  # the answer still goes out; only a crash would show it twice
+                log.warning("%s: could not record the answer's messages: %s", self.chat.channel, exc)
+
+    async def _delete(self, message: SentMessage) -> None:
+        """Remove a message of an earlier process's answer; one that cannot go stays (logged)."""
+        if message.message_id in self._answer:
+            self._answer.remove(message.message_id)
+        try:
+            await retrying(lambda: self.outbound.delete(self.chat, message))
+        except (TransientSendError, PermanentSendError) as exc:
+            log.warning(
+                "%s: message %s, posted before a restart, could not be deleted and stays: %s",
+                self.chat.channel,
+                message.message_id,
+                exc,
+            )
+
+    async def _drop_leftover(self) -> None:
+        while self._leftover:
+            await self._delete(self._leftover.pop(0))
 
     async def _edit(self, index: int, text: str, formatted: bool) -> None:
+        try:
+            await self._change(index, text, formatted)
+        except PermanentSendError:
+            old = self._shown[index].message
+            if old.message_id not in self._resumed:
+                raise
+            log.info(
+                "%s: message %s, posted before a restart, cannot be edited; posting anew",
+                self.chat.channel,
+                old.message_id,
+            )
+            await self._delete(old)
+            await self._drop_leftover()  # they would sit above the text posted now
+            self._shown[index] = await self._post(text, formatted)
+            self._answer.append(self._shown[index].message.message_id)
+            await self._save()
+
+    async def _change(self, index: int, text: str, formatted: bool) -> None:
         shown = self._shown[index]
         if shown.text == text and shown.formatted == formatted:
             return  # nothing would change: no edit
@@ -145,8 +230,7 @@ class ReplyWriter:
         if self._current < len(self._streamed):
             await self._edit(self._streamed[self._current], text, False)
         elif text.strip():
-            await self._send(text, False)
-            self._streamed.append(len(self._shown) - 1)
+            self._streamed.append(await self._add(text, False))
 
     async def send_separate(self, text: str, buttons: tuple[Button, ...] = ()) -> SentMessage | None:
         """A message of its own (``chat_send``, a question with ``buttons``), formatted, paced.
@@ -155,6 +239,7 @@ class ReplyWriter:
         answer) goes into new messages below it, so the chat reads in the order things were said.
         """
         async with self._lock:
+            await self._drop_leftover()  # an earlier answer's messages would sit above it
             pieces = split_markdown(text, self.limit)
             sent = None
             for n, piece in enumerate(pieces):
@@ -171,6 +256,7 @@ class ReplyWriter:
         caption is formatted, and goes plain if the platform rejects its markup.
         """
         async with self._lock:
+            await self._drop_leftover()
             await self._pace()
 
             async def go(fmt: bool) -> SentMessage:
@@ -200,16 +286,20 @@ class ReplyWriter:
             self.finished = True
             if failure is not None:
                 await self._fail(failure)
+                await self._drop_leftover()
                 return
             pieces = split_markdown(answer, self.limit)
             for offset, piece in enumerate(pieces):
                 if offset < len(self._streamed):
                     await self._edit(self._streamed[offset], piece, True)
                 else:
-                    await self._send(piece, True)
+                    await self._add(piece, True)
             for index in self._streamed[len(pieces) :]:
                 message = self._shown[index].message
                 await retrying(lambda m=message: self.outbound.delete(self.chat, m))  # type: ignore[misc]
+                if message.message_id in self._answer:
+                    self._answer.remove(message.message_id)
+            await self._drop_leftover()
 
     async def _fail(self, failure: str) -> None:
         """The failure under what was written so far, in the message being streamed if it fits."""
@@ -219,7 +309,7 @@ class ReplyWriter:
         if self._current < len(self._streamed) and len(text) <= self.limit:
             await self._edit(self._streamed[self._current], text, False)
             return
-        await self._send((text if len(text) <= self.limit else note)[: self.limit], False)
+        await self._add((text if len(text) <= self.limit else note)[: self.limit], False)
 
 
 def _cut_at(text: str, limit: int) -> int:

@@ -85,7 +85,8 @@ lazy_subcommand(
     "channels",
     "shipagent.hosts.channels._cli",
     "channels_app",
-    "Run the chat channels (Telegram, Slack, Discord) without the HTTP server; approve senders (pair, pending).",
+    "Run the chat channels (Telegram, Slack, Discord, Feishu / Lark, QQ) without the HTTP server; "
+    "approve senders (pair, pending).",
 )
 lazy_subcommand(
     "migrate",

@@ -14,6 +14,12 @@ again) and sends the answer; a worker killed after the reply step was recorded h
 to send. Only a worker killed *during* the reply step, after the platform took the message and
 before DBOS recorded the step, sends it again when the step is run again: a platform's send API
 offers no idempotency key to make that window disappear.
+
+A turn ``/stop`` cancelled (``_stop``) raises DBOS's cancellation at its next step, or within a
+second in a model request or a tool (both preemptible steps): the workflow ends there, logged
+``outcome=stopped``, with nothing committed and no reply (the receiving process says it stopped).
+The platform's sender comes from the platform package's ``WORKER_SIDE``
+(:func:`~shipagent.hosts.channels._durable.worker_side`), imported at the platform's first turn.
 """
 
 from __future__ import annotations
@@ -21,19 +27,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dbos import DBOS
+from dbos._error import DBOSWorkflowCancelledError
 
-from ...errors import ShipAgentError
 from ...events import Compacted
 from ...results import AgentResult, StepEvent
 from ...tools.execution import ReplyChannel, ToolExecutionContext
-from ..channels._durable import ChannelReply, WorkerReply
-from ..channels._types import Outbound, PermanentSendError, TransientSendError
+from ..channels._durable import ChannelReply, WorkerReply, worker_sender, worker_where
+from ..channels._types import PermanentSendError, TransientSendError
 from ._workflow import bound_agent, local_turns, log_turn
 
 if TYPE_CHECKING:
@@ -62,7 +66,7 @@ async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any])
     began, outcome = time.monotonic(), "error"
     try:
         _tell_where(agent, target.channel)
-        async with _sender(agent, target.channel) as outbound:
+        async with worker_sender(agent, target.channel) as outbound:
             answer = WorkerReply(outbound, target)
             compacted = _Compactions()
 
@@ -82,6 +86,9 @@ async def channel_turn_workflow(chat_key: str, text: str, reply: dict[str, Any])
         return result
     except asyncio.CancelledError:
         outcome = "cancelled"
+        raise
+    except DBOSWorkflowCancelledError:  # /stop: nothing more happens here, the reply above all
+        outcome = "stopped"
         raise
     except Exception as exc:  # e.g. no sender here (a worker without the bot token): say it once
         log.error("durable: channel turn %s failed: %s: %s", workflow_id, type(exc).__name__, exc)
@@ -114,65 +121,13 @@ async def _reply(
     return sent
 
 
-def _sender(agent: ShipAgent, channel: str) -> AbstractAsyncContextManager[Outbound]:
-    """This worker's own sender for ``channel``, configured by its ship.json.
-
-    The imports are here so that a worker loads a platform's library only for that platform's turns.
-    """
-    channels = agent.config.channels
-    if channel == "telegram":
-        from ..channels.telegram._sender import TelegramSender
-
-        return TelegramSender(channels.telegram)
-    if channel == "slack":
-        from ..channels.slack._sender import SlackSender
-
-        return SlackSender(channels.slack)
-    if channel == "discord":
-        from ..channels.discord._sender import DiscordSender
-
-        return DiscordSender(channels.discord)
-    if channel == "feishu":
-        from ..channels.feishu._rest import FeishuSender
-
-        return FeishuSender(channels.feishu)
-    raise ShipAgentError(f"a durable turn of channel {channel!r}: this worker has no sender for it")
-
-
-def _paragraph(agent: ShipAgent, channel: str) -> tuple[Callable[..., Any], str] | None:
-    """The receiving channel's own instruction method (to recognise it) and its paragraph."""
-    channels = agent.config.channels
-    if channel == "telegram":
-        from ..channels.telegram._channel import WHERE, TelegramChannel
-
-        return TelegramChannel._where_it_is, WHERE.format(limit=f"{channels.telegram.text_chunk_limit:,}")
-    if channel == "slack":
-        from ..channels.slack._channel import WHERE as SLACK_WHERE
-        from ..channels.slack._channel import SlackChannel
-
-        return SlackChannel._where_it_is, SLACK_WHERE.format(limit=f"{channels.slack.text_chunk_limit:,}")
-    if channel == "discord":
-        from ..channels.discord._channel import WHERE as DISCORD_WHERE
-        from ..channels.discord._channel import DiscordChannel
-
-        limit = channels.discord.text_chunk_limit
-        return DiscordChannel._where_it_is, DISCORD_WHERE.format(limit=f"{limit:,}")
-    if channel == "feishu":
-        from ..channels.feishu._channel import WHERE as FEISHU_WHERE
-        from ..channels.feishu._channel import FeishuChannel
-
-        limit = channels.feishu.text_chunk_limit
-        return FeishuChannel._where_it_is, FEISHU_WHERE.format(limit=f"{limit:,}")
-    return None
-
-
 def _tell_where(agent: ShipAgent, channel: str) -> None:
     """Tell the model it is on the channel, as the receiving process's channel does (once per agent).
 
     A worker that also runs the channel itself (``shipagent serve`` with the channel on) has the
     channel's own paragraph already.
     """
-    found = _paragraph(agent, channel)
+    found = worker_where(agent, channel)
     if found is None:
         return
     own, text = found

@@ -5,7 +5,8 @@ Plugged into :attr:`ShipAgent.turn_hooks` by a worker. Inside the turn's workflo
 * the request id is the workflow id (given by whoever enqueued the turn), never a fresh uuid, so a
   replay names the same turn;
 * each model request is a step (pydantic-ai's ``DBOSModel``): a resumed turn gets the recorded
-  responses back instead of asking the model again;
+  responses back instead of asking the model again; a preemptible one, so a cancelled turn
+  (``/stop``) does not wait for the model to finish;
 * tools with effects are steps (:class:`~shipagent.hosts.durable._steps.StepToolset`);
 * before the turn, the chat is reloaded from disk if another worker committed to it since this
   worker last looked (the last record's request id in the message log is the marker);
@@ -17,10 +18,10 @@ Plugged into :attr:`ShipAgent.turn_hooks` by a worker. Inside the turn's workflo
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dbos import DBOS
-from pydantic_ai.durable_exec.dbos import DBOSModel
+from pydantic_ai.durable_exec.dbos import DBOSModel, StepConfig
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -32,9 +33,18 @@ from ._steps import StepToolset
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
 
-__all__ = ["DurableTurnHooks"]
+__all__ = ["COMMIT_STEP", "DurableTurnHooks"]
+
+COMMIT_STEP = "shipagent.commit"
+"""The name of a turn's one commit step."""
 
 _UNSEEN = object()
+
+MODEL_STEP = cast(StepConfig, {"preemptible": True})
+"""A model request is a preemptible step: if its workflow is cancelled (``/stop``), DBOS stops the
+request (it polls for cancellations about once a second) instead of waiting for the model's answer.
+Nothing of a stopped request is recorded. (pydantic-ai passes the step config to ``DBOS.step``
+as it is; ``StepConfig`` does not list the option yet, hence the cast.)"""
 
 
 class DurableTurnHooks(TurnHooks["ShipAgent"]):
@@ -55,7 +65,10 @@ class DurableTurnHooks(TurnHooks["ShipAgent"]):
         known = self._models.get(id(model))
         if known is None or known[0] is not model:
             wrapped = DBOSModel(
-                model, step_name_prefix="shipagent", step_config={}, get_event_stream_handler=lambda: None
+                model,
+                step_name_prefix="shipagent",
+                step_config=MODEL_STEP,
+                get_event_stream_handler=lambda: None,
             )
             known = self._models[id(model)] = (model, wrapped)
         return known[1]
@@ -89,7 +102,7 @@ class DurableTurnHooks(TurnHooks["ShipAgent"]):
             # recorded with the step: keep it picklable whatever the original exception was
             return compaction, (ShipAgentError(f"{type(failure).__name__}: {failure}") if failure else None)
 
-        outcome: CommitOutcome = await DBOS.run_step_async({"name": "shipagent.commit"}, step)
+        outcome: CommitOutcome = await DBOS.run_step_async({"name": COMMIT_STEP}, step)
         return outcome, ran
 
     async def commit(self, agent: ShipAgent, turn: TurnCommit, commit: Commit) -> CommitOutcome:

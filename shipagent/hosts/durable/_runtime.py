@@ -55,6 +55,7 @@ from ._hooks import DurableTurnHooks
 from ._local import Dequeuer
 from ._pgturns import PgTurnHooks
 from ._settings import APP_NAME, QUEUE_NAME, WORKFLOW_NAME, DurableSettings, resolve_settings
+from ._stop import channel_turns, stop_channel_turn
 from ._stream import EventReader, finish_reading
 from ._wake import DONE_CHANNEL, QUEUED_CHANNEL, PgWake
 from ._workflow import bind_agent, local_turns, turn_workflow
@@ -425,6 +426,15 @@ class DurableExecutor:
         await self._enqueue(
             request_id, chat_key, channel_turn_workflow, CHANNEL_WORKFLOW_NAME, chat_key, text, reply
         )
+
+    async def stop_channel_turn(self, chat_key: str, *, request_prefix: str) -> dict[str, Any] | None:
+        """``/stop``: cancel the chat's current channel turn (``_stop``); its reply target or ``None``."""
+        stopped = await stop_channel_turn(self._client or DBOS, chat_key, request_prefix)
+        return None if stopped is None else (stopped.reply or {})
+
+    async def channel_turns(self, chat_key: str, *, request_prefix: str) -> tuple[int, int]:
+        """``/status``: the chat's channel turns ``(running on a worker, waiting for one)``."""
+        return await channel_turns(self._client or DBOS, chat_key, request_prefix)
 
     async def _enqueue(self, rid: str, chat_key: str, workflow: Any, name: str, *args: Any) -> None:
         """Put workflow ``name`` on the turn queue as ``rid`` (an existing ``rid`` is left as it is)."""

@@ -12,6 +12,10 @@ rebuilds them on replay. Texts a tool *sent* (``chat_send``) live on the run's
 result and the wrapper lays them back: the resumed turn's transcript has the same sent texts as
 the first attempt's would have had.
 
+A tool step is preemptible: when its workflow is cancelled (``/stop`` of a chat channel), DBOS
+stops the call (it polls for cancellations about once a second), as a cancelled in-process turn
+stops its running tool; nothing of a stopped call is recorded.
+
 Tool calls run one at a time in durable mode (every tool is marked ``sequential``): DBOS numbers
 steps in the order they start, and only a sequential order is the same on replay.
 """
@@ -70,7 +74,9 @@ class StepToolset(WrapperToolset[Any]):
             result = await self.wrapped.call_tool(name, tool_args, ctx, tool)
             return result, (run_ctx.sent_texts[sent_before:] if run_ctx is not None else [])
 
-        result, sent = await DBOS.run_step_async({"name": f"shipagent.tool.{name}"}, step)
+        result, sent = await DBOS.run_step_async(
+            {"name": f"shipagent.tool.{name}", "preemptible": True}, step
+        )
         if not ran and run_ctx is not None:  # replayed: lay the recorded sent texts back onto this run
             run_ctx.sent_texts.extend(sent)
         return result

@@ -97,7 +97,8 @@ def log_turn(chat_key: str, request_id: str, outcome: str, seconds: float) -> No
 
     ``outcome``: ``ok``; ``failed`` (the turn's result says it failed: model error, a limit);
     ``error`` (the turn raised); ``cancelled`` (this worker stopped during it: the turn stays
-    pending and is resumed, and logged again, where it finishes). A resumed turn's duration is
+    pending and is resumed, and logged again, where it finishes); ``stopped`` (a chat's ``/stop``
+    cancelled it: it ends there). A resumed turn's duration is
     this worker's part of it. No texts: neither the user's nor the model's.
     """
     turn_log.info(

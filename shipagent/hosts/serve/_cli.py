@@ -60,12 +60,14 @@ def serve(
         return
     import uvicorn
 
+    from ..channels._host import require_platform_libraries
     from ._app import create_app
 
     try:
         agent = host_agent(project, model, model_factory)
         if no_worker:  # durable mode: this process enqueues; workers execute
             agent.turn_executor_options = {"worker": False}
+        require_platform_libraries(agent.config.channels)  # said here, not as a startup traceback
         app = create_app(agent)
     except ShipAgentError as exc:
         raise fail(str(exc)) from None

@@ -18,12 +18,9 @@ from ...chatkeys import validate_chat_key
 from ...errors import NotFoundError
 from ...events import ApprovalRequired
 from ...results import AgentResult, BudgetRefusal
-from ...store import PgStores
-from ...store._pg_cluster import chat_activity
 from ...store.usage import UsageFileError
 from ._auth import ApiKey
 from ._body import read_json
-from ._chats import list_chats, read_transcript_page, shared_chats
 from ._openai import IGNORED_HEADER, completion, parse_completion_request
 from ._stream import SSE_HEADERS, EventStream, native_events, openai_chunks
 from ._terminal import terminated
@@ -110,9 +107,6 @@ class Api:
     def __init__(self, state: ServeState) -> None:
         self.state = state
         self.agent = state.agent
-        store = self.agent.store
-        self.shared: PgStores | None = store if isinstance(store, PgStores) else None
-        """A durable cluster's database: its workers commit transcripts there, not to this ``.ship/``."""
 
     # -- plain reads -----------------------------------------------------------------------------
 
@@ -137,10 +131,7 @@ class Api:
         key = self.state.caller(request)
         limit = _int_param(request, "limit", 50, 1, 500) or 50
         offset = _int_param(request, "offset", 0, 0, 10**9) or 0
-        if self.shared is not None:  # a cluster: its chats are in the database, not this .ship/
-            chats = shared_chats(await chat_activity(self.shared))
-        else:
-            chats = await anyio.to_thread.run_sync(list_chats, self.agent.paths)
+        chats = await self.agent.store.list_chats()  # a cluster's: its database, not this .ship/
         visible = [c for c in chats if key is None or key.allows(c.chat_key)]
         page = visible[offset : offset + limit]
         more = offset + limit < len(visible)
@@ -153,13 +144,8 @@ class Api:
         self.state.caller(request, chat_key)
         limit = _int_param(request, "limit", 50, 1, 1000) or 50
         before = _int_param(request, "before", None, 0, 2**62)
-        if self.shared is not None:  # ``before`` is a record seq here (a byte offset in the file)
-            records = await self.shared.transcript.page_before(chat_key, before, limit)
-            older = records[0].seq if records and records[0].seq > 1 else None
-            entries = [r.data for r in records]
-            return JSONResponse({"chatKey": chat_key, "entries": entries, "before": older})
-        path = self.agent.transcript.path(chat_key)
-        page = await anyio.to_thread.run_sync(read_transcript_page, path, limit, before)
+        # ``before`` is the store's cursor: a byte offset in the files, a record seq in a database
+        page = await self.agent.store.transcript_page(chat_key, before, limit)
         return JSONResponse({"chatKey": chat_key, "entries": page.entries, "before": page.before})
 
     async def context_files(self, request: Request) -> Response:

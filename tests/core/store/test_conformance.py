@@ -125,9 +125,36 @@ async def test_commit_then_reload(store: Any) -> None:
     assert parts["transcript"][:3] == [("r0", "question 0"), ("r0", "sent 0"), ("r0", "answer 0")]
     assert parts["agentContext"] == ["r0", "r1", "r2"]
     assert parts["cards"][:2] == [("r0", "user"), ("r0", "assistant")]
-    page = await store.transcript_page(KEY, None, 2)
-    assert [r.data["text"] for r in page] == ["sent 2", "answer 2"]
+    page = (await store.transcript_page(KEY, None, 2)).entries
+    assert [e["text"] for e in page] == ["sent 2", "answer 2"]
     assert (await store.load("api:chat:nobody")).messages == []
+
+
+async def test_transcript_pages_walk_back_by_the_stores_own_cursor_to_the_start(store: Any) -> None:
+    for n in range(4):
+        await store.commit((await next_record(store, KEY, n))[0])
+    texts: list[str] = []
+    before: int | None = None
+    pages = 0
+    while True:
+        page = await store.transcript_page(KEY, before, 5)
+        texts = [e["text"] for e in page.entries] + texts
+        pages += 1
+        if page.before is None:
+            break
+        before = page.before
+    assert texts == [t for n in range(4) for t in (f"question {n}", f"sent {n}", f"answer {n}")]
+    assert pages == 3  # 12 lines, 5 a page: nothing read twice, nothing left out
+    empty = await store.transcript_page("api:chat:nobody", None, 5)
+    assert (empty.entries, empty.before) == ([], None)
+
+
+async def test_list_chats_names_every_chat_newest_first(store: Any) -> None:
+    assert await store.list_chats() == []
+    for key in ("api:chat:old", "api:chat:new"):
+        await store.commit((await next_record(store, key, 0))[0])
+        await anyio.sleep(0.02)  # the files' mtimes and the records' times tell them apart
+    assert [c.chat_key for c in await store.list_chats()] == ["api:chat:new", "api:chat:old"]
 
 
 async def test_recommitting_a_request_id_holds_every_part_once(store: Any) -> None:
@@ -255,7 +282,7 @@ async def test_the_sender_of_a_user_line_round_trips(store: Any) -> None:
     spoken.sender = Sender("7", "Ada Lovelace")
     await store.commit(spoken)
     await store.keep_sent(KEY, "failed-1", "and you?", ["thinking"], sender=Sender("8"))
-    lines = [r.data for r in await store.transcript_page(KEY, None, 100)]
+    lines = (await store.transcript_page(KEY, None, 100)).entries
     users = [line for line in lines if line["role"] == "user"]
     assert [(u["requestId"], u["text"], u.get("sender")) for u in users] == [
         ("r0", "question 0", None),  # a turn without a sender: no field at all
@@ -274,7 +301,7 @@ async def test_an_undelivered_answer_is_a_transcript_line(store: Any) -> None:
     record, _ = await next_record(store, KEY, 0)
     await store.commit(record)
     await store.note_undelivered(KEY, "r0", "the chat refused the message: blocked")
-    last = (await store.transcript_page(KEY, None, 1))[0].data
+    last = (await store.transcript_page(KEY, None, 1)).entries[0]
     assert (last["requestId"], last["role"], last["event"], last["text"]) == (
         "r0",
         "system",

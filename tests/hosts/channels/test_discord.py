@@ -25,7 +25,7 @@ from shipagent.hosts.channels import ChannelHost, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.discord import DiscordChannel, discord_markdown, intents
 from shipagent.hosts.cli._app import app
-from tests.support.channel_process import MODEL_MODULE, start_channels, stop
+from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
 from tests.support.core import last_user_text, make_project
 from tests.support.discord_server import (
     APP_ID,
@@ -373,6 +373,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     root = tmp_path / "p"
     root.mkdir()
     (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    (root / HOLD).touch()  # the answer stops after its first word until the restart
     log = tmp_path / "channels.log"
 
     def finished() -> list[str]:
@@ -385,7 +386,11 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
             await fake.wait_for(lambda: fake.identified == 1, within=60)
             sent = fake.user_message("please")
             await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
+            await fake.wait_for(lambda: reply_recorded(root, "discord"), within=60)
             await stop(process, signal.SIGKILL)
+            (partial,) = fake.shown()
+            assert partial.content.strip() == "done:"
+            (root / HOLD).unlink()
             assert finished() == []
 
             process = start_channels(root, log)  # a new session: Discord does not send the message again
@@ -397,6 +402,8 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
             if process.poll() is None:
                 await stop(process, signal.SIGTERM)
     assert len(finished()) == 2 and fake.identified == 2, log.read_text()  # "please" once, "next" once
+    answer, _ = fake.shown()  # the half-written message became the answer: nothing else is left
+    assert answer.id == partial.id and answer.content.startswith("done: please")
     transcript = ShipPaths(root).transcript(f"discord:dm:{DM_CHANNEL}").read_text(encoding="utf-8")
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
     assert len(users) == 2  # the killed turn left nothing; the replayed one and "next"

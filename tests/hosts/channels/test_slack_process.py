@@ -1,6 +1,6 @@
 """``shipagent channels run`` on Slack as a real process: killed with SIGKILL mid-answer, it
 answers once after a restart (the envelope was acknowledged, so Slack will not send it again: the
-dedupe record on disk brings it back)."""
+dedupe record on disk brings it back), in the message the killed process had begun streaming."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_slack import ship_json
-from tests.support.channel_process import MODEL_MODULE, start_channels, stop
+from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, slack_server
 
 pytestmark = pytest.mark.anyio
@@ -24,6 +24,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     root = tmp_path / "p"
     root.mkdir()
     (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    (root / HOLD).touch()  # the answer stops after its first word until the restart
     log = tmp_path / "channels.log"
 
     def finished() -> list[str]:
@@ -36,7 +37,11 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
             await fake.wait_for(lambda: fake.connections == 1, within=60)
             envelope = fake.user_message("please")
             await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
+            await fake.wait_for(lambda: reply_recorded(root, "slack"), within=60)
             await stop(process, signal.SIGKILL)
+            (partial,) = fake.shown()
+            assert partial.text.strip() == "done:"
+            (root / HOLD).unlink()
             assert envelope.acked and finished() == []
 
             process = start_channels(root, log)  # Slack does not resend an acknowledged envelope…
@@ -46,6 +51,8 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
             if process.poll() is None:
                 await stop(process, signal.SIGTERM)
     assert len(finished()) == 1, log.read_text()
+    (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
+    assert answer.ts == partial.ts and answer.text.startswith("done: please")
     transcript = ShipPaths(root).transcript(f"slack:{TEAM}:D0DM").read_text(encoding="utf-8")
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
     assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one

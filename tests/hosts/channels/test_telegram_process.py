@@ -1,4 +1,5 @@
-"""``shipagent channels run`` as a real process: killed with SIGKILL mid-answer, it answers once after a restart."""
+"""``shipagent channels run`` as a real process: killed with SIGKILL mid-answer, it answers once after a
+restart, in the message the killed process had begun streaming (no half-written answer stays)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels._support import ship_json
-from tests.support.channel_process import MODEL_MODULE, start_channels, stop
+from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
 from tests.support.telegram_server import FakeTelegram, telegram_server
 
 pytestmark = pytest.mark.anyio
@@ -26,6 +27,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     root = tmp_path / "p"
     root.mkdir()
     (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    (root / HOLD).touch()  # the answer stops after its first word until the restart
     log = tmp_path / "channels.log"
     async with telegram_server() as fake:
         (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
@@ -34,8 +36,11 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
             await fake.wait_for(lambda: fake.called("getUpdates"), within=60)
             fake.user_message("please")
             await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
+            await fake.wait_for(lambda: reply_recorded(root, "telegram"), within=60)
             await stop(process, signal.SIGKILL)
-            assert _finished(fake) == []
+            (partial,) = fake.shown()
+            assert partial.text.strip() == "done:"
+            (root / HOLD).unlink()
             polls = len(fake.called("getUpdates"))
 
             process = start_channels(root, log)
@@ -46,8 +51,15 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
             if process.poll() is None:
                 await stop(process, signal.SIGTERM)
     assert len(_finished(fake)) == 1, log.read_text()
+    (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
+    assert answer.message_id == partial.message_id and answer.text.startswith("done: please")
     transcript = ShipPaths(root).transcript("telegram:chat:42").read_text(encoding="utf-8")
     users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
     assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
     seen = (root / ".ship" / "channels" / "telegram-seen.jsonl").read_text(encoding="utf-8")
-    assert [json.loads(line).get("done", False) for line in seen.splitlines()] == [False, True]
+    rows = [json.loads(line) for line in seen.splitlines()]  # accepted, its answer's message, answered
+    assert [(row.get("reply"), row.get("done", False)) for row in rows] == [
+        (None, False),
+        ([str(partial.message_id)], False),
+        (None, True),
+    ]

@@ -25,7 +25,7 @@ from shipagent.config import parse_config
 from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost, channels_from_config
 from tests.hosts.channels._support import running, ship_json
-from tests.support.channel_process import MODEL_MODULE
+from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded
 from tests.support.core import make_project
 from tests.support.net import free_port
 from tests.support.stream import StreamScript
@@ -265,6 +265,7 @@ async def test_killed_mid_answer_in_webhook_mode_the_update_is_answered_exactly_
     root = tmp_path / "p"
     root.mkdir()
     (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    (root / HOLD).touch()  # the answer stops after its first word until the restart
     log = tmp_path / "channels.log"
 
     def start() -> subprocess.Popen[bytes]:
@@ -284,9 +285,12 @@ async def test_killed_mid_answer_in_webhook_mode_the_update_is_answered_exactly_
             update = fake.user_message("please")
             assert await fake.deliver(update) == 200
             await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
+            await fake.wait_for(lambda: reply_recorded(root, "telegram"), within=60)
             process.send_signal(signal.SIGKILL)
             await anyio.to_thread.run_sync(lambda: process.wait(30))
-            assert finished(fake) == []
+            (partial,) = fake.shown()
+            assert partial.text.strip() == "done:"
+            (root / HOLD).unlink()
 
             process = start()
             await fake.wait_for(lambda: len(fake.called("setWebhook")) == 2, within=60)
@@ -298,6 +302,8 @@ async def test_killed_mid_answer_in_webhook_mode_the_update_is_answered_exactly_
                 process.send_signal(signal.SIGTERM)
                 await anyio.to_thread.run_sync(lambda: process.wait(30))
     assert len(finished(fake)) == 1, log.read_text()
+    (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
+    assert answer.message_id == partial.message_id and answer.text.startswith("done: please")
     transcript = ShipPaths(root).transcript("telegram:chat:42").read_text(encoding="utf-8")
     users = [row for row in map(json.loads, transcript.splitlines()) if row.get("role") == "user"]
     assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one

@@ -136,6 +136,15 @@ def test_a_model_that_cannot_stream_still_chats(tmp_path: Path, monkeypatch: pyt
     assert result.exit_code == 0 and "pong" in result.output
 
 
+@pytest.fixture
+def python_sigint() -> Any:
+    """Python's own SIGINT handler (KeyboardInterrupt), whatever an earlier test in this worker set."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+@pytest.mark.usefixtures("python_sigint")
 def test_ctrl_c_during_a_turn_cancels_only_that_turn(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A real SIGINT while the answer streams: the turn stops, nothing is saved, the chat goes on."""
     slow = StreamScript(

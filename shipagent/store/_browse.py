@@ -1,11 +1,13 @@
-"""Read-only views of a project's chats for the HTTP API: which chats exist, and transcript pages.
+"""Browsing a project's chats: which chats a store holds, and pages of a chat's transcript.
 
-Both read what the stores wrote under ``.ship/`` (no index of their own to drift out of date), and
-both run in a worker thread: they stat or read files.
+What ``GET /v1/chats`` and the transcript pages of the HTTP API (and the web page) read, from
+whichever store holds the chats (:meth:`ChatStore.list_chats`, :meth:`ChatStore.transcript_at`).
+The files read what the stores wrote under ``.ship/`` (no index of their own to drift out of
+date), in a worker thread: they stat or read files. A database answers from its tables.
 
-Transcript pages are addressed by byte offset (``before``): the transcript is append-only, so an
-offset stays valid while new turns arrive, and reading a page backwards from it costs the page,
-not the file.
+A transcript page is addressed by a cursor of the store's own: a byte offset in a transcript file
+(the file is append-only, so an offset stays valid while new turns arrive, and reading a page
+backwards from it costs the page, not the file), a record seq in a database.
 """
 
 from __future__ import annotations
@@ -17,10 +19,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ... import jsonl
-from ...chatkeys import ShipPaths, decode_chat_key
+from .. import jsonl
+from ..chatkeys import ShipPaths, decode_chat_key
+from ._record import LogRecord
 
-__all__ = ["ChatInfo", "TranscriptPage", "list_chats", "read_transcript_page", "shared_chats"]
+__all__ = [
+    "ChatInfo",
+    "TranscriptPage",
+    "chats_by_activity",
+    "list_file_chats",
+    "page_of_records",
+    "read_transcript_page",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +54,7 @@ def _first_chat_key(path: Path) -> str | None:
     return key if isinstance(key, str) else None
 
 
-def list_chats(paths: ShipPaths) -> list[ChatInfo]:
+def list_file_chats(paths: ShipPaths) -> list[ChatInfo]:
     """Every chat with files under ``.ship/chats/``, most recently written first."""
     root = paths.ship_dir / "chats"
     try:
@@ -72,8 +82,8 @@ def list_chats(paths: ShipPaths) -> list[ChatInfo]:
     return chats
 
 
-def shared_chats(activity: list[tuple[str, str]]) -> list[ChatInfo]:
-    """A durable cluster's chats (``(chat key, ISO time of its newest record)``), newest first."""
+def chats_by_activity(activity: list[tuple[str, str]]) -> list[ChatInfo]:
+    """Chats by ``(chat key, ISO time of its newest record)``, newest first (a database's)."""
     chats = []
     for key, stamp in activity:
         try:
@@ -107,3 +117,9 @@ def read_transcript_page(path: Path, limit: int, before: int | None) -> Transcri
     found.reverse()
     oldest = found[0][0] if found else 0
     return TranscriptPage([entry for _, entry in found], oldest if oldest > 0 else None)
+
+
+def page_of_records(records: list[LogRecord]) -> TranscriptPage:
+    """A page of a seq-numbered transcript: its cursor is the oldest record's seq."""
+    older = records[0].seq if records and records[0].seq > 1 else None
+    return TranscriptPage([r.data for r in records], older)
