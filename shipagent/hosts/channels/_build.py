@@ -2,7 +2,7 @@
 
 Every platform's section has the same access keys (``dmPolicy``, ``allowFrom``, ``admins``) and a
 group section (``groups``; ``channels`` on Slack, ``guilds`` on Discord) with ``policy``,
-``allow`` and, except on QQ, ``requireMention``. Ids are numbers on Telegram and Discord and text
+``allow`` and ``requireMention`` (always true on QQ). Ids are numbers on Telegram and Discord and text
 elsewhere; the pipeline compares them as text. Building the rules here keeps that mapping in one
 place, so a new key or a new platform cannot be read differently by one adapter.
 """
