@@ -133,6 +133,10 @@ class FakeTelegram:
         self.reject_html = False
         self.redeliver_confirmed = False  # as if the bot crashed before its next poll confirmed them
         self.stall_polls = 0
+        self.longest_poll: float | None = None
+        """Answer a long poll with no updates after at most this many seconds (Telegram may return
+        before the timeout the bot asked for): a test that waits for the next poll need not wait
+        out the bot's 30-second one."""
         self.webhook: dict[str, Any] | None = None  # setWebhook's parameters while one is set
         self.webhook_error: tuple[int, str] | None = None  # (Unix time, text) getWebhookInfo reports
         self._failures: dict[str, deque[tuple[int, str, int | None]]] = defaultdict(deque)
@@ -378,6 +382,8 @@ class FakeTelegram:
                 await self._closing.wait()
             return _ok([])
         timeout = float(params.get("timeout", 0))
+        if self.longest_poll is not None:
+            timeout = min(timeout, self.longest_poll)
         with anyio.move_on_after(timeout):
             while not self._pending() and not self._closing.is_set():
                 await self._changed.wait()

@@ -30,6 +30,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     (root / HOLD).touch()  # the answer stops after its first word until the restart
     log = tmp_path / "channels.log"
     async with telegram_server() as fake:
+        fake.longest_poll = 1.0  # the wait for the restarted process's next polls is not 30 s each
         (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")
         process = start_channels(root, log)
         try:
