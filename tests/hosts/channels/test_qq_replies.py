@@ -109,3 +109,64 @@ async def test_a_reply_lost_midway_through_a_long_answer_is_not_sent_twice(tmp_p
         )
     assert [r.msg_seq for r in fake.to("users", USER)] == [1, 2, 3]
     assert [c.body["msg_seq"] for c in fake.called("POST", "/v2/users/")] == [1, 2, 2, 3]
+
+
+class ScriptedQQ:
+    """QQ's passive-reply rules for one message, as :class:`PassiveReplies` sees them through its
+    ``api``: a number used twice is refused, a sixth reply is refused, and ``lose`` makes QQ take
+    the next reply while its answer is lost on the way back."""
+
+    def __init__(self) -> None:
+        self.taken: dict[int, str] = {}  # msg_seq -> content
+        self.lose = 0
+
+    async def __call__(self, method: str, path: str, payload: dict[str, Any]) -> dict[str, Any]:
+        from shipagent.hosts.channels._types import TransientSendError
+        from shipagent.hosts.channels.qq._replies import RepliesUsed, SeqUsed
+
+        seq = int(payload["msg_seq"])
+        if seq in self.taken:
+            raise SeqUsed("msg_seq used")
+        if len(self.taken) >= 5:
+            raise RepliesUsed("msg limit exceed")
+        self.taken[seq] = str(payload["content"])
+        if self.lose:
+            self.lose -= 1
+            raise TransientSendError("502 on the way back")
+        return {"id": f"m{seq}"}
+
+
+def _inbound() -> Any:
+    from shipagent.hosts.channels._types import InboundMessage
+
+    return InboundMessage("qq", f"qq:c2c:{USER}", USER, "in-1", USER, "QQ user", "go")
+
+
+async def test_a_reply_qq_took_before_its_answer_was_lost_is_not_sent_again_nor_costs_another() -> None:
+    from shipagent.hosts.channels._types import TransientSendError
+    from shipagent.hosts.channels.qq._replies import PassiveReplies
+
+    qq, chat = ScriptedQQ(), _inbound()
+    replies = PassiveReplies(qq, 2000)
+    for n in (1, 2, 3):
+        await replies.text(chat, f"said {n}", answer=False)
+    qq.lose = 1
+    with pytest.raises(TransientSendError):
+        await replies.text(chat, "said 4", answer=False)  # QQ took it; the bot did not hear so
+    assert replies.left(chat, answer=False) == 1  # the retry's number is still the fourth
+    await replies.text(chat, "said 4", answer=False)  # the retry: "already used" means it arrived
+    await replies.text(chat, "THE ANSWER", answer=True)
+    assert qq.taken == {1: "said 1", 2: "said 2", 3: "said 3", 4: "said 4", 5: "THE ANSWER"}
+
+
+async def test_a_text_given_up_after_a_lost_answer_does_not_swallow_the_next_one() -> None:
+    from shipagent.hosts.channels._types import TransientSendError
+    from shipagent.hosts.channels.qq._replies import PassiveReplies
+
+    qq, chat = ScriptedQQ(), _inbound()
+    replies = PassiveReplies(qq, 2000)
+    qq.lose = 1
+    with pytest.raises(TransientSendError):
+        await replies.text(chat, "given up", answer=False)  # and never retried
+    await replies.text(chat, "THE ANSWER", answer=True)  # number 1 is taken by another text: 2
+    assert qq.taken == {1: "given up", 2: "THE ANSWER"}

@@ -62,7 +62,9 @@ class PassiveReplies:
         self.limit = limit
         """``textChunkLimit``: the longest reply."""
         self._seqs: dict[str, int] = {}  # inbound message id -> the next msg_seq of a reply to it
-        self._retry: dict[str, int] = {}  # inbound message id -> a msg_seq whose send failed
+        self._retry: dict[str, tuple[int, dict[str, Any]]] = {}
+        """Inbound message id -> the ``msg_seq`` whose send failed on the network, and what it sent:
+        QQ may have taken it, so the retry goes with the same number."""
         self._partly: dict[str, tuple[str, int]] = {}  # message id -> a text, how many pieces went
 
     def _cap(self, answer: bool) -> int:
@@ -70,7 +72,12 @@ class PassiveReplies:
 
     def left(self, chat: InboundMessage, *, answer: bool) -> int:
         """How many replies to ``chat`` an answer (or, while the turn runs, anything else) may use."""
-        return max(self._cap(answer) - self._seqs.get(chat.message_id, 1) + 1, 0)
+        return max(self._cap(answer) - self._next(chat.message_id) + 1, 0)
+
+    def _next(self, message_id: str) -> int:
+        """The next ``msg_seq`` a reply to ``message_id`` goes with (a failed send's, retried)."""
+        retry = self._retry.get(message_id)
+        return retry[0] if retry is not None else self._seqs.get(message_id, 1)
 
     async def text(self, chat: InboundMessage, body: str, *, answer: bool) -> SentMessage:
         """``body`` as replies to ``chat``, split to :attr:`limit`, within the replies left.
@@ -148,7 +155,7 @@ class PassiveReplies:
         """Send what ``build`` makes for the next ``msg_seq`` as a reply to ``chat`` (a group or C2C
         message); whether it was the last reply of its text."""
         retry = self._retry.pop(chat.message_id, None)
-        seq = retry or self._seqs.get(chat.message_id, 1)
+        seq = retry[0] if retry is not None else self._seqs.get(chat.message_id, 1)
         while True:
             message, last = build(seq)  # raises past the numbers this text may use
             self._take(chat.message_id, seq + 1)
@@ -156,15 +163,15 @@ class PassiveReplies:
             try:
                 data = await self._api("POST", f"/v2/{where}/{chat.chat_id}/messages", payload)
             except TransientSendError:
-                self._retry[chat.message_id] = seq  # the retry goes with the same number
+                self._retry[chat.message_id] = (seq, payload)  # the retry goes with the same number
                 raise
             except RepliesUsed:
                 self._take(chat.message_id, MAX_REPLIES + 1)  # QQ counts more than we knew of
                 raise
             except SeqUsed:
-                if retry == seq:  # a retry, and the first attempt had arrived after all
+                if retry == (seq, payload):  # this very reply, retried: the first attempt arrived
                     return SentMessage(f"{chat.message_id}#{seq}"), last
-                seq += 1  # used before this process (answered again after a restart): the next
+                seq += 1  # taken by another reply (an earlier attempt, or before a restart): the next
                 continue
             return SentMessage(str(data.get("id") or f"{chat.message_id}#{seq}")), last
 
