@@ -133,6 +133,7 @@ class Pipeline:
         self._chats: dict[str, _Chat] = {}
         self._tasks: anyio.abc.TaskGroup | None = None
         self._idle = anyio.Event()  # set whenever a chat's queue ran empty
+        self._stopping = False  # past the grace: what is being answered now is answered after a restart
         self._senders: dict[str, deque[float]] = {}  # sender -> arrival times of the last minute
         self._warned: set[str] = set()
         self.chatter = GroupChatter(self.options.history_limit)
@@ -159,6 +160,7 @@ class Pipeline:
             while any(chat.busy for chat in self._chats.values()):
                 self._idle = anyio.Event()
                 await self._idle.wait()
+        self._stopping = True
         self._tasks.cancel_scope.cancel()
         return await self._tasks.__aexit__(kind, exc, tb)
 
@@ -310,6 +312,7 @@ class Pipeline:
             while chat.waiting:
                 message, command = chat.waiting.popleft()
                 batch = [message]
+                cut = False  # by the pipeline stopping: the batch stays to be answered after a restart
                 try:
                     if command is not None and command.name == "new":
                         await self.agent.clear(chat_key)
@@ -322,10 +325,13 @@ class Pipeline:
                 except Exception as exc:  # one message's failure never stops the chat's queue
                     self.health.last_error = f"{type(exc).__name__}: {exc}"
                     log.exception("%s: answering chat %s failed", self.channel, chat_key)
+                except anyio.get_cancelled_exc_class():
+                    cut = self._stopping  # (a /stop is the turn's own: it ends the answer and goes on)
+                    raise
                 finally:
                     self.health.backlog -= len(batch)
                     with anyio.CancelScope(shield=True):
-                        for done in batch:
+                        for done in [] if cut else batch:  # cut: its record (and streamed message) stay
                             await self.dedupe.done(done.chat_id, done.message_id)
         finally:
             chat.busy = False

@@ -155,3 +155,55 @@ async def test_a_message_of_its_own_never_sits_below_an_earlier_answers_leftover
     await writer.finish("the answer")
     assert list(chat.shown.values()) == ["a chat_send message", "the answer"]
     assert chat.calls[0] == ("delete", "m1")
+
+
+class _HangingAgent:
+    """Streams half an answer, then never finishes (a slow model when the process is stopped)."""
+
+    turn_executor = None
+    instruction_sources: list[Any] = []  # noqa: RUF012 - read, never changed
+
+    class config:
+        class context:
+            class chat_history:
+                notice = False
+
+    async def run_stream(self, *args: Any, **kwargs: Any) -> Any:
+        import anyio
+
+        from shipagent.events import TextDelta
+
+        yield TextDelta("half an answer")
+        await anyio.sleep(3600)
+
+
+async def test_an_answer_cut_by_a_graceful_stop_is_left_to_the_next_start(tmp_path: Path) -> None:
+    """Past ``stop_grace`` the pipeline cancels the answer being written: its message stays accepted
+    with the streamed message's id, so the next start answers it there, instead of marking it done."""
+    import anyio
+
+    from shipagent.hosts.channels._access import AccessRules
+    from shipagent.hosts.channels._pairing import PairingStore
+    from shipagent.hosts.channels._pipeline import Pipeline, PipelineOptions
+    from shipagent.hosts.channels._types import ChannelHealth
+
+    chat = Chat()
+    pipeline = Pipeline(
+        _HangingAgent(),  # type: ignore[arg-type]
+        chat,  # type: ignore[arg-type]
+        channel="test",
+        rules=AccessRules(dm_policy="open"),
+        pairing=PairingStore(tmp_path),
+        dedupe=Dedupe(tmp_path, "test"),
+        health=ChannelHealth(),
+        options=PipelineOptions(stop_grace=0.3, edit_interval=0.05),
+    )
+    async with pipeline:
+        await pipeline.accept(CHAT)
+        with anyio.fail_after(10):
+            while not chat.shown:  # noqa: ASYNC110 - the fake platform has no event to wait on
+                await anyio.sleep(0.02)
+    assert list(chat.shown.values()) == ["half an answer"]
+    again = Dedupe(tmp_path, "test")
+    assert [m["message_id"] for m in await again.unfinished()] == ["100"]
+    assert await again.replies([("1", "100")]) == list(chat.shown)
