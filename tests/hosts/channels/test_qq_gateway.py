@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import anyio
 import pytest
 
 from shipagent.hosts.channels.qq._wire import GROUP_AND_C2C_EVENT, INTENTS, intents_for
@@ -73,3 +74,24 @@ async def test_invalid_sessions_reconnect_with_a_growing_backoff(
         if "the session is invalid (op 9)" in r.getMessage()
     ]
     assert pauses == ["0.02 s", "0.04 s", "0.08 s", "0.16 s"]
+
+
+async def test_an_invalid_session_after_a_long_one_starts_from_the_shortest_pause(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING)
+    async with qq_server() as fake, running(tmp_path / "p", fake, StreamScript().model) as (_, channel):
+        assert channel.gateway is not None
+        channel.gateway.min_backoff, channel.gateway.max_backoff = 0.02, 0.3
+        fake.invalid_identifies = 2  # a bad stretch: the pause grows
+        await fake.invalidate_session()
+        await fake.wait_for(lambda: fake.identified == 2)
+        await anyio.sleep(0.5)  # then a session that lived longer than the longest pause
+        await fake.invalidate_session()
+        await fake.wait_for(lambda: fake.identified == 3)
+    pauses = [
+        r.getMessage().rsplit("again in ", 1)[1]
+        for r in caplog.records
+        if "the session is invalid (op 9)" in r.getMessage()
+    ]
+    assert pauses == ["0.02 s", "0.04 s", "0.08 s", "0.02 s"]

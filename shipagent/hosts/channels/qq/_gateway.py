@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -104,8 +105,11 @@ class Gateway:
         backoff: float | None = None  # None: start again from min_backoff
         while True:
             try:
+                began = time.monotonic()
                 up, ended = await self._connection(await self._url_of())
-                if up and ended != "invalid":
+                # an op 9 right after identifying backs off further; one ending a long session is
+                # routine and starts from the shortest pause again
+                if up and (ended != "invalid" or time.monotonic() - began > self.max_backoff):
                     backoff = None
                 if ended == "reconnect":  # op 7, or identifying again without a refused intent
                     continue
