@@ -496,9 +496,18 @@ class Pipeline:
             await anyio.sleep(_TYPING_EVERY)
 
     async def _ticker(self, writer: ReplyWriter) -> None:
+        """Show what the answer has so far, every ``interval``. A send that fails here ends the
+        ticking only: the turn goes on, and its last write (``finish``) tries again and says so if
+        the answer cannot be delivered (an error here would cut the turn without a word)."""
         while not writer.finished:
             await anyio.sleep(writer.interval)
-            await writer.flush()
+            try:
+                await writer.flush()
+            except (TransientSendError, PermanentSendError) as exc:
+                log.warning(
+                    "%s: showing the answer so far failed; it is sent when it ends: %s", self.channel, exc
+                )
+                return
 
 
 def _model_text(message: InboundMessage, files: list[str]) -> str:
