@@ -14,6 +14,7 @@ and names every test module by its dotted path — two test files may share a ba
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
@@ -22,6 +23,16 @@ from pydantic_ai import models
 from tests.support.postgres import fresh_database, throwaway_postgres
 
 models.ALLOW_MODEL_REQUESTS = False
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker more than the machine has CPUs (at most 4, ``--maxprocesses``).
+
+    Much of the suite waits rather than computes — on worker processes, killed and restarted
+    channels, sockets, Postgres — so on two CPUs a third worker cut the run from about 10 to about
+    7.5 minutes, with the CPUs busy instead of idle during those waits.
+    """
+    return (os.cpu_count() or 1) + 1
 
 
 @pytest.fixture
