@@ -7,14 +7,27 @@ while the answer streams, starts it again and checks the message is answered exa
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import anyio
 import anyio.to_thread
 
-__all__ = ["HOLD", "MODEL_MODULE", "SHIPAGENT", "reply_recorded", "start_channels", "stop"]
+__all__ = [
+    "HOLD",
+    "MODEL_MODULE",
+    "SHIPAGENT",
+    "kill_while_streaming",
+    "reply_recorded",
+    "start_channels",
+    "stop",
+    "user_lines",
+]
 
 SHIPAGENT = str(Path(sys.executable).with_name("shipagent"))
 
@@ -72,3 +85,24 @@ def reply_recorded(root: Path, channel: str) -> bool:
     there is a moment before that is on disk: a kill in it would leave the message behind)."""
     seen = root / ".ship" / "channels" / f"{channel}-seen.jsonl"
     return seen.exists() and '"reply"' in seen.read_text(encoding="utf-8")
+
+
+async def kill_while_streaming(
+    process: subprocess.Popen[bytes], root: Path, channel: str, fake: Any, text: Callable[[Any], str]
+) -> Any:
+    """SIGKILL ``process`` once its answer has begun streaming (held after its first word by
+    :data:`HOLD`) and the message it streams into is on disk; then let the next answer go on.
+    The one message the chat shows then, the half-written ``done:``."""
+    await fake.wait_for(lambda: fake.shown(), within=60)
+    await fake.wait_for(lambda: reply_recorded(root, channel), within=60)
+    await stop(process, signal.SIGKILL)
+    (partial,) = fake.shown()
+    assert text(partial).strip() == "done:"
+    (root / HOLD).unlink()
+    return partial
+
+
+def user_lines(transcript: Path) -> int:
+    """How many user lines a chat's transcript holds (a killed turn's replay must add just one)."""
+    lines = [json.loads(line) for line in transcript.read_text(encoding="utf-8").splitlines()]
+    return sum(1 for line in lines if line.get("role") == "user")

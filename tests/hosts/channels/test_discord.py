@@ -25,7 +25,13 @@ from shipagent.hosts.channels import ChannelHost, channels_from_config
 from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.discord import DiscordChannel, discord_markdown, intents
 from shipagent.hosts.cli._app import app
-from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
+from tests.support.channel_process import (
+    HOLD,
+    MODEL_MODULE,
+    kill_while_streaming,
+    start_channels,
+    stop,
+)
 from tests.support.core import last_user_text, make_project
 from tests.support.discord_server import (
     APP_ID,
@@ -385,12 +391,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
         try:
             await fake.wait_for(lambda: fake.identified == 1, within=60)
             sent = fake.user_message("please")
-            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await fake.wait_for(lambda: reply_recorded(root, "discord"), within=60)
-            await stop(process, signal.SIGKILL)
-            (partial,) = fake.shown()
-            assert partial.content.strip() == "done:"
-            (root / HOLD).unlink()
+            partial = await kill_while_streaming(process, root, "discord", fake, lambda m: m.content)
             assert finished() == []
 
             process = start_channels(root, log)  # a new session: Discord does not send the message again

@@ -15,7 +15,14 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_feishu import ship_json
-from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
+from tests.support.channel_process import (
+    HOLD,
+    MODEL_MODULE,
+    kill_while_streaming,
+    start_channels,
+    stop,
+    user_lines,
+)
 from tests.support.feishu_server import APP_SECRET, DM_CHAT, feishu_server
 
 pytestmark = pytest.mark.anyio
@@ -40,12 +47,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
         try:
             await fake.wait_for(lambda: fake.connections == 1, within=60)
             fake.user_message("please")
-            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await fake.wait_for(lambda: reply_recorded(root, "feishu"), within=60)
-            await stop(process, signal.SIGKILL)
-            (partial,) = fake.shown()
-            assert partial.text.strip() == "done:"
-            (root / HOLD).unlink()
+            partial = await kill_while_streaming(process, root, "feishu", fake, lambda m: m.text)
             assert list(fake.acked.values()) == [200] and finished() == []
 
             process = start_channels(root, log)  # Feishu does not resend an acknowledged event…
@@ -57,8 +59,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     assert len(finished()) == 1, log.read_text()
     (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
     assert answer.id == partial.id and answer.text.startswith("done: please")
-    transcript = ShipPaths(root).transcript(f"feishu:chat:{DM_CHAT}").read_text(encoding="utf-8")
-    users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
-    assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
+    # the killed turn left nothing; the replayed one is the only one
+    assert user_lines(ShipPaths(root).transcript(f"feishu:chat:{DM_CHAT}")) == 1
     assert fake.connections == 2 and len(fake.sent) == 1  # the event went out once
     assert APP_SECRET not in log.read_text()

@@ -16,7 +16,14 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_slack_http import SECRET, Poster, ship_json
-from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
+from tests.support.channel_process import (
+    HOLD,
+    MODEL_MODULE,
+    kill_while_streaming,
+    start_channels,
+    stop,
+    user_lines,
+)
 from tests.support.net import free_port
 from tests.support.slack_server import BOT_TOKEN, TEAM, Envelope, slack_server
 
@@ -57,12 +64,7 @@ async def test_killed_mid_answer_in_http_mode_the_event_is_answered_exactly_once
         try:
             envelope = fake.user_message("please")
             assert await _post(slack, envelope) == 200
-            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await fake.wait_for(lambda: reply_recorded(root, "slack"), within=60)
-            await stop(process, signal.SIGKILL)
-            (partial,) = fake.shown()
-            assert partial.text.strip() == "done:"
-            (root / HOLD).unlink()
+            partial = await kill_while_streaming(process, root, "slack", fake, lambda m: m.text)
 
             process = start_channels(root, log)
             assert await _post(slack, envelope, **{"X-Slack-Retry-Num": "1"}) == 200  # once is enough
@@ -74,7 +76,6 @@ async def test_killed_mid_answer_in_http_mode_the_event_is_answered_exactly_once
     assert len(finished()) == 1, log.read_text()
     (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
     assert answer.ts == partial.ts and answer.text.startswith("done: please")
-    transcript = ShipPaths(root).transcript(f"slack:{TEAM}:D0DM").read_text(encoding="utf-8")
-    users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
-    assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
+    # the killed turn left nothing; the replayed one is the only one
+    assert user_lines(ShipPaths(root).transcript(f"slack:{TEAM}:D0DM")) == 1
     assert BOT_TOKEN not in log.read_text() and SECRET not in log.read_text()

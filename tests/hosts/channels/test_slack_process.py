@@ -14,7 +14,14 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_slack import ship_json
-from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
+from tests.support.channel_process import (
+    HOLD,
+    MODEL_MODULE,
+    kill_while_streaming,
+    start_channels,
+    stop,
+    user_lines,
+)
 from tests.support.slack_server import APP_TOKEN, BOT_TOKEN, TEAM, slack_server
 
 pytestmark = pytest.mark.anyio
@@ -36,12 +43,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
         try:
             await fake.wait_for(lambda: fake.connections == 1, within=60)
             envelope = fake.user_message("please")
-            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await fake.wait_for(lambda: reply_recorded(root, "slack"), within=60)
-            await stop(process, signal.SIGKILL)
-            (partial,) = fake.shown()
-            assert partial.text.strip() == "done:"
-            (root / HOLD).unlink()
+            partial = await kill_while_streaming(process, root, "slack", fake, lambda m: m.text)
             assert envelope.acked and finished() == []
 
             process = start_channels(root, log)  # Slack does not resend an acknowledged envelope…
@@ -53,7 +55,6 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     assert len(finished()) == 1, log.read_text()
     (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
     assert answer.ts == partial.ts and answer.text.startswith("done: please")
-    transcript = ShipPaths(root).transcript(f"slack:{TEAM}:D0DM").read_text(encoding="utf-8")
-    users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
-    assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
+    # the killed turn left nothing; the replayed one is the only one
+    assert user_lines(ShipPaths(root).transcript(f"slack:{TEAM}:D0DM")) == 1
     assert BOT_TOKEN not in log.read_text() and APP_TOKEN not in log.read_text()

@@ -13,7 +13,14 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels._support import ship_json
-from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded, start_channels, stop
+from tests.support.channel_process import (
+    HOLD,
+    MODEL_MODULE,
+    kill_while_streaming,
+    start_channels,
+    stop,
+    user_lines,
+)
 from tests.support.telegram_server import FakeTelegram, telegram_server
 
 pytestmark = pytest.mark.anyio
@@ -36,12 +43,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
         try:
             await fake.wait_for(lambda: fake.called("getUpdates"), within=60)
             fake.user_message("please")
-            await fake.wait_for(lambda: fake.shown(), within=60)  # the answer has begun streaming
-            await fake.wait_for(lambda: reply_recorded(root, "telegram"), within=60)
-            await stop(process, signal.SIGKILL)
-            (partial,) = fake.shown()
-            assert partial.text.strip() == "done:"
-            (root / HOLD).unlink()
+            partial = await kill_while_streaming(process, root, "telegram", fake, lambda m: m.text)
             polls = len(fake.called("getUpdates"))
 
             process = start_channels(root, log)
@@ -54,9 +56,8 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     assert len(_finished(fake)) == 1, log.read_text()
     (answer,) = fake.shown()  # one message in the chat: the half-written one became the answer
     assert answer.message_id == partial.message_id and answer.text.startswith("done: please")
-    transcript = ShipPaths(root).transcript("telegram:chat:42").read_text(encoding="utf-8")
-    users = [json.loads(line) for line in transcript.splitlines() if json.loads(line).get("role") == "user"]
-    assert len(users) == 1  # the killed turn left nothing; the replayed one is the only one
+    # the killed turn left nothing; the replayed one is the only one
+    assert user_lines(ShipPaths(root).transcript("telegram:chat:42")) == 1
     seen = (root / ".ship" / "channels" / "telegram-seen.jsonl").read_text(encoding="utf-8")
     rows = [json.loads(line) for line in seen.splitlines()]  # accepted, its answer's message, answered
     assert [(row.get("reply"), row.get("done", False)) for row in rows] == [
