@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,7 +43,7 @@ from tests.support.discord_payloads import (
     partial_channel,
     user,
 )
-from tests.support.net import serve_aiohttp
+from tests.support.net import serve_fake
 
 GUILD = 700_000_000_000_000_001
 GUILD_CHANNEL = 710_000_000_000_000_001
@@ -109,6 +109,11 @@ class FakeDiscord:
         app.router.add_get("/attachments/{name}", self._attachment)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
         self.app = app
+
+    async def close_sockets(self) -> None:
+        """Close the gateway connection, if one is open (the server is going away)."""
+        if self._ws is not None:
+            await self._ws.close()
 
     @property
     def api_root(self) -> str:
@@ -506,17 +511,9 @@ def _json(data: Any, status: int = 200) -> web.Response:
     )
 
 
-@asynccontextmanager
-async def discord_server() -> AsyncIterator[FakeDiscord]:
+def discord_server() -> AbstractAsyncContextManager[FakeDiscord]:
     """Serve a :class:`FakeDiscord` on 127.0.0.1 (a free port) in the current event loop."""
-    fake = FakeDiscord()
-    async with serve_aiohttp(fake.app) as url:
-        fake.url = url
-        try:
-            yield fake
-        finally:
-            if fake._ws is not None:
-                await fake._ws.close()
+    return serve_fake(FakeDiscord())
 
 
 __all__ = [

@@ -27,8 +27,8 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,7 +37,7 @@ from aiohttp import WSMsgType, web
 from lark_oapi.ws.pb.pbbp2_pb2 import Frame
 
 from tests.support.feishu_server_files import FilesAndPeople, Upload
-from tests.support.net import serve_aiohttp
+from tests.support.net import serve_fake
 
 APP_ID = "cli_test_app"
 APP_SECRET = "feishu-s3cret-never-shown"
@@ -137,6 +137,11 @@ class FakeFeishu(FilesAndPeople):
         self.app = app
 
     # -- what tests do ----------------------------------------------------------------------------
+
+    async def close_sockets(self) -> None:
+        """Close the gateway connection, if one is open (the server is going away)."""
+        if self._ws is not None:
+            await self._ws.close()
 
     def _next(self, prefix: str) -> str:
         self._n += 1
@@ -509,17 +514,9 @@ class FakeFeishu(FilesAndPeople):
         )
 
 
-@asynccontextmanager
-async def feishu_server() -> AsyncIterator[FakeFeishu]:
+def feishu_server() -> AbstractAsyncContextManager[FakeFeishu]:
     """Serve a :class:`FakeFeishu` on 127.0.0.1 (a free port) in the current event loop."""
-    fake = FakeFeishu()
-    async with serve_aiohttp(fake.app) as url:
-        fake.url = url
-        try:
-            yield fake
-        finally:
-            if fake._ws is not None:
-                await fake._ws.close()
+    return serve_fake(FakeFeishu())
 
 
 __all__ = [

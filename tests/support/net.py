@@ -5,7 +5,7 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -32,3 +32,27 @@ async def serve_aiohttp(app: web.Application, **runner_options: Any) -> AsyncIte
     finally:
         await runner.cleanup()
         sock.close()
+
+
+class _Fake(Protocol):
+    """A platform's fake: an aiohttp app, the URL it is served at, its open WebSockets."""
+
+    app: web.Application
+    url: str
+
+    async def close_sockets(self) -> None: ...
+
+
+FakeT = TypeVar("FakeT", bound=_Fake)
+
+
+@asynccontextmanager
+async def serve_fake(fake: FakeT, **runner_options: Any) -> AsyncIterator[FakeT]:
+    """Serve ``fake`` (:func:`serve_aiohttp`) with its ``url`` set; its WebSockets are closed
+    before the server stops, so a client's gateway sees the connection end."""
+    async with serve_aiohttp(fake.app, **runner_options) as url:
+        fake.url = url
+        try:
+            yield fake
+        finally:
+            await fake.close_sockets()

@@ -25,15 +25,15 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from aiohttp import WSMsgType, web
 
-from tests.support.net import serve_aiohttp
+from tests.support.net import serve_fake
 
 APP_ID = "102000042"
 SECRET = "qq-secret-0123456789abcdef"
@@ -127,6 +127,11 @@ class FakeQQ:
         app.router.add_get("/files/{name}", self._file)
         app.router.add_route("*", "/{path:.*}", self._api)
         self.app = app
+
+    async def close_sockets(self) -> None:
+        """Close the gateway connection, if one is open (the server is going away)."""
+        if self._ws is not None:
+            await self._ws.close()
 
     @property
     def token_url(self) -> str:
@@ -435,17 +440,9 @@ class FakeQQ:
         return web.json_response({"id": self._next_id("reply-"), "timestamp": "2026-11-27T04:00:01+08:00"})
 
 
-@asynccontextmanager
-async def qq_server() -> AsyncIterator[FakeQQ]:
+def qq_server() -> AbstractAsyncContextManager[FakeQQ]:
     """Serve a :class:`FakeQQ` on 127.0.0.1 (a free port) in the current event loop."""
-    fake = FakeQQ()
-    async with serve_aiohttp(fake.app) as url:
-        fake.url = url
-        try:
-            yield fake
-        finally:
-            if fake._ws is not None:
-                await fake._ws.close()
+    return serve_fake(FakeQQ())
 
 
 __all__ = [

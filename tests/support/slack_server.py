@@ -17,15 +17,15 @@ import itertools
 import json
 import time
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 from aiohttp import WSMsgType, web
 
-from tests.support.net import serve_aiohttp
+from tests.support.net import serve_fake
 
 BOT_TOKEN = "xoxb-1-TEST-bot-token-do-not-log"
 APP_TOKEN = "xapp-1-TEST-app-token-do-not-log"
@@ -113,6 +113,11 @@ class FakeSlack:
         self.uploads: dict[str, tuple[str, bytes | None]] = {}  # file id -> (name, bytes once uploaded)
 
     # -- what tests do ----------------------------------------------------------------------------
+
+    async def close_sockets(self) -> None:
+        """Close every open Socket Mode connection (the server is going away)."""
+        for ws in list(self._sockets.values()):
+            await ws.close()
 
     def next_ts(self) -> str:
         return f"{1_800_000_000 + next(self._ts)}.{next(self._ts):06d}"
@@ -467,17 +472,9 @@ def _error(status: int, error: str, retry_after: int | None = None) -> web.Respo
     return web.json_response({"ok": False, "error": error}, status=status, headers=headers)
 
 
-@asynccontextmanager
-async def slack_server() -> AsyncIterator[FakeSlack]:
+def slack_server() -> AbstractAsyncContextManager[FakeSlack]:
     """Serve a :class:`FakeSlack` on 127.0.0.1 (a free port) in the current event loop."""
-    fake = FakeSlack()
-    async with serve_aiohttp(fake.app, access_log=None) as url:
-        fake.url = url
-        try:
-            yield fake
-        finally:
-            for ws in list(fake._sockets.values()):
-                await ws.close()
+    return serve_fake(FakeSlack(), access_log=None)
 
 
 __all__ = [
