@@ -171,7 +171,7 @@ class ChannelTurnQueue(Protocol):
 
 async def queued_state(queue: ChannelTurnQueue, channel: str, message: InboundMessage) -> str:
     """``/status``'s last line in durable mode: what the workers do with the chat's turns."""
-    prefix = request_id_of(channel, message).removesuffix(message.message_id)
+    prefix = _chat_prefix(channel, message)
     try:
         running, waiting = await queue.channel_turns(message.chat_key, request_prefix=prefix)
     except Exception as exc:
@@ -192,6 +192,11 @@ def durable_queue(agent: ShipAgent) -> ChannelTurnQueue | None:
 def request_id_of(channel: str, message: InboundMessage) -> str:
     """The turn's request id (its workflow id in durable mode): one per platform message."""
     return f"{channel}:{message.chat_id}:{message.message_id}"
+
+
+def _chat_prefix(channel: str, message: InboundMessage) -> str:
+    """How every request id of ``message``'s chat starts (``<channel>:<chat id>:``)."""
+    return request_id_of(channel, message).removesuffix(message.message_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +295,7 @@ async def stop_turn(
     (under the message it answers), or ``Nothing is running.`` under the ``/stop``. A worker that
     was running the turn sends nothing more for it.
     """
-    prefix = request_id_of(channel, message).removesuffix(message.message_id)
+    prefix = _chat_prefix(channel, message)
     try:
         stopped = await queue.stop_channel_turn(message.chat_key, request_prefix=prefix)
     except Exception as exc:

@@ -154,8 +154,8 @@ class PassiveReplies:
     async def _passive(self, chat: InboundMessage, where: str, build: _Build) -> tuple[SentMessage, bool]:
         """Send what ``build`` makes for the next ``msg_seq`` as a reply to ``chat`` (a group or C2C
         message); whether it was the last reply of its text."""
+        seq = self._next(chat.message_id)
         retry = self._retry.pop(chat.message_id, None)
-        seq = retry[0] if retry is not None else self._seqs.get(chat.message_id, 1)
         while True:
             message, last = build(seq)  # raises past the numbers this text may use
             self._take(chat.message_id, seq + 1)
