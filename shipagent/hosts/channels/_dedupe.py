@@ -24,7 +24,6 @@ between two writes leaves a file that reads as the state before the torn write.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ import anyio
 import anyio.to_thread
 
 from ... import jsonl
+from ..._cache import BoundedCache
 
 __all__ = ["Dedupe"]
 
@@ -42,7 +42,7 @@ class Dedupe:
     def __init__(self, directory: Path, channel: str, *, window: int = 10_000) -> None:
         self.path = directory / f"{channel}-seen.jsonl"
         self.window = window
-        self._seen: OrderedDict[tuple[str, str], None] = OrderedDict()
+        self._seen: BoundedCache[tuple[str, str], None] = BoundedCache(window)  # the newest last
         self._open: dict[tuple[str, str], dict[str, Any]] = {}  # accepted, not answered yet
         self._replies: dict[tuple[str, str], list[str]] = {}  # open -> the messages its answer was posted as
         self._lines = 0
@@ -62,11 +62,8 @@ class Dedupe:
                 self._open[key] = row["payload"]
             if isinstance(row.get("reply"), list) and key in self._open:
                 self._replies[key] = [str(sent) for sent in row["reply"]]
-            self._seen[key] = None
-            self._seen.move_to_end(key)
+            self._seen[key] = None  # its last line is its place in the window
             self._lines += 1
-        while len(self._seen) > self.window:
-            self._seen.popitem(last=False)
 
     def _append(self, row: dict[str, Any]) -> None:
         jsonl.append_line(self.path, row, sync=True)  # on disk before the platform is told
@@ -100,8 +97,6 @@ class Dedupe:
             if key in self._seen:
                 return False
             self._seen[key] = None
-            while len(self._seen) > self.window:
-                self._seen.popitem(last=False)
             row: dict[str, Any] = {"chat": chat_id, "message": message_id}
             if payload is not None:
                 row["payload"] = payload

@@ -13,8 +13,9 @@ the bot was never meant to read. The number of groups kept is bounded too.
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import deque
 
+from ..._cache import BoundedCache
 from ...results import Sender
 from ._types import InboundMessage
 
@@ -37,8 +38,7 @@ class GroupChatter:
 
     def __init__(self, limit: int, *, max_groups: int = MAX_GROUPS) -> None:
         self.limit = limit
-        self.max_groups = max_groups
-        self._chats: OrderedDict[str, deque[str]] = OrderedDict()
+        self._chats: BoundedCache[str, deque[str]] = BoundedCache(max_groups)  # the most recently active last
 
     def keep(self, message: InboundMessage) -> None:
         """Remember ``message`` (a group message that did not address the bot), if any are kept."""
@@ -49,11 +49,13 @@ class GroupChatter:
             return
         sender = sender_of(message)
         line = f"{sender.label}: {text}" if sender is not None else text
-        lines = self._chats.pop(message.chat_key, None) or deque(maxlen=self.limit)
+        lines = self._chats.get(message.chat_key) or deque(maxlen=self.limit)
         lines.append(line)
-        self._chats[message.chat_key] = lines  # the most recently active last
-        while len(self._chats) > self.max_groups:
-            self._chats.popitem(last=False)
+        self._chats[message.chat_key] = lines
+
+    @property
+    def max_groups(self) -> int:
+        return self._chats.max_size
 
     def take(self, chat_key: str) -> str | None:
         """The preface for the chat's next turn (and forget those messages), or ``None``."""

@@ -14,11 +14,11 @@ durable mode when retries must be exactly-once across restarts.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from types import TracebackType
 
+from ..._cache import BoundedCache
 from ...events import Done, RunEvent
 from ...results import AgentResult
 from ._wire import ApiError
@@ -74,12 +74,16 @@ class Claim:
 
 
 class IdempotencyKeys:
-    """Keys seen by this process: ``running`` or ``done``, oldest forgotten first."""
+    """Keys seen by this process: ``running`` or ``done``, the least recently written forgotten first."""
 
     def __init__(self, enabled: bool, remembered: int = REMEMBERED) -> None:
         self.enabled = enabled
-        self.remembered = remembered
-        self._seen: OrderedDict[str, str] = OrderedDict()
+        self._seen: BoundedCache[str, str] = BoundedCache(remembered)
+
+    @property
+    def remembered(self) -> int:
+        """How many keys are kept (the oldest goes first beyond it)."""
+        return self._seen.max_size
 
     def claim(self, key: str | None, scope: str) -> Claim:
         """Hold ``key`` for a new turn; 409 when a turn with it runs or ran.
@@ -92,7 +96,7 @@ class IdempotencyKeys:
             return Claim(None, None)
         sent = key
         key = f"{scope}\n{key}"  # a chat key holds no newline
-        state = self._seen.get(key)
+        state = self._seen.peek(key)  # a refused retry does not keep the key longer
         if state == "running":
             raise ApiError(
                 409,
@@ -108,8 +112,6 @@ class IdempotencyKeys:
                 "Send a new key for a new turn",
             )
         self._seen[key] = "running"
-        while len(self._seen) > self.remembered:
-            self._seen.popitem(last=False)
         return Claim(self, key)
 
     def finished(self, key: str) -> None:

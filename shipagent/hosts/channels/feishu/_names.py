@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
 import anyio
 import anyio.to_thread
+
+from ...._cache import BoundedCache
 
 __all__ = ["KEEP", "RETRY", "TTL", "WAIT", "Names"]
 
@@ -54,10 +55,9 @@ class Names:
     ) -> None:
         self._client = client
         self._clean = clean  # hides the app secret in what is logged
-        self._keep = keep
         self._ttl = ttl
         self._wait = wait
-        self._known: OrderedDict[str, tuple[str, float]] = OrderedDict()  # open_id -> (name, until)
+        self._known: BoundedCache[str, tuple[str, float]] = BoundedCache(keep)  # open_id -> (name, until)
         self._warned = False
         self.lookups = 0
         """How many times Feishu was asked (a cached name asks nothing)."""
@@ -66,9 +66,9 @@ class Names:
         if not open_id.startswith("ou_"):
             return open_id
         now = time.monotonic()
-        kept = self._known.get(open_id)
+        kept = self._known.peek(open_id)
         if kept is not None and kept[1] > now:
-            self._known.move_to_end(open_id)
+            self._known.get(open_id)  # a name in use is the last to go
             return kept[0]
         name: str = ""
         problem: str | None = f"no answer within {self._wait:g} s"
@@ -83,9 +83,6 @@ class Names:
                 SCOPE,
             )
         self._known[open_id] = (name or open_id, now + (self._ttl if name else RETRY))
-        self._known.move_to_end(open_id)
-        while len(self._known) > self._keep:
-            self._known.popitem(last=False)
         return name or open_id
 
     def _ask(self, open_id: str) -> tuple[str, str | None]:
