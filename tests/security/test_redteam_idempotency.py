@@ -41,3 +41,19 @@ def test_another_chats_idempotency_key_is_not_shared(hostile: Hostile) -> None:
     assert _post(hostile, "api:chat:carol", ADMIN_KEY, "order-4711").status_code == 200
     answer = _post(hostile, "web:eve", WEB_KEY, "order-4711")
     assert answer.status_code == 200, answer.text
+
+
+def test_the_least_recently_written_key_is_forgotten_beyond_the_bound() -> None:
+    keys = IdempotencyKeys(enabled=True, remembered=2)
+    with keys.claim("a", scope="web:eve"):
+        pass
+    with keys.claim("b", scope="web:eve"):
+        pass
+    with pytest.raises(ApiError):  # refused: the lookup does not make "a" recent
+        keys.claim("a", scope="web:eve")
+    with keys.claim("c", scope="web:eve"):  # a third key pushes out the oldest, "a"
+        pass
+    with keys.claim("a", scope="web:eve"):  # forgotten: runs again
+        pass
+    with pytest.raises(ApiError):
+        keys.claim("c", scope="web:eve")

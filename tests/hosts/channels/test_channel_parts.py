@@ -134,3 +134,39 @@ def test_the_telegram_config_validates_like_the_rest_of_ship_json() -> None:
     with pytest.raises(ConfigError, match="TG_TOKEN"):
         parse_config({"channels": {"telegram": {"enabled": True, "botToken": "${TG_TOKEN}"}}}, env={})
     assert "channels" in json.dumps(type(config).model_json_schema(by_alias=True))
+
+
+def test_group_chatter_keeps_the_last_lines_of_the_most_recently_active_groups() -> None:
+    from shipagent.hosts.channels._types import InboundMessage
+    from shipagent.hosts.channels._unaddressed import GroupChatter
+
+    chatter = GroupChatter(2, max_groups=2)
+
+    def said(group: str, text: str) -> None:
+        chatter.keep(
+            InboundMessage(
+                channel="telegram",
+                chat_key=f"telegram:chat:{group}",
+                chat_id=group,
+                message_id=text,
+                sender_id="7",
+                sender_name="Ann",
+                text=text,
+                is_group=True,
+            )
+        )
+
+    said("-1", "one")
+    said("-2", "two")
+    said("-1", "three")  # -1 is the most recently active again
+    said("-1", "four")
+    said("-3", "five")  # beyond two groups: -2, quiet longest, is dropped
+
+    def lines(chat: str) -> list[str]:
+        kept = chatter.take(f"telegram:chat:{chat}")
+        return [] if kept is None else [line.rsplit(": ", 1)[1] for line in kept.splitlines()[1:]]
+
+    assert lines("-2") == []
+    assert lines("-1") == ["three", "four"]  # the last two lines only
+    assert lines("-1") == []  # taken once
+    assert lines("-3") == ["five"]
