@@ -102,8 +102,12 @@ def _real(file: str) -> Path:
 
 
 @functools.lru_cache(maxsize=64)
-def _project_modules(roots: tuple[Path, ...], loaded: int) -> tuple[ModuleType, ...]:
-    """Imported modules whose file lies under ``roots``; ``loaded`` (the module count) keys the cache."""
+def _project_modules(roots: tuple[Path, ...], loaded: frozenset[str]) -> tuple[ModuleType, ...]:
+    """Imported modules whose file lies under ``roots``; ``loaded`` (the imported names) keys the cache.
+
+    The names, not their count: a module unloaded and another imported leave the count as it was,
+    and the new module's files must be protected too.
+    """
     del loaded
     found = []
     for module in list(sys.modules.values()):
@@ -148,7 +152,7 @@ def agent_files(config: ShipConfig, project_root: Path, writable: Iterable[Path]
     for profile in config.profiles.values():
         if profile.agent_md:
             add(root / profile.agent_md)
-    for module in _project_modules(tuple(roots), len(sys.modules)):
+    for module in _project_modules(tuple(roots), frozenset(sys.modules)):
         for path in _module_paths(module):
             if path.name == "__pycache__":
                 with contextlib.suppress(OSError):
@@ -190,7 +194,7 @@ def missing_agent_files(config: ShipConfig, project_root: Path) -> list[Path]:
     root = project_root.resolve()
     paths = [root / n for n in (*_DEFINING, ".env", *config.skills.paths)]
     paths += [root / p.agent_md for p in config.profiles.values() if p.agent_md]
-    for module in _project_modules((root,), len(sys.modules)):
+    for module in _project_modules((root,), frozenset(sys.modules)):
         path = _real(str(module.__file__))
         if path.suffix == ".py" and path.name != "__init__.py":
             paths.append(path.with_suffix(""))

@@ -8,7 +8,10 @@ command creates where none was is moved to ``.ship/refused/``.
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
+from pathlib import Path
 
 from .conftest import Hostile, defining_files
 
@@ -65,3 +68,25 @@ def test_after_a_restart_the_agent_is_unchanged(hostile: Hostile) -> None:
     output = hostile.shell("cat .env")  # still sandboxed after the restart
     assert "DOTENV_SECRET" not in output["stdout"] and output["exitCode"] != 0
     assert hostile.turn("web:alice", "hello")["output"] == "echo: hello"
+
+
+def test_a_module_imported_in_place_of_an_unloaded_one_is_protected_too(tmp_path: Path) -> None:
+    """The protected modules are found again when the imported set changes, even at the same count."""
+    from shipagent.config import ShipConfig
+    from shipagent.tools._confine import agent_files
+
+    for name in ("ship_confine_first", "ship_confine_second"):
+        (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("ship_confine_first")
+        assert tmp_path / "ship_confine_first.py" in agent_files(ShipConfig(), tmp_path)
+        count = len(sys.modules)
+        del sys.modules["ship_confine_first"]
+        importlib.import_module("ship_confine_second")
+        assert len(sys.modules) == count
+        assert tmp_path / "ship_confine_second.py" in agent_files(ShipConfig(), tmp_path)
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("ship_confine_first", "ship_confine_second"):
+            sys.modules.pop(name, None)
