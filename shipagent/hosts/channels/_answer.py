@@ -37,7 +37,7 @@ from ._types import (
     TransientSendError,
 )
 from ._unaddressed import GroupChatter, sender_of
-from ._writer import Pacer, ReplyWriter
+from ._writer import Pacer, ReplyWriter, SendSink
 
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
@@ -66,19 +66,7 @@ class _Steps:
     lines: list[str]
 
 
-class _Sink:
-    """What the turn's ``chat_send`` talks to (``ToolExecutionContext.channel``)."""
-
-    def __init__(self, writer: ReplyWriter) -> None:
-        self.writer = writer
-        self.sent: list[str] = []
-
-    async def send_text(self, chat_key: str, text: str) -> None:
-        await self.writer.send_separate(text)
-        self.sent.append(text)
-
-
-class _FileSink(_Sink):
+class _FileSink(SendSink):
     """The sink of a platform that takes files: ``chat_send_file`` delivers through it too."""
 
     async def send_file(self, chat_key: str, file: OutgoingFile) -> None:
@@ -135,7 +123,7 @@ class Answerer:
             resume=await self.dedupe.replies([(m.chat_id, m.message_id) for m in batch]),
             record=partial(self.dedupe.replied, message.chat_id, message.message_id),
         )
-        sink = _FileSink(writer) if self.outbound.capabilities.send_file else _Sink(writer)
+        sink = _FileSink(writer) if self.outbound.capabilities.send_file else SendSink(writer)
         tools_running = 0
         steps: _Steps | None = None
         failure: str | None = None

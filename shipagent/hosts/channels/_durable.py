@@ -45,7 +45,7 @@ from ._commands import NOTHING_RUNNING, STOPPED
 from ._delivery import retrying, with_plain_fallback
 from ._incoming import receive_file
 from ._types import InboundMessage, Outbound, PermanentSendError, TransientSendError
-from ._writer import ReplyWriter
+from ._writer import ReplyWriter, SendSink
 
 if TYPE_CHECKING:
     from ...agent._agent import ShipAgent
@@ -323,18 +323,6 @@ async def _say(outbound: Outbound, message: InboundMessage, text: str) -> None:
         log.error("%s: could not send to chat %s: %s", message.channel, message.chat_id, exc)
 
 
-class _Sink:
-    """``chat_send`` in a worker's turn: sent at once, through the worker's own sender."""
-
-    def __init__(self, writer: ReplyWriter) -> None:
-        self.writer = writer
-        self.sent: list[str] = []
-
-    async def send_text(self, chat_key: str, text: str) -> None:
-        await self.writer.send_separate(text)
-        self.sent.append(text)
-
-
 class WorkerReply:
     """The reply of one durable channel turn, written by the worker that runs the turn.
 
@@ -347,7 +335,7 @@ class WorkerReply:
         self.outbound = outbound
         self.reply = reply
         self.writer = ReplyWriter(outbound, reply.message, limit=reply.limit, stream=False)
-        self.sink = _Sink(self.writer)
+        self.sink = SendSink(self.writer)
 
     async def run(self, turn: Callable[[ReplyChannel], Awaitable[AgentResult]]) -> AgentResult:
         """``turn(channel)`` with the typing indicator shown while it runs.

@@ -35,7 +35,7 @@ from ._types import Button, InboundMessage, Outbound, PermanentSendError, SentMe
 if TYPE_CHECKING:
     from ...tools.execution import OutgoingFile
 
-__all__ = ["Pacer", "ReplyWriter"]
+__all__ = ["Pacer", "ReplyWriter", "SendSink"]
 
 log = logging.getLogger("shipagent.hosts.channels")
 
@@ -318,3 +318,17 @@ def _cut_at(text: str, limit: int) -> int:
         if at > limit // 4:
             return at + len(sep)
     return limit
+
+
+class SendSink:
+    """What a turn's ``chat_send`` talks to (``ToolExecutionContext.channel``): each text is sent
+    at once as its own message, through the turn's writer, and remembered (something was said,
+    so no "(no answer)" follows)."""
+
+    def __init__(self, writer: ReplyWriter) -> None:
+        self.writer = writer
+        self.sent: list[str] = []
+
+    async def send_text(self, chat_key: str, text: str) -> None:
+        await self.writer.send_separate(text)
+        self.sent.append(text)
