@@ -44,7 +44,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from shipagent import ShipAgent
-from shipagent.store.logs import MessageLog, Transcript
+from shipagent.store.logs import AgentContextLog, MessageLog, Transcript
 
 SIZES = (10, 100, 1000)
 Turn = Callable[[int], Awaitable[None]]
@@ -102,6 +102,7 @@ async def ship(n: int, root: Path) -> Turn:
     log, transcript = MessageLog(agent.paths), Transcript(agent.paths)
     log.append_turn("bench:chat", "seed", history)
     transcript.append_turn("bench:chat", "seed", "seeded", "seeded")
+    AgentContextLog(agent.paths).append("bench:chat", "seed", "seeded", "seeded", [])  # a whole turn
 
     async def turn(i: int) -> None:
         result = await agent.run("bench:chat", f"turn {i}")
