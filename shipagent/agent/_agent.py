@@ -423,8 +423,8 @@ class ShipAgent:
     def history(self, chat_key: str) -> list[ModelMessage]:
         """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
 
-        In a durable cluster on Postgres: from the database, as the last turn committed it —
-        which code on an event loop awaits with :meth:`ahistory` (here it would block the loop).
+        In a durable cluster on Postgres: from the database, as the last turn committed it (code on
+        an event loop awaits :meth:`ahistory`, :meth:`aexpand` and :meth:`areconstruct` there).
         """
         return self.store.history_sync(validate_chat_key(chat_key), self.chats)
 
@@ -435,8 +435,6 @@ class ShipAgent:
     def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
         """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
 
-        On an event loop in a durable cluster, await :meth:`aexpand`.
-
         Raises:
             KeyError: the chat has no summary with that id.
         """
@@ -445,8 +443,7 @@ class ShipAgent:
 
     async def aexpand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
         """:meth:`expand` for code on an event loop."""
-        key = validate_chat_key(chat_key)
-        return await self.store.expand(key, summary_id)
+        return await self.store.expand(validate_chat_key(chat_key), summary_id)
 
     def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
         """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
@@ -454,8 +451,6 @@ class ShipAgent:
 
     def reconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
         """The exact messages model request ``step`` of turn ``request_id`` sent, from the stores.
-
-        On an event loop in a durable cluster, await :meth:`areconstruct`.
 
         Raises:
             KeyError: no such record, or the stores no longer hold what it names.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-import weakref
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -97,15 +96,14 @@ class PgPool:
     :func:`asyncio.run`). So the pool keeps its connections per loop, made lazily on the loop
     that asks: each loop reuses its own, at most ``size`` at a time, and never touches another
     loop's. A caller that runs a loop of its own for one call (:func:`~shipagent.store._pg_sync.blocking`)
-    closes its share before that loop ends (:meth:`release`).
+    closes its share before that loop ends (:meth:`release`); the share of any other loop that has
+    ended (``ShipAgent.run_sync``'s, a CLI command's) is dropped when the next loop asks.
     """
 
     def __init__(self, url: str, *, size: int = 4) -> None:
         self.url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self._size = size
-        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopConns] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopConns] = {}
         self._loops_lock = threading.Lock()
         self._schema_ready = False
 
@@ -115,6 +113,8 @@ class PgPool:
         with self._loops_lock:
             conns = self._loops.get(loop)
             if conns is None:
+                for ended in [other for other in self._loops if other.is_closed()]:
+                    del self._loops[ended]  # its idle connections are dropped (and closed as they go)
                 conns = self._loops[loop] = _LoopConns(self._size)
             return conns
 

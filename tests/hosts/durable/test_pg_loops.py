@@ -168,3 +168,30 @@ async def test_a_sync_read_on_a_running_loop_in_a_cluster_names_what_to_await(
             await agent.aexpand(KEY, "S0-1")
     finally:
         await agent.handover.aclose()
+
+
+def test_one_store_serves_two_event_loops_at_once_each_on_its_own_connections(pg_database: str) -> None:
+    """Serve's loop and a worker thread's loop share an agent's store: neither uses the other's connections."""
+    stores = PgStores(pg_database)
+    both_connected = threading.Barrier(2, timeout=60)
+    backends: dict[str, list[int]] = {}
+
+    def on_a_loop_of_its_own(name: str) -> None:
+        async def main() -> None:
+            pids = backends.setdefault(name, [])
+            for n in range(6):
+                (row,) = await stores.pool.fetch("SELECT pg_backend_pid()")
+                pids.append(int(row[0]))
+                if n == 0:  # both loops hold a connection before either goes on
+                    await anyio.to_thread.run_sync(both_connected.wait)
+            await stores.pool.release()
+
+        anyio.run(main)
+
+    threads = [threading.Thread(target=on_a_loop_of_its_own, args=(name,)) for name in ("serve", "worker")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [len(set(backends[name])) for name in ("serve", "worker")] == [1, 1]  # each reuses its own
+    assert backends["serve"][0] != backends["worker"][0]
