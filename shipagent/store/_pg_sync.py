@@ -62,7 +62,7 @@ def blocking(pool: PgPool, call: Callable[[], Awaitable[_T]], *, instead: str) -
         pass
     else:
         raise ShipAgentError(
-            "this read waits for the cluster's Postgres database and would block the running event "
+            "this call waits for the cluster's Postgres database and would block the running event "
             f"loop (every other task on it) until the database answers: await {instead} instead"
         )
     started = False
