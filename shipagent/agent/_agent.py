@@ -423,9 +423,14 @@ class ShipAgent:
     def history(self, chat_key: str) -> list[ModelMessage]:
         """The chat's current history (loaded from ``.ship/`` if this process has not seen it).
 
-        In a durable cluster on Postgres: from the database, as the last turn committed it.
+        In a durable cluster on Postgres: from the database, as the last turn committed it (code on
+        an event loop awaits :meth:`ahistory`, :meth:`aexpand` and :meth:`areconstruct` there).
         """
         return self.store.history_sync(validate_chat_key(chat_key), self.chats)
+
+    async def ahistory(self, chat_key: str) -> list[ModelMessage]:
+        """:meth:`history` for code on an event loop."""
+        return await self.store.history_async(validate_chat_key(chat_key), self.chats)
 
     def expand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
         """The messages compaction summary ``summary_id`` replaced, exactly as they were committed.
@@ -435,6 +440,10 @@ class ShipAgent:
         """
         key = validate_chat_key(chat_key)
         return self.store.message_log_sync(key).expand(key, summary_id)
+
+    async def aexpand(self, chat_key: str, summary_id: str) -> list[ModelMessage]:
+        """:meth:`expand` for code on an event loop."""
+        return await self.store.expand(validate_chat_key(chat_key), summary_id)
 
     def ledger(self, chat_key: str, *, last: int | None = None) -> list[RequestRecord]:
         """What each model request of the chat carried (``.ship/chats/<key>/requests.jsonl``)."""
@@ -448,6 +457,14 @@ class ShipAgent:
         """
         key = validate_chat_key(chat_key)
         return self._ledger.reconstruct(key, request_id, step, messages=self.store.message_log_sync(key))
+
+    async def areconstruct(self, chat_key: str, request_id: str, step: int) -> list[ModelMessage]:
+        """:meth:`reconstruct` for code on an event loop (the ledger's files are read in a thread)."""
+        key = validate_chat_key(chat_key)
+        log = await self.store.message_log_async(key)
+        return await anyio.to_thread.run_sync(
+            partial(self._ledger.reconstruct, key, request_id, step, messages=log)
+        )
 
     async def note_undelivered(self, chat_key: str, request_id: str, reason: str) -> None:
         """Record in the chat's transcript that turn ``request_id``'s answer never reached the user.

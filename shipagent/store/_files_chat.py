@@ -214,6 +214,13 @@ class FileChatStore(StoreBase):
     def message_log_sync(self, chat_key: str) -> MessageLog:
         return self.message_log
 
+    async def history_async(self, chat_key: str, chats: CachedChats) -> builtins.list[ModelMessage]:
+        """:meth:`history_sync` for code on an event loop (hydrating reads the files in a thread)."""
+        return await chats.aget(chat_key)
+
+    async def message_log_async(self, chat_key: str) -> MessageLog:
+        return self.message_log
+
     def sync_context_files(self) -> ContextFiles:
         return self.files
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -70,33 +72,51 @@ def redact(url: str) -> str:
     return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{tail}" if ":" in userinfo else url
 
 
+@dataclass
+class _LoopConns:
+    """One event loop's share of a pool: its idle connections and its slots."""
+
+    size: int
+    idle: list[Any] = field(default_factory=list)
+    slots: anyio.Semaphore = field(init=False)
+    schema_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def __post_init__(self) -> None:
+        self.slots = anyio.Semaphore(self.size)
+
+
 class PgPool:
     """A few psycopg 3 async connections reused across calls (autocommit; transactions explicit).
 
     A connection that fails or is left inside a transaction is closed rather than reused, so a
     killed backend never poisons later calls.
+
+    A psycopg connection belongs to the event loop that opened it, and one agent is driven from
+    more than one loop (a worker's, serve's, a CLI's ``anyio.run`` per command, a sync caller's
+    :func:`asyncio.run`). So the pool keeps its connections per loop, made lazily on the loop
+    that asks: each loop reuses its own, at most ``size`` at a time, and never touches another
+    loop's. A caller that runs a loop of its own for one call (:func:`~shipagent.store._pg_sync.blocking`)
+    closes its share before that loop ends (:meth:`release`); the share of any other loop that has
+    ended (``ShipAgent.run_sync``'s, a CLI command's) is dropped when the next loop asks.
     """
 
     def __init__(self, url: str, *, size: int = 4) -> None:
         self.url = url.replace("postgresql+psycopg://", "postgresql://", 1)
         self._size = size
-        self._idle: list[Any] = []
-        self._slots = anyio.Semaphore(size)
+        self._loops: dict[asyncio.AbstractEventLoop, _LoopConns] = {}
+        self._loops_lock = threading.Lock()
         self._schema_ready = False
-        self._schema_lock = anyio.Lock()
-        self._loop: object = None
 
-    def _on_this_loop(self) -> None:
-        """Start over on an event loop other than the last one's (a CLI's ``anyio.run`` per command).
-
-        A psycopg connection belongs to the loop that opened it: the idle ones of an earlier
-        loop are dropped (that loop is gone or busy elsewhere), not reused.
-        """
+    def _here(self) -> _LoopConns:
+        """This loop's connections (made on its first call)."""
         loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop, self._idle = loop, []
-            self._slots = anyio.Semaphore(self._size)
-            self._schema_lock = anyio.Lock()
+        with self._loops_lock:
+            conns = self._loops.get(loop)
+            if conns is None:
+                for ended in [other for other in self._loops if other.is_closed()]:
+                    del self._loops[ended]  # its idle connections are dropped (and closed as they go)
+                conns = self._loops[loop] = _LoopConns(self._size)
+            return conns
 
     async def _connect(self) -> Any:
         import psycopg
@@ -112,17 +132,17 @@ class PgPool:
         """A connection for one call; the schema exists by the time it is handed out."""
         from psycopg.pq import TransactionStatus
 
-        self._on_this_loop()
         await self.ensure_schema()
-        async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
+        here = self._here()
+        async with here.slots:
+            conn = here.idle.pop() if here.idle else await self._connect()
             healthy = False
             try:
                 yield conn
                 healthy = True
             finally:
                 if healthy and not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE:
-                    self._idle.append(conn)
+                    here.idle.append(conn)
                 else:
                     await conn.close()
 
@@ -136,7 +156,7 @@ class PgPool:
     async def ensure_schema(self) -> None:
         if self._schema_ready:
             return
-        async with self._schema_lock:
+        async with self._here().schema_lock:
             if self._schema_ready:
                 return
             conn = await self._connect()
@@ -161,10 +181,19 @@ class PgPool:
                 await conn.close()
             self._schema_ready = True
 
-    async def close(self) -> None:
-        idle, self._idle = self._idle, []
-        for conn in idle:
+    async def release(self) -> None:
+        """Close this loop's idle connections and forget its share (before the loop ends)."""
+        with self._loops_lock:
+            conns = self._loops.pop(asyncio.get_running_loop(), None)
+        for conn in conns.idle if conns is not None else ():
             await conn.close()
+
+    async def close(self) -> None:
+        """Close this loop's idle connections (another loop's are its own: they go with it).
+
+        The pool stays usable: a later call opens connections again.
+        """
+        await self.release()
 
 
 async def append_rows(conn: Any, table: str, chat_key: str, records: Sequence[dict[str, Any]]) -> int:

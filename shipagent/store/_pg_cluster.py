@@ -1,10 +1,11 @@
-"""The Postgres ChatStore of a durable cluster, with the blocking reads the sync APIs need.
+"""The Postgres ChatStore of a durable cluster, and the sync reads its public API still offers.
 
 :class:`PgClusterStore` is :class:`~shipagent.store.PgStores` (the turn's async reads and its
-one-transaction commit) plus the sync side of the same chats — ``history_sync``,
-``message_log_sync``, the context files and the card store — through the process's
-:class:`~shipagent.store._bridge.PgBridge`. The bridge stays behind this backend: the agent
-asks its store, whichever it is, and the files backend answers the same calls from ``.ship/``.
+one-transaction commit) plus what the agent asks every store for: the chat's history and message
+log outside a turn, the context files and the card store. Async callers await them on their own
+loop (the pool keeps connections per loop); ``history_sync`` and ``message_log_sync`` serve
+``ShipAgent.history``/``expand``/``reconstruct`` through :func:`~shipagent.store._pg_sync.blocking`
+— from a worker thread or code with no loop, never on a running loop's thread.
 
 When ship.json says ``durable`` on a ``postgresql://`` database, the chats live in Postgres and
 each machine's ``.ship/`` holds none of them; serve lists them with :meth:`PgStores.list_chats`.
@@ -13,33 +14,23 @@ each machine's ``.ship/`` holds none of them; serve lists them with :meth:`PgSto
 from __future__ import annotations
 
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from pydantic_ai.messages import ModelMessage
 
 from ..chatkeys import ShipPaths
-from ._bridge import PgBridge
+from ._pg_files import ClusterContextFiles
+from ._pg_sync import blocking, pg_errors
 from ._postgres import PgStores
 from ._record import CachedChats
-from ._records import records_log
 from .cards import CardBoxStore
 from .files import ContextFiles
 from .logs import MessageLog
-
-if TYPE_CHECKING:
-    from ._shared_cards import SharedCardBoxStore
-    from ._shared_files import SharedContextFiles
 
 __all__ = ["PgClusterStore"]
 
 
 class PgClusterStore(PgStores):
-    """A cluster's chats on Postgres: the async store and its bridged sync reads.
-
-    The sync reads serve callers that cannot await (``ShipAgent.history``/``expand``/
-    ``reconstruct``, the sync context-files API the tools and CLIs use, handover's cards from any
-    event loop). They work from any thread and from code with no event loop; the turn's own
-    reads and writes are async and need no bridge.
+    """A cluster's chats on Postgres: the async store and the sync reads of its public API.
 
     Args:
         url: the database (ship.json ``durable.database``).
@@ -60,35 +51,33 @@ class PgClusterStore(PgStores):
         self.url = url
 
     @cached_property
-    def bridge(self) -> PgBridge:
-        """The blocking side's way in, made on first use (one bridge per database per process)."""
-        return PgBridge.for_url(self.url)
+    def _files(self) -> ClusterContextFiles:
+        return ClusterContextFiles(self.paths, self)
 
-    @cached_property
-    def _files_sync(self) -> SharedContextFiles:
-        from ._shared_files import SharedContextFiles
+    async def history_async(self, chat_key: str, chats: CachedChats) -> list[ModelMessage]:
+        """The chat as the last turn committed it, whichever worker did (never this process's copy)."""
+        with pg_errors(self.pool.url):
+            messages: list[ModelMessage] = await self.messages.rebuild(chat_key)
+        return messages
 
-        return SharedContextFiles(self.paths, self.bridge)
-
-    @cached_property
-    def _cards_sync(self) -> SharedCardBoxStore:
-        from ._shared_cards import SharedCardBoxStore
-
-        return SharedCardBoxStore(self.bridge, project_id=self.cards.project_id)
+    async def message_log_async(self, chat_key: str) -> MessageLog:
+        """The chat's message log, read now (``expand``, ``reconstruct``, ``context_expand``)."""
+        with pg_errors(self.pool.url):
+            return await self._log(chat_key)
 
     def history_sync(self, chat_key: str, chats: CachedChats) -> list[ModelMessage]:
-        """The chat as the last turn committed it, whichever worker did (never this process's copy)."""
-        return self.bridge.call(lambda s: s.messages.rebuild(chat_key))
+        """:meth:`history_async` for a caller that cannot await (see :func:`blocking`)."""
+        return blocking(self.pool, lambda: self.messages.rebuild(chat_key), instead="ShipAgent.ahistory()")
 
     def message_log_sync(self, chat_key: str) -> MessageLog:
-        """The chat's message log, read now (``expand``, ``reconstruct``, ``context_expand``)."""
-        records = self.bridge.call(lambda s: s.messages.records(chat_key))
-        return records_log(chat_key, [r.data for r in records])
+        """:meth:`message_log_async` for a caller that cannot await (see :func:`blocking`)."""
+        instead = "ShipAgent.aexpand() or ShipAgent.areconstruct()"
+        return blocking(self.pool, lambda: self._log(chat_key), instead=instead)
 
     def sync_context_files(self) -> ContextFiles:
-        """The context files every worker reads and writes (the tools' sync API)."""
-        return self._files_sync
+        """The context files every worker reads and writes (the tools' API)."""
+        return self._files
 
     def turn_card_store(self) -> CardBoxStore | None:
-        """Handover's cards and boxes: the rows the commits write output boxes to."""
-        return self._cards_sync
+        """Handover's cards and boxes: the rows the commits write output boxes to (this pool's)."""
+        return self.cards

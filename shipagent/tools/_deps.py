@@ -9,7 +9,7 @@ without a ``ctx`` parameter (user tools, context providers); it reads the same
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -39,12 +39,12 @@ class TurnStores:
     Attributes:
         transcript: the shared transcript ``chat_load_history`` reads.
         agent_context: the shared agent-context log ``agent_load_context`` reads.
-        message_log: makes the chat's message log (blocking) that ``context_expand`` reads.
+        message_log: reads the chat's message log that ``context_expand`` pages (awaited on the run's loop).
     """
 
     transcript: RecordTail | None = None
     agent_context: RecordTail | None = None
-    message_log: Callable[[str], MessageLog] | None = None
+    message_log: Callable[[str], Awaitable[MessageLog]] | None = None
 
 
 FILE_STORES = TurnStores()

@@ -459,23 +459,25 @@ async def _keep_full_output(
     if path is None:
         return text, None, None
     if size > OUTPUT_CAP_BYTES:
-        files = context_files_for(ctx)
         try:
-            ref = await anyio.to_thread.run_sync(
-                lambda: files.add_artifact_file(
-                    ctx.chat_key,
-                    path,
-                    name=f"exec_shell {name}: {command[:80]}",
-                    source="tool:exec_shell",
-                    description=f"full {name} of `{command[:200]}` ({size:,} bytes)",
-                    move=True,
-                )
-            )
+            async with context_files_for(ctx).session(ctx.chat_key) as files:
+
+                def keep() -> tuple[str, Path]:
+                    ref = files.add_artifact_file(
+                        ctx.chat_key,
+                        path,
+                        name=f"exec_shell {name}: {command[:80]}",
+                        source="tool:exec_shell",
+                        description=f"full {name} of `{command[:200]}` ({size:,} bytes)",
+                        move=True,
+                    )
+                    return ref.id, files.path_of(ctx.chat_key, ref)
+
+                ref_id, full = await anyio.to_thread.run_sync(keep)
         except (OSError, ShipAgentError):
             pass  # keep the outputs file and its path
         else:
-            where = f"context file {ref.id} (page it with context_read, search it with context_grep)"
-            full = files.path_of(ctx.chat_key, ref)
-            return text.replace(str(path), where), _shown(full, root), ref.id
+            where = f"context file {ref_id} (page it with context_read, search it with context_grep)"
+            return text.replace(str(path), where), _shown(full, root), ref_id
     shown = _shown(path, root)
     return text.replace(str(path), shown or str(path)), shown, None

@@ -176,7 +176,7 @@ class ChatLoop:
         elif name in ("/pin", "/unpin"):
             self._pins(name, argument.strip(), portal)
         elif name == "/history":
-            lines = render_context(self.agent.history(self.chat_key))
+            lines = render_context(portal.call(self.agent.ahistory, self.chat_key))
             if not lines:
                 self.console.print("[dim](the model's context of this chat is empty)[/]")
             for who, said in lines:

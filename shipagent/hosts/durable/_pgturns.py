@@ -65,7 +65,7 @@ class PgTurnHooks(DurableTurnHooks):
         return TurnStores(
             transcript=self.stores.transcript,
             agent_context=self.stores.agent_context,
-            message_log=agent.store.message_log_sync,  # Postgres in a cluster, read through its bridge
+            message_log=agent.store.message_log_async,  # Postgres in a cluster, awaited on the turn's loop
         )
 
     def store(self, agent: ShipAgent) -> ChatStore:

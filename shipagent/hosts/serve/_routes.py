@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -152,7 +151,7 @@ class Api:
         chat_key = _chat_key(request)
         self.state.caller(request, chat_key)
         limit = _int_param(request, "limit", 100, 1, 1000) or 100
-        refs = await anyio.to_thread.run_sync(lambda: self.agent.context_files.list(chat_key, limit=limit))
+        refs = await self.agent.context_files.alist(chat_key, limit=limit)
         return JSONResponse({"chatKey": chat_key, "files": [r.to_json() for r in refs]})
 
     async def context_file(self, request: Request) -> Response:
@@ -162,9 +161,7 @@ class Api:
         offset = _int_param(request, "offset", 0, 0, 2**62) or 0
         limit = _int_param(request, "limit", 65536, 1, 1 << 20) or 65536
         try:
-            page = await anyio.to_thread.run_sync(
-                lambda: self.agent.context_files.read(chat_key, ref_id, offset, limit)
-            )
+            page = await self.agent.context_files.aread(chat_key, ref_id, offset, limit)
         except NotFoundError as exc:
             raise ApiError(404, "not_found", str(exc)) from None
         return JSONResponse(

@@ -22,10 +22,13 @@ import os
 import secrets
 import shutil
 import threading
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
+
+import anyio
 
 from ..._cache import BoundedCache
 from ..._paths import resolve_inside
@@ -105,8 +108,11 @@ def _write_atomic(path: Path, data: bytes) -> None:
 class ContextFiles:
     """The context files of every chat key of one project.
 
-    Cheap to create (it holds only paths); safe to use from several threads. All methods are
-    blocking: async callers go through ``anyio.to_thread.run_sync``.
+    Cheap to create (it holds only paths); safe to use from several threads. The plain methods
+    are blocking; code on an event loop awaits the ``a``-methods (:meth:`alist`, :meth:`aread`,
+    :meth:`atail`, :meth:`agrep`, :meth:`aadd_artifact`) or runs its own file work in a thread
+    inside :meth:`session`. In a durable cluster on Postgres the plain methods query the
+    database, and on an event loop's own thread they refuse to (that would stop the loop).
 
     Args:
         paths: the project's ``.ship/`` layout.
@@ -400,6 +406,51 @@ class ContextFiles:
             case_sensitive=case_sensitive,
             engine=self.grep_engine,
         )
+
+    # --- from an event loop ----------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def session(self, chat_key: str, *, read: str | None = None) -> AsyncIterator[ContextFiles]:
+        """The files to hand blocking work on ``chat_key`` in a worker thread.
+
+        Here the folder is the whole store, so they are ``self``. A durable cluster's files bring
+        the folder up to date from Postgres first (and ``read``'s bytes), awaited on the caller's
+        loop, and store what the work wrote once it is done: the thread never waits on the database.
+        """
+        yield self
+
+    async def alist(
+        self, chat_key: str, *, kind: ContextKind | None = None, limit: int = 50
+    ) -> builtins.list[ContextRef]:
+        """:meth:`list` for code on an event loop."""
+        async with self.session(chat_key) as files:
+            return await anyio.to_thread.run_sync(partial(files.list, chat_key, kind=kind, limit=limit))
+
+    async def aread(self, chat_key: str, ref_id: str, offset: int = 0, limit: int = 8192) -> Page:
+        """:meth:`read` for code on an event loop."""
+        async with self.session(chat_key, read=ref_id) as files:
+            return await anyio.to_thread.run_sync(files.read, chat_key, ref_id, offset, limit)
+
+    async def atail(self, chat_key: str, ref_id: str, lines: int = 200, *, max_bytes: int = 65536) -> Tail:
+        """:meth:`tail` for code on an event loop."""
+        async with self.session(chat_key, read=ref_id) as files:
+            return await anyio.to_thread.run_sync(
+                partial(files.tail, chat_key, ref_id, lines, max_bytes=max_bytes)
+            )
+
+    async def agrep(self, chat_key: str, ref_id: str, pattern: str, **options: Any) -> GrepResult:
+        """:meth:`grep` for code on an event loop (the same keyword options)."""
+        async with self.session(chat_key, read=ref_id) as files:
+            return await anyio.to_thread.run_sync(partial(files.grep, chat_key, ref_id, pattern, **options))
+
+    async def aadd_artifact(
+        self, chat_key: str, content: str, *, name: str, source: str, **more: str
+    ) -> ContextRef:
+        """:meth:`add_artifact` for code on an event loop (``description``, ``mime`` as keywords)."""
+        async with self.session(chat_key) as files:
+            return await anyio.to_thread.run_sync(
+                partial(files.add_artifact, chat_key, content, name=name, source=source, **more)
+            )
 
     # --- export / import ----------------------------------------------------------------------
 

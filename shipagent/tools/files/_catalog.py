@@ -20,7 +20,7 @@ from pydantic_ai.toolsets import ToolsetTool, WrapperToolset
 from ...errors import ShipAgentError
 from ...store.files._catalog_memo import already_written, forget_catalog, remember_catalog, remembered_catalog
 from ...store.files._render import render_catalog
-from ...store.files._store import ContextFiles
+from ...store.files._store import CATALOG_ID, ContextFiles
 from .._deps import run_of
 from ..execution import ToolExecutionContext
 from ._tools import context_files_for
@@ -72,7 +72,8 @@ class CatalogToolset(WrapperToolset[Any]):
             if already_written(str(files.folder(run.chat_key)), text):
                 return tools  # the hot path: every model request of every turn, no thread hop
             description = f"{len(skills)} skills, {len(rows)} tools available to this agent"
-            await anyio.to_thread.run_sync(lambda: _sync_catalog(files, run.chat_key, text, description))
+            async with files.session(run.chat_key, read=CATALOG_ID) as local:
+                await anyio.to_thread.run_sync(lambda: _sync_catalog(local, run.chat_key, text, description))
         except (ShipAgentError, OSError) as exc:  # a stale catalog must never cost the turn
             log.error("could not write the catalog of %r: %s", run.chat_key, exc)
         return tools

@@ -144,11 +144,11 @@ class SpillToolset(WrapperToolset[Any]):
         if run is None:  # outside any run: nothing to write to
             return result
         threshold = run.config.context.files.spill_threshold_bytes
-        files = context_files_for(run)
         try:
-            return await anyio.to_thread.run_sync(
-                lambda: spill_value(files, run.chat_key, result, tool_name=name, threshold=threshold)
-            )
+            async with context_files_for(run).session(run.chat_key) as files:
+                return await anyio.to_thread.run_sync(
+                    lambda: spill_value(files, run.chat_key, result, tool_name=name, threshold=threshold)
+                )
         except (ShipAgentError, OSError) as exc:
             # Losing the spill must not lose the turn: log it and let the full result through.
             log.error("could not spill the result of %s for %r: %s", name, run.chat_key, exc)

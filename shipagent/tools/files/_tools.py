@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any
 
 import anyio
@@ -50,12 +51,9 @@ async def context_expand(
 async def expand_page(deps: TurnDeps, summary_id: str, offset: int = 0, limit: int = 32768) -> dict[str, Any]:
     """:func:`context_expand` for the run of ``deps``."""
     run, source = deps.tool, deps.stores.message_log
-
-    def work() -> dict[str, Any]:
-        log = source(run.chat_key) if source is not None else MessageLog(run.paths)
-        return expand_result(log, run.chat_key, summary_id, offset, limit, token_cap(run))
-
     try:
+        log = await source(run.chat_key) if source is not None else MessageLog(run.paths)
+        work = partial(expand_result, log, run.chat_key, summary_id, offset, limit, token_cap(run))
         return await anyio.to_thread.run_sync(work)
     except ShipAgentError as exc:  # the shared database is unreachable: a result, not a crash
         return {"success": False, "error": str(exc)}
@@ -121,12 +119,16 @@ def _clamp(name: str, value: int, low: int, high: int, notes: list[str]) -> int:
 Work = Callable[[ContextFiles, str, int], dict[str, Any]]
 
 
-async def _run(run: RunContext[TurnDeps], work: Work) -> dict[str, Any]:
-    """Run blocking file work in a thread; turn every expected failure into a result."""
+async def _run(run: RunContext[TurnDeps], work: Work, *, read: str | None = None) -> dict[str, Any]:
+    """Run blocking file work in a thread; turn every expected failure into a result.
+
+    The work gets the files of the store's :meth:`~ContextFiles.session`: in a durable cluster the
+    database is asked here, on the run's loop, and the thread only touches local files.
+    """
     try:
         ctx = deps_of(run).tool
-        files = context_files_for(ctx)
-        result = await anyio.to_thread.run_sync(work, files, ctx.chat_key, token_cap(ctx))
+        async with context_files_for(ctx).session(ctx.chat_key, read=read) as files:
+            result = await anyio.to_thread.run_sync(work, files, ctx.chat_key, token_cap(ctx))
     except (ShipAgentError, InvalidPatternError, OSError) as exc:
         return {"success": False, "error": str(exc)}
     return {"success": True, **result}
@@ -215,7 +217,7 @@ async def context_read(
         }
         return _with_notes(result, notes)
 
-    return await _run(run, work)
+    return await _run(run, work, read=id)
 
 
 async def context_tail(run: RunContext[TurnDeps], id: str, lines: int = 200) -> dict[str, Any]:
@@ -251,7 +253,7 @@ async def context_tail(run: RunContext[TurnDeps], id: str, lines: int = 200) -> 
         }
         return _with_notes(result, notes)
 
-    return await _run(run, work)
+    return await _run(run, work, read=id)
 
 
 def _cap_line(text: str) -> str:
@@ -321,7 +323,7 @@ async def context_grep(
             notes.append(f"only the first {len(matches)} matches fit the token budget; narrow the pattern")
         return _with_notes({"id": id, "totalMatches": found.total_matches, "matches": matches}, notes)
 
-    return await _run(run, work)
+    return await _run(run, work, read=id)
 
 
 _TOOLS: tuple[Callable[..., Awaitable[dict[str, Any]]], ...] = (

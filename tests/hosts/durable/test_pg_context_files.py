@@ -1,4 +1,4 @@
-"""``SharedContextFiles``: two machines' ``.ship/context/`` kept in step through Postgres (real server)."""
+"""``ClusterContextFiles``: two machines' ``.ship/context/`` kept in step through Postgres (real server)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ import pytest
 
 from shipagent.chatkeys import ShipPaths
 from shipagent.errors import NotFoundError, ShipAgentError
-from shipagent.store._bridge import PgBridge
-from shipagent.store._shared_files import SharedContextFiles
+from shipagent.store import PgStores
+from shipagent.store._pg_files import ClusterContextFiles
 from shipagent.tools.files import ContextFiles
 
 KEY = "web:ann"
 
 
-def _machines(tmp_path: Path, url: str) -> tuple[SharedContextFiles, SharedContextFiles]:
-    bridge = PgBridge.for_url(url)
+def _machines(tmp_path: Path, url: str) -> tuple[ClusterContextFiles, ClusterContextFiles]:
     return (
-        SharedContextFiles(ShipPaths(tmp_path / "one"), bridge),
-        SharedContextFiles(ShipPaths(tmp_path / "two"), bridge),
+        ClusterContextFiles(ShipPaths(tmp_path / "one"), PgStores(url)),
+        ClusterContextFiles(ShipPaths(tmp_path / "two"), PgStores(url)),
     )
 
 
@@ -66,9 +65,7 @@ def test_an_import_on_one_machine_is_readable_on_the_other(tmp_path: Path, pg_da
 
 
 def test_an_unreachable_database_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
-    files = SharedContextFiles(
-        ShipPaths(tmp_path), PgBridge.for_url("postgresql://ship:s3cret@127.0.0.1:1/ship")
-    )
+    files = ClusterContextFiles(ShipPaths(tmp_path), PgStores("postgresql://ship:s3cret@127.0.0.1:1/ship"))
     with pytest.raises(ShipAgentError) as caught:
         files.add_artifact(KEY, "x" * 100, name="out", source="tool:t")
     assert "cannot connect to Postgres at postgresql://ship:***@127.0.0.1:1/ship" in str(caught.value)

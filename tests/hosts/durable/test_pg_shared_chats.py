@@ -62,22 +62,22 @@ async def test_history_expand_reconstruct_context_files_and_clear_read_postgres(
     member = ShipAgent.from_project(tmp_path, model=FunctionModel(capture))
     try:
         assert type(member.store).__name__ == "PgClusterStore"
-        assert member.history(KEY) == history
-        assert member.expand(KEY, sid) == expanded
+        assert await member.ahistory(KEY) == history
+        assert await member.aexpand(KEY, sid) == expanded
         for record, received in zip(records, capture.requests, strict=True):
-            assert member.reconstruct(KEY, record.request_id, record.step) == received, record.id
+            assert await member.areconstruct(KEY, record.request_id, record.step) == received, record.id
         # context files: listed from the database, each fetched into .ship/context/ when read
-        assert [r.id for r in member.context_files.list(KEY, limit=1000)] == [r.id for r in refs]
+        assert [r.id for r in await member.context_files.alist(KEY, limit=1000)] == [r.id for r in refs]
         for ref in refs:
-            page = member.context_files.read(KEY, ref.id, 0, 1 << 20)
+            page = await member.context_files.aread(KEY, ref.id, 0, 1 << 20)
             assert page.content.encode("utf-8") == contents[ref.id]
         history_ref = next(r for r in refs if r.kind == "history")
         word = next(w for w in contents[history_ref.id].decode().split() if w.isalnum() and len(w) > 3)
-        assert member.context_files.grep(KEY, history_ref.id, word).total_matches >= 1
+        assert (await member.context_files.agrep(KEY, history_ref.id, word)).total_matches >= 1
         assert not paths.message_log(KEY).exists()
 
         await member.clear(KEY)
-        assert member.history(KEY) == []
+        assert await member.ahistory(KEY) == []
         kinds = [r.data["t"] for r in await target.messages.records(KEY)]
         assert kinds[-1] == "compaction" and await target.messages.rebuild(KEY) == []
         assert not paths.message_log(KEY).exists()  # the clear went to the database only
@@ -154,10 +154,10 @@ async def test_a_cluster_numbers_messages_so_summaries_expand_on_every_machine(
     try:
         for n in range(5):  # alternate machines: each turn is committed by the other worker
             await turn(first if n % 2 == 0 else second, n)
-        history = second.history(KEY)
+        history = await second.ahistory(KEY)
         sid = summary_id(history[0])
         assert sid == "S0-5"  # the six oldest messages, numbered 0..5 across both workers
-        expanded = second.expand(KEY, sid)
+        expanded = await second.aexpand(KEY, sid)
         assert [m.parts[0].content for m in expanded] == [f"{x}{n}" for n in range(3) for x in "qa"]  # type: ignore[union-attr]
         # the model's tool on machine two, mid-turn, reads the shared log
         deps = TurnDeps(second._wiring.tool_context(KEY, "r-x", None), hooks[id(second)].tool_stores(second))
@@ -210,7 +210,7 @@ async def test_every_request_of_a_cluster_run_chat_is_reconstructed_from_postgre
         assert not ShipPaths(tmp_path).message_log(KEY).exists()  # the chat is in Postgres only
         fresh = ShipAgent.from_project(tmp_path, model=FunctionModel(capture))
         for record, received in zip(records, capture.requests, strict=True):
-            assert fresh.reconstruct(KEY, record.request_id, record.step) == received, record.id
+            assert await fresh.areconstruct(KEY, record.request_id, record.step) == received, record.id
         await fresh.handover.aclose()
     finally:
         await stores.close()
