@@ -62,10 +62,11 @@ async def make_busy_project(root: Path) -> None:
 def _migrated(relative: Path) -> bool:
     """Whether ``migrate`` carries this ``.ship`` file: not the card database (compared by rows), not
     the request ledger (``requests*.jsonl`` and ``ledger/``: per-machine diagnostics, not a store)
-    nor a chat's ``usage.json`` (this machine's count for the chat's budgets), not the process lock."""
+    nor a chat's ``usage.json`` and the version before it, ``.usage.json.old`` (this machine's count
+    for the chat's budgets), not the process lock."""
     if relative.name.startswith("cardbox.sqlite3") or relative == Path("lock"):
         return False
-    ledger = relative.name.startswith(("requests", "usage.json")) or "ledger" in relative.parts
+    ledger = relative.name.startswith(("requests", "usage.json", ".usage.json")) or "ledger" in relative.parts
     return not (relative.parts[0] == "chats" and ledger)
 
 
