@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-import anyio
 from pydantic_ai.toolsets import AbstractToolset
 
 from ..config import ContextConfig
@@ -46,15 +44,12 @@ def one_toolset(toolsets: list[AbstractToolset[Any]]) -> AbstractToolset[Any]:
 
 
 async def build_instructions(
-    agent_md: str | None,
-    project_root: Path,
+    agent_md: str,
     now: datetime,
     sources: Sequence[_instructions.InstructionSource],
     ctx: ToolExecutionContext,
 ) -> str:
-    """``Agent.md`` (read now unless given), the default prompt dated ``now``, then ``sources``."""
-    if agent_md is None:  # a stat (and a symlink check) per request: off the event loop
-        agent_md = await anyio.to_thread.run_sync(_instructions.read_agent_md, project_root)
+    """``Agent.md``'s text, the default prompt dated ``now``, then ``sources``."""
     parts = [agent_md, _instructions.default_prompt(now)]
     parts.extend(await _instructions.collect(list(sources), ctx))
     return "\n\n".join(p for p in parts if p)

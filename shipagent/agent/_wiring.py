@@ -19,6 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
+import anyio
 from pydantic_ai import Agent
 from pydantic_ai.models import Model
 from pydantic_ai.toolsets import AbstractToolset
@@ -216,13 +217,21 @@ class TurnWiring:
         return self.agent.mcp.is_mcp_tool(name) or self.agent.context_runtime.is_mcp_tool(name)
 
     async def instructions(self, ctx: ToolExecutionContext) -> str:
-        """Agent.md (or the default prompt), the instruction sources' additions, then the pins."""
-        agent = self.agent
-        sources = agent.instruction_sources
-        text = await build_instructions(self.agent_md, agent.project_root, agent.clock(), sources, ctx)
-        pins = await _instructions.pinned_facts(
-            agent.pin_store, ctx.chat_key, tool=agent.config.context.pins.enabled
-        )
+        """Agent.md (or the default prompt), the instruction sources' additions, then the pins.
+
+        Agent.md (unless given; a stat and a symlink check per turn) and the chat's pins are read
+        in one worker-thread hop: both are small files every turn reads, and a hop costs more
+        than either read.
+        """
+        agent, given = self.agent, self.agent_md
+        pins_tool = agent.config.context.pins.enabled
+
+        def read() -> tuple[str, str]:
+            agent_md = given if given is not None else _instructions.read_agent_md(agent.project_root)
+            return agent_md, _instructions.pinned_facts_sync(agent.pin_store, ctx.chat_key, tool=pins_tool)
+
+        agent_md, pins = await anyio.to_thread.run_sync(read)
+        text = await build_instructions(agent_md, agent.clock(), agent.instruction_sources, ctx)
         return f"{text}\n\n{pins}" if pins else text
 
     def tool_stores(self) -> TurnStores:

@@ -19,8 +19,11 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
+from functools import partial
 from importlib import resources
 from pathlib import Path
+
+import anyio
 
 from .._cache import BoundedCache
 from .._paths import OutsideProjectError, resolve_inside
@@ -32,6 +35,7 @@ __all__ = [
     "agent_md_problem",
     "default_prompt",
     "pinned_facts",
+    "pinned_facts_sync",
     "pinned_section",
     "read_agent_md",
 ]
@@ -149,8 +153,13 @@ async def pinned_facts(store: PinStore, chat_key: str, *, tool: bool) -> str:
     (``/status`` and ``shipagent inspect`` say what is wrong with it), and no pin is written over
     it meanwhile.
     """
+    return await anyio.to_thread.run_sync(partial(pinned_facts_sync, store, chat_key, tool=tool))
+
+
+def pinned_facts_sync(store: PinStore, chat_key: str, *, tool: bool) -> str:
+    """:func:`pinned_facts` for a worker thread (blocking)."""
     try:
-        pins = await store.load(chat_key)
+        pins = store.load_sync(chat_key)
     except PinsFileError as exc:
         log.error("chat %r: its pins are left out of the request: %s", chat_key, exc)
         return ""
