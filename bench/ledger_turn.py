@@ -39,12 +39,11 @@ from pydantic_ai.toolsets import FunctionToolset
 from pydantic_ai.usage import RequestUsage
 
 sys.path.insert(0, str(Path(__file__).parent))
-from turn_overhead import make_history
+from turn_overhead import seed
 
 from shipagent import ShipAgent
 from shipagent.agent.ledger import Ledger
 from shipagent.agent.ledger._ledger import LedgerRecorder
-from shipagent.store.logs import MessageLog, Transcript
 
 KEY = "bench:ledger"
 cpu: dict[str, float] = {"capture": 0.0, "write": 0.0}
@@ -104,8 +103,7 @@ async def chat(size: int, *, ledger: bool) -> ShipAgent:
     context = {"chatHistory": bounds, "ledger": {"enabled": ledger}}
     (root / "ship.json").write_text(json.dumps({"name": "bench", "context": context}))
     agent = ShipAgent.from_project(root, model=FunctionModel(model), toolsets=[FunctionToolset([lookup])])
-    MessageLog(agent.paths).append_turn(KEY, "seed", make_history(size))
-    Transcript(agent.paths).append_turn(KEY, "seed", "seeded", "seeded")
+    seed(agent, KEY, size)
     for i in range(5):
         await agent.run(KEY, f"warm up {i}")
     return agent

@@ -40,12 +40,11 @@ from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import FunctionModel
 
 sys.path.insert(0, str(Path(__file__).parent))
-from turn_overhead import SIZES, instant, interleaved_medians, make_history
+from turn_overhead import SIZES, instant, interleaved_medians, make_history, seed
 
 from shipagent import ShipAgent
 from shipagent.agent._combined import SequentialCombinedToolset
 from shipagent.agent._turn import _RunWindow
-from shipagent.store.logs import MessageLog
 from shipagent.tools._deps import TurnDeps
 from shipagent.tools.execution import use_tool_context
 from shipagent.tools.files import CatalogToolset
@@ -92,7 +91,7 @@ async def measure(n: int, turns: int, clock: Callable[[], float]) -> dict[str, f
     bounds = {"inMemoryMaxMessages": 100_000, "compactKeepLastMessages": 50_000, "maxHistoryTokens": 10**7}
     (root / "ship.json").write_text(json.dumps({"name": "bench", "context": {"chatHistory": bounds}}))
     agent = ShipAgent.from_project(root, model=FunctionModel(instant))
-    MessageLog(agent.paths).append_turn("bench:chat", "seed", make_history(n))
+    seed(agent, "bench:chat", n)
     ctx = agent._wiring.tool_context("bench:layers", "instructions", None)
     with use_tool_context(ctx):
         instructions = await agent._wiring.instructions(ctx)

@@ -98,17 +98,21 @@ async def ship(n: int, root: Path) -> Turn:
     }
     (root / "ship.json").write_text(json.dumps(config))
     agent = ShipAgent.from_project(root, model=FunctionModel(instant))
-    history = make_history(n)
-    log, transcript = MessageLog(agent.paths), Transcript(agent.paths)
-    log.append_turn("bench:chat", "seed", history)
-    transcript.append_turn("bench:chat", "seed", "seeded", "seeded")
-    AgentContextLog(agent.paths).append("bench:chat", "seed", "seeded", "seeded", [])  # a whole turn
+    seed(agent, "bench:chat", n)
 
     async def turn(i: int) -> None:
         result = await agent.run("bench:chat", f"turn {i}")
         assert result.success, result.output
 
     return turn
+
+
+def seed(agent: ShipAgent, chat_key: str, n: int) -> None:
+    """Give ``chat_key`` ``n`` messages of history, written as one whole earlier turn (its message
+    log, transcript and agent-context lines), so the first turn has nothing to recover."""
+    MessageLog(agent.paths).append_turn(chat_key, "seed", make_history(n))
+    Transcript(agent.paths).append_turn(chat_key, "seed", "seeded", "seeded")
+    AgentContextLog(agent.paths).append(chat_key, "seed", "seeded", "seeded", [])
 
 
 async def openai_agents(n: int, root: Path) -> Turn | None:

@@ -36,7 +36,7 @@ from typing import Any
 import anyio
 
 sys.path.insert(0, str(Path(__file__).parent))
-from turn_overhead import instant, make_history
+from turn_overhead import instant, seed
 
 from shipagent import ShipAgent
 from shipagent.agent import _turn as turn_module
@@ -93,8 +93,7 @@ async def main() -> None:
     bounds = {"inMemoryMaxMessages": 100_000, "compactKeepLastMessages": 50_000, "maxHistoryTokens": 10**7}
     (root / "ship.json").write_text(json.dumps({"name": "bench", "context": {"chatHistory": bounds}}))
     agent = ShipAgent.from_project(root, model=FunctionModel(instant))
-    MessageLog(agent.paths).append_turn("bench:chat", "seed", make_history(args.history))
-    Transcript(agent.paths).append_turn("bench:chat", "seed", "seeded", "seeded")
+    seed(agent, "bench:chat", args.history)
     for _ in range(5):
         await agent.run("bench:chat", "warm up")
 
