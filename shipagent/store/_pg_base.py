@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -63,13 +64,17 @@ def is_postgres(database: str) -> bool:
     return database.startswith(("postgresql://", "postgres://", "postgresql+psycopg://"))
 
 
+_QUERY_PASSWORD = re.compile(r"([?&]password=)[^&#]*", re.IGNORECASE)
+
+
 def redact(url: str) -> str:
-    """``url`` without its password (for messages and logs)."""
+    """``url`` without its password, in the user part or as ``?password=`` (for messages and logs)."""
     head, at, tail = url.rpartition("@")
-    if not at or "://" not in head:
-        return url
-    scheme, _, userinfo = head.partition("://")
-    return f"{scheme}://{userinfo.split(':', 1)[0]}:***@{tail}" if ":" in userinfo else url
+    if at and "://" in head:
+        scheme, _, userinfo = head.partition("://")
+        if ":" in userinfo:
+            url = f"{scheme}://{userinfo.split(':', 1)[0]}:***@{tail}"
+    return _QUERY_PASSWORD.sub(r"\1***", url)
 
 
 @dataclass
