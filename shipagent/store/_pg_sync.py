@@ -8,8 +8,8 @@ API of a cluster, a CLI — gets its answer by :func:`blocking`, which picks the
 * in a worker thread of a running loop (``anyio.to_thread.run_sync``: the tools' file work,
   serve's context-file routes, the elided-result hook), the coroutine runs back on that loop
   (``anyio.from_thread.run``): the loop is free while its thread waits, and its pool is reused;
-* in a thread with no loop at all (a CLI, a script, a plain thread), on a loop made for this one
-  call (:func:`asyncio.run`), whose connections are closed before it ends;
+* in a thread with no loop at all (a CLI, a script, a plain thread, a worker thread that outlived
+  its loop), on a loop made for this one call (:func:`asyncio.run`), whose connections are closed before it ends;
 * on the thread of a running loop, never: waiting there would stop every other task of that loop
   while the database answers. That is a :class:`~shipagent.errors.ShipAgentError` naming the
   async method to await instead.
@@ -75,7 +75,7 @@ def blocking(pool: PgPool, call: Callable[[], Awaitable[_T]], *, instead: str) -
 
     try:  # a worker thread of a running loop: run there, on that loop's connections
         return anyio.from_thread.run(on_the_callers_loop)
-    except anyio.NoEventLoopError:
+    except (anyio.NoEventLoopError, anyio.RunFinishedError):  # no loop, or its loop has ended
         if started:  # pragma: no cover - raised by the call itself, not by the hop
             raise
 

@@ -8,13 +8,51 @@ loop, and the password was printed in the error.
 
 from __future__ import annotations
 
+import threading
+from functools import partial
+from pathlib import Path
+from typing import Any
+
 import anyio
 import anyio.from_thread
 import pytest
 
+from shipagent.chatkeys import ShipPaths
 from shipagent.errors import ShipAgentError
+from shipagent.store import PgStores
 from shipagent.store._pg_base import PgPool
+from shipagent.store._pg_files import ClusterContextFiles
+from tests.core.test_ledger import KEY
 from tests.support.net import free_port
+
+
+def test_a_sync_call_from_a_worker_thread_that_outlived_its_loop_runs_on_a_loop_of_its_own(
+    tmp_path: Path, pg_database: str
+) -> None:
+    files = ClusterContextFiles(ShipPaths(tmp_path), PgStores(pg_database))
+    running, loop_over, done = threading.Event(), threading.Event(), threading.Event()
+    answers: list[Any] = []
+
+    def late() -> None:  # a thread the loop stopped waiting for (abandon_on_cancel)
+        running.set()
+        loop_over.wait(60)
+        try:
+            answers.append(files.list(KEY))
+        except Exception as exc:
+            answers.append(exc)
+        done.set()
+
+    async def main() -> None:
+        with anyio.CancelScope() as scope:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(partial(anyio.to_thread.run_sync, late, abandon_on_cancel=True))
+                await anyio.to_thread.run_sync(running.wait)
+                scope.cancel()
+
+    anyio.run(main)
+    loop_over.set()
+    done.wait(60)
+    assert answers == [[]]
 
 
 def test_a_password_in_the_urls_query_is_not_in_the_error_when_postgres_cannot_be_reached() -> None:
