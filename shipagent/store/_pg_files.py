@@ -130,10 +130,13 @@ class ClusterContextFiles(ContextFiles):
         try:
             yield local
         finally:
-            for key, ref in local.added:
-                data = await anyio.to_thread.run_sync(self._shareable, key, ref)
-                if data is not None:
-                    await self._share_or_say(key, ref, self._put_query(key, ref, data))
+            # shielded: a block cancelled after its thread wrote (a cancelled turn) still shares
+            # what it wrote, as the sync API does before it returns
+            with anyio.CancelScope(shield=True):
+                for key, ref in local.added:
+                    data = await anyio.to_thread.run_sync(self._shareable, key, ref)
+                    if data is not None:
+                        await self._share_or_say(key, ref, self._put_query(key, ref, data))
 
     async def _share_or_say(self, chat_key: str, ref: ContextRef, put: Callable[[], Awaitable[None]]) -> None:
         try:

@@ -26,6 +26,29 @@ from tests.core.test_ledger import KEY
 from tests.support.net import free_port
 
 
+@pytest.mark.anyio
+async def test_a_file_written_in_a_session_that_is_cancelled_meanwhile_is_still_stored_for_every_worker(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """A turn cancelled while a tool's file work runs: the work finished, so its file is shared."""
+    one = ClusterContextFiles(ShipPaths(tmp_path / "one"), PgStores(pg_database))
+    two = ClusterContextFiles(ShipPaths(tmp_path / "two"), PgStores(pg_database))
+    refs: list[Any] = []
+    with anyio.CancelScope() as scope:
+        async with one.session(KEY) as local:
+
+            def work() -> None:
+                refs.append(local.add_artifact(KEY, "the build failed\n", name="log", source="tool:make"))
+                anyio.from_thread.run_sync(scope.cancel)  # the turn is cancelled while the thread runs
+
+            await anyio.to_thread.run_sync(work)
+    assert scope.cancel_called
+    assert [r.id for r in await two.alist(KEY)] == [refs[0].id]
+    assert (await two.aread(KEY, refs[0].id)).content == "the build failed\n"
+    await one.stores.close()
+    await two.stores.close()
+
+
 def test_a_sync_call_from_a_worker_thread_that_outlived_its_loop_runs_on_a_loop_of_its_own(
     tmp_path: Path, pg_database: str
 ) -> None:
