@@ -36,7 +36,7 @@ import anyio
 from ..chatkeys import ShipPaths
 from ..errors import BadRequestError, ShipAgentError
 from ..jsonl import append_lines
-from ._pg_sync import blocking, pg_errors
+from ._pg_sync import blocking, pg_errors, refuse_on_a_loop
 from ._postgres import PgStores
 from ._protocols import LogRecord
 from .files import ContextFiles, ContextRef
@@ -214,6 +214,8 @@ class ClusterContextFiles(ContextFiles):
         return super().path_of(chat_key, ref)
 
     def _writing(self) -> contextlib.AbstractContextManager[object]:
+        # refused before the lock: a worker thread holding it may be waiting on this loop
+        refuse_on_a_loop(_INSTEAD)
         return self._lock
 
     def _added(self, chat_key: str, refs: Sequence[ContextRef]) -> None:

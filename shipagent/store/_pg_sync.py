@@ -28,7 +28,7 @@ import anyio.from_thread
 from ..errors import ShipAgentError
 from ._pg_base import PgPool, redact
 
-__all__ = ["blocking", "pg_errors"]
+__all__ = ["blocking", "pg_errors", "refuse_on_a_loop"]
 
 _T = TypeVar("_T")
 
@@ -45,6 +45,25 @@ def pg_errors(url: str) -> Iterator[None]:
         raise ShipAgentError(f"Postgres at {redact(url)}: {type(exc).__name__}: {first}") from None
 
 
+def refuse_on_a_loop(instead: str) -> None:
+    """Raise on the thread of a running event loop, before the caller takes any lock.
+
+    A worker thread may hold a lock while it waits on this very loop for the database, so the
+    loop's thread must be refused before it waits for that lock, not after.
+
+    Raises:
+        ShipAgentError: naming ``instead``, what an async caller awaits.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise ShipAgentError(
+        "this call waits for the cluster's Postgres database and would block the running event "
+        f"loop (every other task on it) until the database answers: await {instead} instead"
+    )
+
+
 def blocking(pool: PgPool, call: Callable[[], Awaitable[_T]], *, instead: str) -> _T:
     """``await call()`` from synchronous code, on ``pool``'s connections for the loop that runs it.
 
@@ -56,15 +75,7 @@ def blocking(pool: PgPool, call: Callable[[], Awaitable[_T]], *, instead: str) -
     Raises:
         ShipAgentError: called on the thread of a running event loop.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        raise ShipAgentError(
-            "this call waits for the cluster's Postgres database and would block the running event "
-            f"loop (every other task on it) until the database answers: await {instead} instead"
-        )
+    refuse_on_a_loop(instead)
     started = False
 
     async def on_the_callers_loop() -> _T:

@@ -15,6 +15,7 @@ from typing import Any
 
 import anyio
 import anyio.from_thread
+import psycopg
 import pytest
 
 from shipagent.chatkeys import ShipPaths
@@ -24,6 +25,10 @@ from shipagent.store._pg_base import PgPool
 from shipagent.store._pg_files import ClusterContextFiles
 from tests.core.test_ledger import KEY
 from tests.support.net import free_port
+
+WAITING = (
+    "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'shipagent.context_content'::regclass"
+)
 
 
 @pytest.mark.anyio
@@ -76,6 +81,54 @@ def test_a_sync_call_from_a_worker_thread_that_outlived_its_loop_runs_on_a_loop_
     loop_over.set()
     done.wait(60)
     assert answers == [[]]
+
+
+def _hold_the_content(url: str, locked: threading.Event, release: threading.Event) -> None:
+    """Another client holds ``context_content`` exclusively until told (or, as a last resort, a minute)."""
+    with psycopg.connect(url) as conn:
+        conn.execute("LOCK TABLE shipagent.context_content IN ACCESS EXCLUSIVE MODE")
+        locked.set()
+        release.wait(60)
+        conn.rollback()
+
+
+def test_a_sync_write_on_the_loops_thread_is_refused_while_a_worker_thread_is_sharing_one(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """The worker thread holds the files' lock while it waits on the loop for Postgres; the loop's
+    own thread must be refused at once, not wait for that lock (the worker would wait forever)."""
+    files = ClusterContextFiles(ShipPaths(tmp_path), PgStores(pg_database))
+    locked, release = threading.Event(), threading.Event()
+    seen: list[str] = []
+    (tmp_path / "b.txt").write_text("b\n", encoding="utf-8")
+
+    async def main() -> None:
+        await files.alist(KEY)  # the schema exists
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _hold_the_content, pg_database, locked, release)
+            await anyio.to_thread.run_sync(locked.wait)
+            tg.start_soon(
+                anyio.to_thread.run_sync, partial(files.add_artifact, KEY, "a", name="a", source="t")
+            )
+            async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as watcher:
+                while True:  # until the worker thread's share waits on the table (holding the lock)
+                    count = await (await watcher.execute(WAITING)).fetchone()
+                    if count is not None and count[0] > 0:
+                        break
+                    await anyio.sleep(0.01)
+            try:  # on the loop's thread
+                files.add_artifact_file(KEY, tmp_path / "b.txt", name="b", source="t")
+            except ShipAgentError as exc:
+                seen.append(str(exc))
+            release.set()
+
+    thread = threading.Thread(target=anyio.run, args=(main,), daemon=True)
+    thread.start()
+    thread.join(120)  # only if the loop's thread is stuck: then the assertions below fail
+    release.set()
+    assert not thread.is_alive(), "the loop's thread is waiting for the worker that waits for it"
+    assert len(seen) == 1 and "would block the running event loop" in seen[0]
+    assert [r.name for r in files.list(KEY)] == ["a"]
 
 
 def test_a_password_in_the_urls_query_is_not_in_the_error_when_postgres_cannot_be_reached() -> None:
