@@ -290,6 +290,15 @@ class UsageStore:
         raise UsageFileError(path, "it is empty")
 
 
+def _whole(path: Path) -> bool:
+    """Whether ``path`` holds usage data (a write killed before its data left it empty)."""
+    try:
+        _parse(path, path.read_bytes())
+    except (OSError, UsageFileError):
+        return False
+    return True
+
+
 def _parse(path: Path, raw: bytes) -> ChatUsage:
     try:
         return ChatUsage.from_json(json.loads(raw))
@@ -330,8 +339,8 @@ def _swap(path: Path, data: bytes) -> None:
     cost every response ~5-10 ms, and what it guards against costs a budget a few responses.
     """
     new, old = path.with_name(_NEW), path.with_name(_OLD)
-    if new.exists() and not path.exists():  # finish the swap a kill cut before writing over ``.new``
-        os.rename(new, path)
+    if new.exists() and not path.exists() and _whole(new):  # finish the swap a kill cut, before
+        os.rename(new, path)  # writing over ``.new`` (one killed before its data is not a version)
     try:
         with open(new, "wb") as fh:
             fh.write(data)
