@@ -8,6 +8,7 @@ API of a cluster, a CLI — gets its answer by :func:`blocking`, which picks the
 * in a worker thread of a running loop (``anyio.to_thread.run_sync``: the tools' file work,
   serve's context-file routes, the elided-result hook), the coroutine runs back on that loop
   (``anyio.from_thread.run``): the loop is free while its thread waits, and its pool is reused;
+  the call runs to its end even when the run is cancelled meanwhile (the thread waits for it);
 * in a thread with no loop at all (a CLI, a script, a plain thread, a worker thread that outlived
   its loop), on a loop made for this one call (:func:`asyncio.run`), whose connections are closed before it ends;
 * on the thread of a running loop, never: waiting there would stop every other task of that loop
@@ -81,8 +82,12 @@ def blocking(pool: PgPool, call: Callable[[], Awaitable[_T]], *, instead: str) -
     async def on_the_callers_loop() -> _T:
         nonlocal started
         started = True
-        with pg_errors(pool.url):
-            return await call()
+        # shielded: anyio runs this in the cancel scope of the task that waits for the thread, so a
+        # cancelled run would stop the query half-way while the thread's caller goes on as if it
+        # had answered (a file written here and never stored); the loop waits for the thread anyway
+        with anyio.CancelScope(shield=True), pg_errors(pool.url):
+            answer = await call()
+        return answer
 
     try:  # a worker thread of a running loop: run there, on that loop's connections
         return anyio.from_thread.run(on_the_callers_loop)

@@ -1,9 +1,10 @@
-"""A cluster's Postgres from the awkward callers: a cancelled tool, a thread that outlived its loop,
-a sync write on the loop's own thread while a worker thread is sharing, a password in the URL's query.
+"""A cluster's Postgres from the awkward callers: a cancelled tool, a cancelled run whose worker
+thread is mid-call, a thread that outlived its loop, a sync write on the loop's own thread while a
+worker thread is sharing, a password in the URL's query, a loop per command fifty times.
 
-Each of these once went wrong: the cancelled tool's file stayed on its machine, the late thread got
-a raw ``RuntimeError``, the loop's thread waited forever on the worker that was waiting for the
-loop, and the password was printed in the error.
+The first five once went wrong: the cancelled tool's file stayed on its machine, so did the worker
+thread's, the late thread got a raw ``RuntimeError``, the loop's thread waited forever on the
+worker that was waiting for the loop, and the password was printed in the error.
 """
 
 from __future__ import annotations
@@ -141,3 +142,51 @@ def test_a_password_in_the_urls_query_is_not_in_the_error_when_postgres_cannot_b
         anyio.run(main)
     assert "hunter2" not in str(caught.value)
     assert "127.0.0.1" in str(caught.value) and "sslmode=disable" in str(caught.value)
+
+
+def test_a_sync_write_from_a_worker_thread_still_lands_when_its_loop_is_cancelled_meanwhile(
+    tmp_path: Path, pg_database: str
+) -> None:
+    """The run is cancelled while its worker thread waits on the loop for Postgres: the thread's
+    call still finishes on that loop (the loop waits for the thread), and every worker sees the file."""
+    files = ClusterContextFiles(ShipPaths(tmp_path / "one"), PgStores(pg_database))
+    locked, release = threading.Event(), threading.Event()
+
+    async def main() -> None:
+        await files.alist(KEY)  # the schema exists
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(anyio.to_thread.run_sync, _hold_the_content, pg_database, locked, release)
+            await anyio.to_thread.run_sync(locked.wait)
+            tg.start_soon(
+                anyio.to_thread.run_sync, partial(files.add_artifact, KEY, "a", name="a", source="t")
+            )
+            async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as watcher:
+                while True:  # until the worker thread's share waits on the table
+                    count = await (await watcher.execute(WAITING)).fetchone()
+                    if count is not None and count[0] > 0:
+                        break
+                    await anyio.sleep(0.01)
+            tg.cancel_scope.cancel()
+            release.set()
+
+    anyio.run(main)
+    others = ClusterContextFiles(ShipPaths(tmp_path / "two"), PgStores(pg_database))
+    assert [r.name for r in others.list(KEY)] == ["a"]
+
+
+def test_fifty_loops_one_after_another_leave_only_the_last_ones_connections_open(pg_database: str) -> None:
+    """A CLI runs a loop per command: the shares of loops that ended are closed, not kept."""
+    pool = PgPool(pg_database)
+
+    async def command() -> None:
+        async with anyio.create_task_group() as tg:  # two queries at once: two connections
+            tg.start_soon(pool.fetch, "SELECT pg_sleep(0.001)")
+            tg.start_soon(pool.fetch, "SELECT pg_sleep(0.001)")
+
+    for _ in range(50):
+        anyio.run(command)
+    with psycopg.connect(pg_database, autocommit=True) as conn:
+        (row,) = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert row[0] <= 2
