@@ -24,7 +24,8 @@ from shipagent.errors import ShipAgentError
 from shipagent.store import PgStores
 from shipagent.store._pg_base import PgPool
 from shipagent.store._pg_files import ClusterContextFiles
-from tests.core.test_ledger import KEY
+from shipagent.window.compaction import summary_id
+from tests.core.test_ledger import KEY, _scripted_chat
 from tests.support.net import free_port
 
 WAITING = (
@@ -190,3 +191,23 @@ def test_fifty_loops_one_after_another_leave_only_the_last_ones_connections_open
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         ).fetchall()
     assert row[0] <= 2
+
+
+@pytest.mark.anyio
+async def test_on_the_files_backend_the_async_twins_answer_what_the_sync_methods_do(tmp_path: Path) -> None:
+    """The async twins the cluster needed change nothing for a project on files."""
+    agent, capture = await _scripted_chat(tmp_path)
+    history = await agent.ahistory(KEY)
+    sid = summary_id(history[0])
+    assert sid is not None
+    records = await anyio.to_thread.run_sync(agent.ledger, KEY)
+    received = [await agent.areconstruct(KEY, r.request_id, r.step) for r in records]
+    expanded = await agent.aexpand(KEY, sid)
+    listed = await agent.context_files.alist(KEY)
+
+    def sync() -> tuple[Any, ...]:
+        again = [agent.reconstruct(KEY, r.request_id, r.step) for r in records]
+        return agent.history(KEY), agent.expand(KEY, sid), again, agent.context_files.list(KEY)
+
+    assert await anyio.to_thread.run_sync(sync) == (history, expanded, received, listed)
+    assert received == capture.requests and expanded and listed
