@@ -1,8 +1,9 @@
-"""A cluster's Postgres from the awkward callers: a cancelled tool, a cancelled run whose worker
-thread is mid-call, a thread that outlived its loop, a sync write on the loop's own thread while a
-worker thread is sharing, a password in the URL's query, a loop per command fifty times.
+"""A cluster's Postgres from the awkward callers: a cancelled tool, a tool that fails after
+writing, a cancelled run whose worker thread is mid-call, a thread that outlived its loop, a sync
+write on the loop's own thread while a worker thread is sharing, a password in the URL's query, a
+loop per command fifty times; and the async twins on the files backend.
 
-The first five once went wrong: the cancelled tool's file stayed on its machine, so did the worker
+Five of these once went wrong: the cancelled tool's file stayed on its machine, so did the worker
 thread's, the late thread got a raw ``RuntimeError``, the loop's thread waited forever on the
 worker that was waiting for the loop, and the password was printed in the error.
 """
@@ -52,6 +53,26 @@ async def test_a_file_written_in_a_session_that_is_cancelled_meanwhile_is_still_
     assert scope.cancel_called
     assert [r.id for r in await two.alist(KEY)] == [refs[0].id]
     assert (await two.aread(KEY, refs[0].id)).content == "the build failed\n"
+    await one.stores.close()
+    await two.stores.close()
+
+
+@pytest.mark.anyio
+async def test_a_file_written_in_a_session_whose_work_then_fails_is_stored_and_the_failure_kept(
+    tmp_path: Path, pg_database: str
+) -> None:
+    one = ClusterContextFiles(ShipPaths(tmp_path / "one"), PgStores(pg_database))
+    two = ClusterContextFiles(ShipPaths(tmp_path / "two"), PgStores(pg_database))
+
+    def work(local: Any) -> None:
+        local.add_artifact(KEY, "half of it\n", name="log", source="tool:make")
+        raise ValueError("the tool failed after writing")
+
+    with pytest.raises(ValueError, match="failed after writing"):
+        async with one.session(KEY) as local:
+            await anyio.to_thread.run_sync(work, local)
+    (ref,) = await two.alist(KEY)
+    assert (await two.aread(KEY, ref.id)).content == "half of it\n"
     await one.stores.close()
     await two.stores.close()
 
