@@ -115,6 +115,16 @@ def _hold_the_content(url: str, locked: threading.Event, release: threading.Even
         conn.rollback()
 
 
+async def _until_a_share_waits(pg_database: str) -> None:
+    """Return once a worker thread's share of a file waits on the locked table."""
+    async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as watcher:
+        while True:
+            count = await (await watcher.execute(WAITING)).fetchone()
+            if count is not None and count[0] > 0:
+                return
+            await anyio.sleep(0.01)
+
+
 def test_a_sync_write_on_the_loops_thread_is_refused_while_a_worker_thread_is_sharing_one(
     tmp_path: Path, pg_database: str
 ) -> None:
@@ -133,12 +143,7 @@ def test_a_sync_write_on_the_loops_thread_is_refused_while_a_worker_thread_is_sh
             tg.start_soon(
                 anyio.to_thread.run_sync, partial(files.add_artifact, KEY, "a", name="a", source="t")
             )
-            async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as watcher:
-                while True:  # until the worker thread's share waits on the table (holding the lock)
-                    count = await (await watcher.execute(WAITING)).fetchone()
-                    if count is not None and count[0] > 0:
-                        break
-                    await anyio.sleep(0.01)
+            await _until_a_share_waits(pg_database)  # (the worker thread holds the files' lock)
             try:  # on the loop's thread
                 files.add_artifact_file(KEY, tmp_path / "b.txt", name="b", source="t")
             except ShipAgentError as exc:
@@ -182,12 +187,7 @@ def test_a_sync_write_from_a_worker_thread_still_lands_when_its_loop_is_cancelle
             tg.start_soon(
                 anyio.to_thread.run_sync, partial(files.add_artifact, KEY, "a", name="a", source="t")
             )
-            async with await psycopg.AsyncConnection.connect(pg_database, autocommit=True) as watcher:
-                while True:  # until the worker thread's share waits on the table
-                    count = await (await watcher.execute(WAITING)).fetchone()
-                    if count is not None and count[0] > 0:
-                        break
-                    await anyio.sleep(0.01)
+            await _until_a_share_waits(pg_database)
             tg.cancel_scope.cancel()
             release.set()
 
