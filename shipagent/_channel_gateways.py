@@ -88,7 +88,7 @@ class DiscordConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        return http_root(value, "https://discord.com/api/v10")
+        return http_root(value, DEFAULT_DISCORD_API_ROOT)
 
     @field_validator("gateway_url")
     @classmethod
@@ -181,7 +181,7 @@ class QQConfig(_Model):
     @field_validator("api_root", "token_url")
     @classmethod
     def _url(cls, value: str | None) -> str | None:
-        return None if value is None else http_root(value, "https://api.sgroup.qq.com")
+        return None if value is None else http_root(value, DEFAULT_QQ_API_ROOT)
 
     @field_validator("show_tool_steps")
     @classmethod

@@ -43,10 +43,11 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def http_root(value: str, example: str = "") -> str:
-    """``value`` without a trailing slash, if it is an http(s) URL (an API root a test may point at)."""
+def http_root(value: str, example: str) -> str:
+    """``value`` without a trailing slash, if it is an http(s) URL (an API root a test may point at);
+    ``example`` (the platform's own root) is named in the error."""
     if not value.startswith(("http://", "https://")):
-        raise ValueError("must be an http:// or https:// URL" + (f" (e.g. {example})" if example else ""))
+        raise ValueError(f"must be an http:// or https:// URL (e.g. {example})")
     return value.rstrip("/")
 
 

@@ -125,7 +125,7 @@ class TelegramConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        return http_root(value)
+        return http_root(value, DEFAULT_TELEGRAM_API_ROOT)
 
     @field_validator("webhook_url")
     @classmethod
@@ -258,7 +258,7 @@ class SlackConfig(_Model):
     @field_validator("api_root")
     @classmethod
     def _root(cls, value: str) -> str:
-        return http_root(value)
+        return http_root(value, DEFAULT_SLACK_API_ROOT)
 
     @field_validator("bot_token")
     @classmethod
