@@ -67,6 +67,16 @@ HOLD = "hold"
 """The file (in the project directory, beside the model module) that holds the answer after its first word."""
 
 
+def held_project(tmp_path: Path) -> tuple[Path, Path]:
+    """A project under ``tmp_path`` with the scripted model, its answer held after the first word
+    (:data:`HOLD`) until :func:`kill_while_streaming` lets it go; and where the process logs."""
+    root = tmp_path / "p"
+    root.mkdir()
+    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
+    (root / HOLD).touch()
+    return root, tmp_path / "channels.log"
+
+
 def start_channels(root: Path, log: Path) -> subprocess.Popen[bytes]:
     """``shipagent channels run`` on the project at ``root`` with the scripted model, output to ``log``."""
     command = [SHIPAGENT, "channels", "run", "-C", str(root), "--model-factory", "scripted_model:build"]

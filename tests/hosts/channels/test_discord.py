@@ -26,8 +26,7 @@ from shipagent.hosts.channels._cli import pair_code
 from shipagent.hosts.channels.discord import DiscordChannel, discord_markdown, intents
 from shipagent.hosts.cli._app import app
 from tests.support.channel_process import (
-    HOLD,
-    MODEL_MODULE,
+    held_project,
     kill_while_streaming,
     start_channels,
     stop,
@@ -376,11 +375,7 @@ async def test_a_missing_message_content_intent_stops_the_start_with_what_to_tur
 
 
 async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_restart(tmp_path: Path) -> None:
-    root = tmp_path / "p"
-    root.mkdir()
-    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
-    (root / HOLD).touch()  # the answer stops after its first word until the restart
-    log = tmp_path / "channels.log"
+    root, log = held_project(tmp_path)  # the answer stops after its first word until the restart
 
     def finished() -> list[str]:
         return [m.content for m in fake.shown() if m.content.strip().endswith("and more")]

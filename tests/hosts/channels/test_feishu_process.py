@@ -16,8 +16,7 @@ import pytest
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_feishu import ship_json
 from tests.support.channel_process import (
-    HOLD,
-    MODEL_MODULE,
+    held_project,
     kill_while_streaming,
     start_channels,
     stop,
@@ -32,11 +31,7 @@ async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_re
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FEISHU_APP_SECRET", APP_SECRET)
-    root = tmp_path / "p"
-    root.mkdir()
-    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
-    (root / HOLD).touch()  # the answer stops after its first word until the restart
-    log = tmp_path / "channels.log"
+    root, log = held_project(tmp_path)  # the answer stops after its first word until the restart
 
     def finished() -> list[str]:
         return [m.text for m in fake.shown() if m.text.strip().endswith("and more")]

@@ -17,8 +17,7 @@ import pytest
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels.test_slack_http import SECRET, Poster, ship_json
 from tests.support.channel_process import (
-    HOLD,
-    MODEL_MODULE,
+    held_project,
     kill_while_streaming,
     start_channels,
     stop,
@@ -47,11 +46,7 @@ async def test_killed_mid_answer_in_http_mode_the_event_is_answered_exactly_once
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SLACK_SIGNING_SECRET", SECRET)  # the process reads it from its environment
-    root = tmp_path / "p"
-    root.mkdir()
-    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
-    (root / HOLD).touch()  # the answer stops after its first word until the restart
-    log = tmp_path / "channels.log"
+    root, log = held_project(tmp_path)  # the answer stops after its first word until the restart
     port = free_port()
 
     def finished() -> list[str]:

@@ -14,8 +14,7 @@ import pytest
 from shipagent.chatkeys import ShipPaths
 from tests.hosts.channels._support import ship_json
 from tests.support.channel_process import (
-    HOLD,
-    MODEL_MODULE,
+    held_project,
     kill_while_streaming,
     start_channels,
     stop,
@@ -31,11 +30,7 @@ def _finished(fake: FakeTelegram) -> list[str]:
 
 
 async def test_killed_mid_answer_the_message_is_answered_exactly_once_after_a_restart(tmp_path: Path) -> None:
-    root = tmp_path / "p"
-    root.mkdir()
-    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
-    (root / HOLD).touch()  # the answer stops after its first word until the restart
-    log = tmp_path / "channels.log"
+    root, log = held_project(tmp_path)  # the answer stops after its first word until the restart
     async with telegram_server() as fake:
         fake.longest_poll = 1.0  # the wait for the restarted process's next polls is not 30 s each
         (root / "ship.json").write_text(json.dumps(ship_json(fake)), encoding="utf-8")

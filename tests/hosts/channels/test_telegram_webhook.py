@@ -25,7 +25,7 @@ from shipagent.config import parse_config
 from shipagent.errors import ConfigError
 from shipagent.hosts.channels import ChannelHost, channels_from_config
 from tests.hosts.channels._support import running, ship_json
-from tests.support.channel_process import HOLD, MODEL_MODULE, reply_recorded
+from tests.support.channel_process import HOLD, held_project, reply_recorded
 from tests.support.core import make_project
 from tests.support.net import free_port
 from tests.support.stream import StreamScript
@@ -263,11 +263,7 @@ async def test_polling_mode_removes_a_webhook_left_set_and_then_polls(tmp_path: 
 
 
 async def test_killed_mid_answer_in_webhook_mode_the_update_is_answered_exactly_once(tmp_path: Path) -> None:
-    root = tmp_path / "p"
-    root.mkdir()
-    (root / "scripted_model.py").write_text(MODEL_MODULE, encoding="utf-8")
-    (root / HOLD).touch()  # the answer stops after its first word until the restart
-    log = tmp_path / "channels.log"
+    root, log = held_project(tmp_path)  # the answer stops after its first word until the restart
 
     def start() -> subprocess.Popen[bytes]:
         command = [sys.executable, "-c", "from shipagent.hosts.cli._app import main; main()"]
