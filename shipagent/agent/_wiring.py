@@ -228,7 +228,7 @@ class TurnWiring:
 
         def read() -> tuple[str, str]:
             agent_md = given if given is not None else _instructions.read_agent_md(agent.project_root)
-            return agent_md, _instructions.pinned_facts_sync(agent.pin_store, ctx.chat_key, tool=pins_tool)
+            return agent_md, _instructions.pinned_facts(agent.pin_store, ctx.chat_key, tool=pins_tool)
 
         agent_md, pins = await anyio.to_thread.run_sync(read)
         text = await build_instructions(agent_md, agent.clock(), agent.instruction_sources, ctx)

@@ -19,11 +19,8 @@ import stat
 import threading
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from functools import partial
 from importlib import resources
 from pathlib import Path
-
-import anyio
 
 from .._cache import BoundedCache
 from .._paths import OutsideProjectError, resolve_inside
@@ -35,7 +32,6 @@ __all__ = [
     "agent_md_problem",
     "default_prompt",
     "pinned_facts",
-    "pinned_facts_sync",
     "pinned_section",
     "read_agent_md",
 ]
@@ -146,18 +142,14 @@ def pinned_section(pins: list[Pin], *, tool: bool) -> str:
     )
 
 
-async def pinned_facts(store: PinStore, chat_key: str, *, tool: bool) -> str:
+def pinned_facts(store: PinStore, chat_key: str, *, tool: bool) -> str:
     """The chat's :func:`pinned_section`; a damaged ``pins.json`` is logged and left out.
 
     A damaged file fails no turn: the chat goes on without its pins until the file is fixed
     (``/status`` and ``shipagent inspect`` say what is wrong with it), and no pin is written over
-    it meanwhile.
+    it meanwhile. Blocking (it reads ``pins.json``): the turn reads it in the same worker-thread
+    hop as ``Agent.md``.
     """
-    return await anyio.to_thread.run_sync(partial(pinned_facts_sync, store, chat_key, tool=tool))
-
-
-def pinned_facts_sync(store: PinStore, chat_key: str, *, tool: bool) -> str:
-    """:func:`pinned_facts` for a worker thread (blocking)."""
     try:
         pins = store.load_sync(chat_key)
     except PinsFileError as exc:
