@@ -48,7 +48,6 @@ class PgClusterStore(PgStores):
     ) -> None:
         super().__init__(url, window=window, project_id=project_id, pool_size=pool_size)
         self.paths = paths
-        self.url = url
 
     @cached_property
     def _files(self) -> ClusterContextFiles:
