@@ -286,7 +286,10 @@ async def test_an_attachment_is_downloaded_and_read_through_context_read(tmp_pat
     script = StreamScript(_reader)
     async with discord_server() as fake, running(tmp_path / "p", fake, script.model) as (agent, _):
         fake.user_message("what is in it?", attachment=("notes.txt", b"launch at noon\n"))
-        await fake.wait_for(lambda: fake.shown() and fake.shown()[-1].content.startswith("the file says"))
+        # the answer is streamed: wait for the whole of it, not its first edit
+        await fake.wait_for(
+            lambda: fake.shown() and fake.shown()[-1].content == "the file says: launch at noon"
+        )
         assert fake.shown()[-1].content == "the file says: launch at noon"
         said = last_user_text(script.requests[0])
         assert said.startswith("what is in it?\n[Ada attached document notes.txt (15 bytes): context file")
